@@ -1,0 +1,1 @@
+#include "autograd/var.h"

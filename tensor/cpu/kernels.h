@@ -1,0 +1,83 @@
+// CPU kernels: the readable reference implementation of every op (plain loops, fp32/f64
+// accumulation, OpenMP where it matters, Eigen for GEMM). tensor/cuda/kernels.h declares the CUDA
+// twin of each with the same arguments plus a stream. The dispatchers in tensor/ops/*.cpp check
+// arguments and allocate outputs; kernels may assume what each comment states.
+//
+// Dtypes: floating kernels handle f32 and f64 (bf16/f16 inputs are converted to f32 by the
+// dispatcher on CPU); index tensors are i32 or i64. Unless stated, tensors are contiguous.
+// Backward rule: kernels `+=` into parameter gradients (marked "+=") and `=` into activation
+// gradients.
+#pragma once
+
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+
+namespace sprig::cpu {
+
+// dst = src converted to dst's dtype; same shape, any strides and dtypes (all seven).
+void copy(const Tensor& src, const Tensor& dst);
+void fill(const Tensor& dst, double value);  // dst contiguous, any dtype
+
+// y = op(x); y may alias x.
+void unary(UnaryOp op, const Tensor& x, const Tensor& y, double exponent);
+void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy,
+                    const Tensor& dx, double exponent);
+// a and b are already expanded to out's shape (any strides, including 0); out contiguous.
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+// out = x op s (s op x when scalar_first); out may alias x.
+void binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_first, const Tensor& out);
+// cond (bool), a, b expanded to out's shape (any strides); out contiguous.
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+
+enum class ReduceOp { sum, mean, max, logsumexp };
+// out has x's shape without `dim` (dim already normalised); out dtype = x dtype.
+void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t dim);
+void argmax(const Tensor& x, const Tensor& out, int64_t dim);  // out i64
+void softmax(const Tensor& x, const Tensor& y, int64_t dim, bool log);
+void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int64_t dim, bool log);
+
+// weight [V, H], ids [N] -> out [N, H]; dweight += scatter of dy [N, H].
+void embedding(const Tensor& weight, const Tensor& ids, const Tensor& out);
+void embedding_backward(const Tensor& dy, const Tensor& ids, const Tensor& dweight);
+// idx 1-D; out = x.index_select(dim, idx); dx.index_add_(dim, idx, dy) (dx +=).
+void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out);
+void index_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx);
+// torch.gather / scatter_add_ along dim; idx has out's shape (dx +=).
+void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out);
+void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx);
+
+// a [Ba, M, K] (or [Ba, K, M] if trans_a), b [Bb, K, N] (or [Bb, N, K] if trans_b), Bb in {1, Ba};
+// out [Ba, M, N] = op(a) @ op(b) (+= when accumulate). All three share one dtype.
+void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
+            bool accumulate);
+
+// x [R, H], w [H], y [R, H], rstd [R] f32.
+void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd, double eps);
+void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                       const Tensor& dx, const Tensor& dw /* += */);
+// x, y [B, T, nH, D], pos [B, T]; inverse applies the transposed rotation (the backward).
+void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse);
+void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                     const Tensor& dup);
+
+// logits [T, V] (f32/f64 here; bf16 on CUDA), targets [T]; loss, lse [T] f32; argmax [T] i64 or
+// undefined.
+void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                   const Tensor& lse, const Tensor& argmax, int64_t ignore_index);
+void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
+                            const Tensor& lse, const Tensor& dlogits, int64_t ignore_index);
+// teacher, student [R, V]; kl, teacher_lse, student_lse [R] f32.
+void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
+            const Tensor& teacher_lse, const Tensor& student_lse, double temperature);
+void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
+                     const Tensor& teacher_lse, const Tensor& student_lse, const Tensor& dstudent,
+                     double temperature);
+
+// out (one element, f64 on CPU / f32 on CUDA) = sum of squares of x (any floating dtype).
+void sum_squares(const Tensor& x, const Tensor& out);
+// param, exp_avg, exp_avg_sq f32; grad f32 or bf16; compute_copy bf16/f16 or undefined.
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+           const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp);
+
+}  // namespace sprig::cpu

@@ -1,0 +1,96 @@
+// Helpers shared by every .cu file: error checking, sprig dtype <-> CUDA type mapping, float
+// conversion of 16-bit types, warp and block reductions, and the dtype dispatch of launchers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "tensor/cuda/kernels.h"
+
+namespace sprig::cuda {
+
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
+
+#define CUDA_CHECK(expr)                                                          \
+  do {                                                                            \
+    cudaError_t err_ = (expr);                                                    \
+    if (err_ != cudaSuccess) ::sprig::cuda::throw_cuda_error(err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+// Element type on the device for each floating sprig dtype.
+template <class T> struct DeviceType { using type = T; };
+template <> struct DeviceType<bf16> { using type = __nv_bfloat16; };
+template <> struct DeviceType<f16> { using type = __half; };
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(double x) { return static_cast<float>(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+template <class T> __device__ __forceinline__ T from_float(float x) { return static_cast<T>(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+template <> __device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half(x);
+}
+
+// Accumulation type: double for double, float otherwise.
+template <class T> struct AccType { using type = float; };
+template <> struct AccType<double> { using type = double; };
+
+template <class T> __device__ __forceinline__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <class T> __device__ __forceinline__ T warp_max(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
+template <class T> __device__ T block_sum(T v) {
+  __shared__ T partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = blockDim.x >> 5;
+  v = lane < nwarps ? partial[lane] : T(0);
+  return warp_sum(v);
+}
+template <class T> __device__ T block_max(T v) {
+  __shared__ T partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = blockDim.x >> 5;
+  v = lane < nwarps ? partial[lane] : T(-INFINITY);
+  return warp_max(v);
+}
+
+// Calls f(T{}) with T the device type of a floating dtype supported by CUDA kernels.
+template <class F> void visit_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); return;
+    case DType::f64: f(double{}); return;
+    case DType::bf16: f(__nv_bfloat16{}); return;
+    case DType::f16: f(__half{}); return;
+    default:
+      throw std::invalid_argument(std::string("[") + op + "] unsupported dtype " + dtype_name(t));
+  }
+}
+
+inline unsigned grid_for(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
+}
+
+}  // namespace sprig::cuda

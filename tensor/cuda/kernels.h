@@ -1,0 +1,96 @@
+// CUDA twins of tensor/cpu/kernels.h: same names and arguments plus the stream to run on, and the
+// device runtime (allocation, copies, streams). Each kernel is tested against its CPU twin.
+// Dtypes: floating kernels handle f32, bf16 and f16 (f64 where noted by the dispatcher) with fp32
+// accumulation. A CPU-only build (-DSPRIG_CUDA=OFF) links stubs.cpp instead: device_count()
+// returns 0 and every other entry point throws "[name] built without CUDA".
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "tensor/cpu/kernels.h"
+
+using cudaStream_t = struct CUstream_st*;
+
+namespace sprig::cuda {
+
+// ---- runtime ------------------------------------------------------------------------------------
+int device_count();  // 0 when built without CUDA, without a driver or without a GPU
+std::string device_name(int device);
+cudaStream_t current_stream(int device);
+void synchronize(int device);
+// Stream-ordered caching allocator (on current_stream(device)), with byte accounting.
+void* device_malloc(size_t bytes, int device);
+void device_free(void* ptr, int device);
+size_t memory_allocated(int device);
+size_t memory_peak(int device);
+void reset_memory_peak(int device);
+// Copies; the host side is pageable memory, and the call returns when the copy is complete.
+void copy_host_to_device(void* dst, const void* src, size_t bytes, int device);
+void copy_device_to_host(void* dst, const void* src, size_t bytes, int device);
+
+// ---- kernels (see tensor/cpu/kernels.h for each contract) ----------------------------------------
+using cpu::ReduceOp;
+
+void copy(const Tensor& src, const Tensor& dst, cudaStream_t stream);
+void fill(const Tensor& dst, double value, cudaStream_t stream);
+
+void unary(UnaryOp op, const Tensor& x, const Tensor& y, double exponent, cudaStream_t stream);
+void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy,
+                    const Tensor& dx, double exponent, cudaStream_t stream);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, cudaStream_t stream);
+void binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_first, const Tensor& out,
+                   cudaStream_t stream);
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out,
+           cudaStream_t stream);
+
+void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t dim, cudaStream_t stream);
+void argmax(const Tensor& x, const Tensor& out, int64_t dim, cudaStream_t stream);
+void softmax(const Tensor& x, const Tensor& y, int64_t dim, bool log, cudaStream_t stream);
+void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int64_t dim, bool log,
+                      cudaStream_t stream);
+
+void embedding(const Tensor& weight, const Tensor& ids, const Tensor& out, cudaStream_t stream);
+void embedding_backward(const Tensor& dy, const Tensor& ids, const Tensor& dweight,
+                        cudaStream_t stream);
+void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out,
+                  cudaStream_t stream);
+void index_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx,
+               cudaStream_t stream);
+void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out,
+            cudaStream_t stream);
+void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx,
+                 cudaStream_t stream);
+
+void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
+            bool accumulate, cudaStream_t stream);
+
+void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd, double eps,
+              cudaStream_t stream);
+void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                       const Tensor& dx, const Tensor& dw, cudaStream_t stream);
+void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse,
+          cudaStream_t stream);
+void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out, cudaStream_t stream);
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
+                     const Tensor& dup, cudaStream_t stream);
+
+void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                   const Tensor& lse, const Tensor& argmax, int64_t ignore_index,
+                   cudaStream_t stream);
+void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
+                            const Tensor& lse, const Tensor& dlogits, int64_t ignore_index,
+                            cudaStream_t stream);
+void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
+            const Tensor& teacher_lse, const Tensor& student_lse, double temperature,
+            cudaStream_t stream);
+void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
+                     const Tensor& teacher_lse, const Tensor& student_lse, const Tensor& dstudent,
+                     double temperature, cudaStream_t stream);
+
+void sum_squares(const Tensor& x, const Tensor& out, cudaStream_t stream);
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+           const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp,
+           cudaStream_t stream);
+
+}  // namespace sprig::cuda

@@ -1,0 +1,34 @@
+// Storage: one allocation of bytes on one device. CPU memory is 64-byte aligned; CUDA memory comes
+// from the stream-ordered caching allocator (tensor/cuda/kernels.h), which tracks current and peak
+// bytes.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "tensor/dtype.h"
+
+namespace sprig {
+
+class Storage {
+ public:
+  Storage(size_t bytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_;
+};
+
+// Bytes currently held by / at most ever held by live CPU storages.
+size_t cpu_memory_allocated();
+size_t cpu_memory_peak();
+
+}  // namespace sprig

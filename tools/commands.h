@@ -1,0 +1,10 @@
+// Registration of the `sprig` subcommands (one function per subcommand file).
+#pragma once
+
+namespace CLI { class App; }
+
+namespace sprig::tools {
+
+void add_bench_command(CLI::App& app);  // tools/bench_command.cpp
+
+}  // namespace sprig::tools

@@ -1,0 +1,21 @@
+// sprig: the command line. Each subcommand lives in its own file and registers itself here.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"sprig: train Qwen-style language models (packed documents, prefix-tree rollouts, "
+               "speculative-decoding drafts) on CPU and CUDA"};
+  app.require_subcommand(1);
+  sprig::tools::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "sprig: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

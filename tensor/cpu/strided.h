@@ -1,8 +1,12 @@
 // Strided iteration shared by CPU kernels: maps a row-major linear index of `shape` to element
-// offsets of tensors with arbitrary strides (including the 0 strides of broadcast views).
+// offsets of tensors with arbitrary strides (including the 0 strides of broadcast views); element
+// conversions and the floating-dtype visitor.
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "tensor/tensor.h"
 
@@ -34,5 +38,21 @@ template <class To, class From> inline To convert(From v) {
 
 // Minimum number of elements before an elementwise loop is split across OpenMP threads.
 constexpr int64_t kParallelGrain = 1 << 15;
+
+// Accumulation type of a floating element type: double for f64, float otherwise.
+template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Calls f(T{}) with T the C++ type of a floating dtype (f32, f64, bf16, f16); throws
+// "[op] unsupported dtype ..." for the others.
+template <class F> void visit_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); return;
+    case DType::f64: f(double{}); return;
+    case DType::bf16: f(bf16{}); return;
+    case DType::f16: f(f16{}); return;
+    default:
+      throw std::invalid_argument(std::string("[") + op + "] unsupported dtype " + dtype_name(t));
+  }
+}
 
 }  // namespace sprig::cpu

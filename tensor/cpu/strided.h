@@ -55,4 +55,15 @@ template <class F> void visit_floating(DType t, const char* op, F&& f) {
   }
 }
 
+// Calls f(T{}) with T float or double: the dtypes of kernels whose dispatcher converts 16-bit
+// floats to f32 first. Throws "[op] unsupported dtype ..." for the others.
+template <class F> void visit_f32_f64(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); return;
+    case DType::f64: f(double{}); return;
+    default:
+      throw std::invalid_argument(std::string("[") + op + "] unsupported dtype " + dtype_name(t));
+  }
+}
+
 }  // namespace sprig::cpu

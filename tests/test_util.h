@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,17 @@ inline Tensor non_contiguous(const Tensor& x) {
   Tensor v = buf.transpose(0, 1);
   v.copy_(x);
   return v;
+}
+
+// The message of the std::invalid_argument that f() throws, or "" when it throws nothing; error
+// texts are then checked with EXPECT_EQ.
+template <class F> std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace sprig::testing

@@ -100,4 +100,29 @@ template <class F> std::string invalid_argument_message(F&& f) {
   return "";
 }
 
+// Central-difference gradient of L(x) = sum(f(x) * w) with respect to x (f64), the reference that
+// backward functions given dy = w are checked against. Sums are taken on the host in f64.
+template <class F> Tensor numeric_grad(F&& f, const Tensor& x, const Tensor& w, double h = 1e-6) {
+  const std::vector<double> weights = w.to_vector<double>();
+  const auto loss = [&](const Tensor& at) {
+    const std::vector<double> y = f(at).template to_vector<double>();
+    double s = 0;
+    for (size_t i = 0; i < y.size(); ++i) s += y[i] * weights[i];
+    return s;
+  };
+  Tensor probe = x.to(DType::f64).clone();
+  Tensor grad = Tensor::empty(x.shape(), DType::f64);
+  double* p = probe.data<double>();
+  for (int64_t i = 0; i < probe.numel(); ++i) {
+    const double saved = p[i];
+    p[i] = saved + h;
+    const double up = loss(probe);
+    p[i] = saved - h;
+    const double down = loss(probe);
+    p[i] = saved;
+    grad.data<double>()[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
 }  // namespace sprig::testing

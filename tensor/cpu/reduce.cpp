@@ -1,0 +1,165 @@
+// CPU reductions over one dimension (sum, mean, max, logsumexp), argmax, softmax / log_softmax and
+// their backward. Tensors are contiguous and viewed as [outer, n, inner] around the reduced dim:
+// each (outer, inner) pair is a line of n elements spaced `inner` apart, and a reduction writes
+// one value per line at index outer * inner + inner_index (x's shape without dim). Floating
+// kernels take f32 or f64 (the dispatcher converts 16-bit floats) and accumulate in that type.
+// Maxima ignore NaN and pick the first maximum; a line of all -inf has logsumexp -inf, softmax 0
+// and log_softmax -inf.
+// Backward rule: softmax_backward writes (`=`) the activation gradient dx.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "tensor/cpu/kernels.h"
+#include "tensor/cpu/strided.h"
+
+namespace sprig::cpu {
+
+namespace {
+
+// The lines of a contiguous tensor of `shape` along `dim`.
+struct Lines {
+  int64_t count = 1, n = 1, inner = 1;
+  Lines(const Shape& shape, int64_t dim) : n(shape[dim]) {
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+      if (d != dim) count *= shape[d];
+    for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d) inner *= shape[d];
+  }
+  int64_t start(int64_t line) const { return (line / inner) * n * inner + line % inner; }
+};
+
+// Element k of line `line` is at p[k * stride].
+template <class T> struct Line {
+  T* p;
+  int64_t n, stride;
+  T& operator[](int64_t k) const { return p[k * stride]; }
+};
+
+// Calls f(line index, element offset of its first element) for every line, in parallel.
+template <class F> void for_each_line(const Lines& lines, F f) {
+#pragma omp parallel for if (lines.count * lines.n > kParallelGrain)
+  for (int64_t l = 0; l < lines.count; ++l) f(l, lines.start(l));
+}
+
+template <class T> constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+template <class T> T line_max(Line<const T> x) {
+  T m = kNegInf<T>;
+  for (int64_t k = 0; k < x.n; ++k)
+    if (x[k] > m) m = x[k];
+  return m;
+}
+
+template <class T> T line_sum(Line<const T> x) {
+  T s = 0;
+  for (int64_t k = 0; k < x.n; ++k) s += x[k];
+  return s;
+}
+
+// log(sum(exp(x))) shifted by the maximum; infinite maxima (all -inf, or a +inf) are the result.
+template <class T> T line_logsumexp(Line<const T> x) {
+  const T m = line_max(x);
+  if (std::isinf(m)) return m;
+  T s = 0;
+  for (int64_t k = 0; k < x.n; ++k) s += std::exp(x[k] - m);
+  return m + std::log(s);
+}
+
+template <class T> T reduce_line(ReduceOp op, Line<const T> x) {
+  switch (op) {
+    case ReduceOp::sum: return line_sum(x);
+    case ReduceOp::mean: return line_sum(x) / static_cast<T>(x.n);
+    case ReduceOp::max: return line_max(x);
+    case ReduceOp::logsumexp: return line_logsumexp(x);
+  }
+  return 0;
+}
+
+template <class T> void softmax_line(Line<const T> x, Line<T> y, bool log) {
+  const T m = line_max(x);
+  if (m == kNegInf<T>) {  // nothing to normalise: every probability is 0
+    for (int64_t k = 0; k < x.n; ++k) y[k] = log ? kNegInf<T> : T(0);
+    return;
+  }
+  T s = 0;
+  for (int64_t k = 0; k < x.n; ++k) {
+    const T e = std::exp(x[k] - m);
+    if (!log) y[k] = e;
+    s += e;
+  }
+  if (log) {
+    const T shift = m + std::log(s);
+    for (int64_t k = 0; k < x.n; ++k) y[k] = x[k] - shift;
+  } else {
+    const T inv = T(1) / s;
+    for (int64_t k = 0; k < x.n; ++k) y[k] *= inv;
+  }
+}
+
+// softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy).
+template <class T> void softmax_backward_line(Line<const T> y, Line<const T> dy, Line<T> dx,
+                                              bool log) {
+  T s = 0;
+  for (int64_t k = 0; k < y.n; ++k) s += log ? dy[k] : dy[k] * y[k];
+  for (int64_t k = 0; k < y.n; ++k) dx[k] = log ? dy[k] - std::exp(y[k]) * s : y[k] * (dy[k] - s);
+}
+
+template <class T> Line<T> line_of(const Tensor& t, const Lines& lines, int64_t start) {
+  return {static_cast<T*>(t.data_ptr()) + start, lines.n, lines.inner};
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t dim) {
+  visit_f32_f64(x.dtype(), "reduce", [&](auto tag) {
+    using T = decltype(tag);
+    T* po = static_cast<T*>(out.data_ptr());
+    const Lines lines(x.shape(), dim);
+    for_each_line(lines, [&](int64_t l, int64_t start) {
+      po[l] = reduce_line(op, line_of<const T>(x, lines, start));
+    });
+  });
+}
+
+void argmax(const Tensor& x, const Tensor& out, int64_t dim) {
+  visit_f32_f64(x.dtype(), "argmax", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t* po = out.data<int64_t>();
+    const Lines lines(x.shape(), dim);
+    for_each_line(lines, [&](int64_t l, int64_t start) {
+      const Line<const T> xl = line_of<const T>(x, lines, start);
+      T best = kNegInf<T>;
+      int64_t index = 0;
+      for (int64_t k = 0; k < xl.n; ++k) {
+        if (xl[k] > best) {
+          best = xl[k];
+          index = k;
+        }
+      }
+      po[l] = index;
+    });
+  });
+}
+
+void softmax(const Tensor& x, const Tensor& y, int64_t dim, bool log) {
+  visit_f32_f64(x.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const Lines lines(x.shape(), dim);
+    for_each_line(lines, [&](int64_t, int64_t start) {
+      softmax_line(line_of<const T>(x, lines, start), line_of<T>(y, lines, start), log);
+    });
+  });
+}
+
+void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int64_t dim, bool log) {
+  visit_f32_f64(y.dtype(), log ? "log_softmax_backward" : "softmax_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const Lines lines(y.shape(), dim);
+    for_each_line(lines, [&](int64_t, int64_t start) {
+      softmax_backward_line(line_of<const T>(y, lines, start), line_of<const T>(dy, lines, start),
+                            line_of<T>(dx, lines, start), log);
+    });
+  });
+}
+
+}  // namespace sprig::cpu

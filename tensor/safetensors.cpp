@@ -275,38 +275,47 @@ Tensor SafetensorsFile::load(const std::string& name, Device device) const {
   return host.to(device);
 }
 
-void save_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
-                      std::map<std::string, std::string> metadata) {
+void save_safetensors_raw(const std::string& path, const std::vector<RawTensor>& tensors,
+                          std::map<std::string, std::string> metadata) {
   metadata["format"] = "pt";
   json header = json::object();
   header["__metadata__"] = metadata;
-  std::vector<Tensor> hosts;
   uint64_t offset = 0;
-  std::set<std::string> names;
-  for (const SafetensorsEntry& e : entries) {
-    if (!names.insert(e.name).second)
-      throw std::invalid_argument("[save_safetensors] duplicate tensor name \"" + e.name + "\"");
-    if (e.as_u8 && e.tensor.dtype() != DType::boolean)
-      throw std::invalid_argument("[save_safetensors] as_u8 needs a bool tensor: " + e.name);
-    hosts.push_back(e.tensor.to(Device::cpu()).contiguous());
-    const uint64_t bytes = hosts.back().nbytes();
-    header[e.name] = {{"dtype", st_dtype_name(from_dtype(e.tensor.dtype(), e.as_u8))},
-                      {"shape", e.tensor.shape()},
-                      {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+  for (const RawTensor& t : tensors) {
+    if (header.contains(t.name))
+      throw std::invalid_argument("[save_safetensors] duplicate tensor name \"" + t.name + "\"");
+    header[t.name] = {{"dtype", st_dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
   }
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error(path + ": cannot open for writing");
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
   out.write(reinterpret_cast<const char*>(len), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const Tensor& t : hosts)
-    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+  for (const RawTensor& t : tensors)
+    out.write(reinterpret_cast<const char*>(t.data), static_cast<std::streamsize>(t.bytes));
   out.flush();
   if (!out) throw std::runtime_error(path + ": write failed");
+}
+
+void save_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                      std::map<std::string, std::string> metadata) {
+  std::vector<Tensor> hosts;
+  std::vector<RawTensor> raw;
+  hosts.reserve(entries.size());
+  for (const SafetensorsEntry& e : entries) {
+    if (e.as_u8 && e.tensor.dtype() != DType::boolean)
+      throw std::invalid_argument("[save_safetensors] as_u8 needs a bool tensor: " + e.name);
+    hosts.push_back(e.tensor.to(Device::cpu()).contiguous());
+    raw.push_back({e.name, from_dtype(e.tensor.dtype(), e.as_u8), e.tensor.shape(),
+                   static_cast<const uint8_t*>(hosts.back().data_ptr()), hosts.back().nbytes()});
+  }
+  save_safetensors_raw(path, raw, std::move(metadata));
 }
 
 }  // namespace sprig

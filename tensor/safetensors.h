@@ -68,8 +68,21 @@ struct SafetensorsEntry {
   Tensor tensor;
   bool as_u8 = false;  // write a bool tensor with the U8 dtype tag
 };
-// Writes atomically enough for callers that rename afterwards; metadata gets "format": "pt".
+// Writes the file (metadata gets "format": "pt"); callers wanting atomicity write to a temporary
+// path and rename.
 void save_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
                       std::map<std::string, std::string> metadata = {});
+
+// The same from raw bytes already in the file format's layout (e.g. another file's mapping), so
+// conversions copy each tensor once.
+struct RawTensor {
+  std::string name;
+  StDType dtype;
+  Shape shape;
+  const uint8_t* data;
+  size_t bytes;
+};
+void save_safetensors_raw(const std::string& path, const std::vector<RawTensor>& tensors,
+                          std::map<std::string, std::string> metadata = {});
 
 }  // namespace sprig

@@ -1,5 +1,91 @@
-// Var: what nn code computes with. A Tensor value, an optional gradient, and the graph node that
-// produced it. Implemented by the autograd library.
+// Var: what nn code computes with. A Tensor value, the gradient of a leaf, and the graph node that
+// produced it; the backward engine; the no-grad guard.
+//
+// The graph: a differentiable function (autograd/functions.h) computes its value with raw ops and
+// calls `record`, which links a Node to the nodes of its inputs with a backward closure mapping the
+// output gradient to one gradient per input. A leaf that requires grad has a leaf Node holding its
+// accumulated gradient. `backward()` runs every reachable node once in reverse topological order
+// (iteratively, so graphs of any depth work), sums fan-out gradients, accumulates (`+=`) into the
+// leaves' gradients in the leaf's dtype, and frees the graph: each node drops its closure (and with
+// it the tensors saved for backward) once it has run.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <vector>
+
 #include "tensor/tensor.h"
+
+namespace sprig {
+
+// Maps the gradient of a function's output to one gradient per input, in input order (an
+// undefined Tensor where an input gets none). Each gradient has its input's shape; it is
+// converted to its input's dtype.
+using Grads = std::vector<Tensor>;
+using BackwardFn = std::function<Grads(const Tensor& grad_out)>;
+
+struct Node;
+
+class Var {
+ public:
+  Var() = default;  // undefined
+  explicit Var(Tensor value, bool requires_grad = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& value() const;
+  // The accumulated gradient of a leaf (undefined until a backward reaches it). Only leaves keep
+  // gradients; intermediate results have none.
+  const Tensor& grad() const;
+  bool requires_grad() const;
+  bool is_leaf() const;
+  // Leaves only: turning it off drops the gradient.
+  void set_requires_grad(bool requires_grad);
+  void zero_grad();  // drops the gradient; the next backward starts it afresh
+  Var detach() const;  // same value (shared storage), no graph, no gradient
+
+  // Backpropagates from this Var. `seed` is the gradient of this Var; it may be omitted for a
+  // one-element value (then it is 1). Throws if the graph was already freed by a backward.
+  void backward(const Tensor& seed = {}) const;
+
+  const Shape& shape() const { return value().shape(); }
+  int64_t dim() const { return value().dim(); }
+  int64_t size(int64_t d) const { return value().size(d); }
+  int64_t numel() const { return value().numel(); }
+  DType dtype() const { return value().dtype(); }
+  Device device() const { return value().device(); }
+
+ private:
+  friend Var record(const char* op, Tensor value, const std::vector<Var>& inputs,
+                    BackwardFn backward);
+  struct Impl {
+    Tensor value;
+    std::shared_ptr<Node> node;  // null for constants (no grad required)
+  };
+  std::shared_ptr<Impl> impl_;
+};
+
+// The result of the differentiable function `op`: a Var holding `value`, linked to `inputs` by
+// `backward` when grad mode is on and some input requires grad; otherwise a constant Var.
+// `backward` captures the Tensors it needs, never Vars (a Var would keep its graph alive).
+Var record(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn backward);
+
+// Whether a function with these inputs will record a node (lets functions skip forward work that
+// only backward needs).
+bool needs_grad(const std::vector<Var>& inputs);
+
+// Gradient mode: on by default, per thread.
+bool grad_enabled();
+
+// Turns graph building off for its scope (nestable: restores the previous mode on exit).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace sprig

@@ -126,6 +126,7 @@ std::pair<Tensor, Tensor> matmul_backward(const Tensor& a, const Tensor& b, cons
                                           bool trans_a, bool trans_b);
 
 // ---- fused transformer ops -----------------------------------------------------------------------
+// Statistics and losses documented as f32 below are f64 when the inputs are f64.
 // RMSNorm over the last dim (HF numerics): y = w * cast_to_x_dtype(x32 * rstd),
 // rstd = rsqrt(mean(x32^2) + eps). Returns (y, rstd [rows] f32).
 std::pair<Tensor, Tensor> rms_norm(const Tensor& x, const Tensor& w, double eps);
@@ -134,7 +135,8 @@ Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, con
                          const Tensor& dw);
 
 // Rotary embedding, rotate-half layout: x [B, T, nH, D], pos [B, T] (i32/i64) ->
-// y = x * cos + rotate_half(x) * sin with inv_freq[i] = theta^(-2i/D), cos/sin in fp32.
+// y = x * cos + rotate_half(x) * sin with inv_freq[i] = theta^(-2i/D), cos/sin in fp32, then cast
+// to x's dtype before use (HF). D must be even.
 Tensor rope(const Tensor& x, const Tensor& pos, double theta);
 Tensor rope_backward(const Tensor& dy, const Tensor& pos, double theta);  // the inverse rotation
 

@@ -9,6 +9,8 @@
 // gradients.
 #pragma once
 
+#include <vector>
+
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -51,18 +53,25 @@ void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor&
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
             bool accumulate);
 
-// x [R, H], w [H], y [R, H], rstd [R] f32.
+// Fused and loss kernels (rms_norm .. kl_div_backward) read and write all four floating dtypes
+// natively, on CPU too (fp32 math, f64 for f64), so HF's roundings to the activation dtype are
+// reproduced and no f32 copy of the logits is ever made. Their f32 outputs (rstd, loss, lse, kl)
+// are f64 when the inputs are f64 (gradient checks).
+// x [R, H], w [H], y [R, H] share one dtype; rstd [R] f32; dw f32 or w's dtype.
 void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd, double eps);
 void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                        const Tensor& dx, const Tensor& dw /* += */);
 // x, y [B, T, nH, D], pos [B, T]; inverse applies the transposed rotation (the backward).
+// rope_inv_freq gives HF's fp32 inverse frequencies 1 / theta^(float(2i) / D), i in [0, D/2),
+// computed on the host for both devices so they rotate by the same angles.
+std::vector<float> rope_inv_freq(int64_t head_dim, double theta);
 void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse);
 void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                      const Tensor& dup);
 
-// logits [T, V] (f32/f64 here; bf16 on CUDA), targets [T]; loss, lse [T] f32; argmax [T] i64 or
-// undefined.
+// logits [T, V], targets [T]; loss, lse [T] f32; argmax [T] i64 or undefined. Targets are in
+// [0, V) or equal to ignore_index (checked by the dispatcher).
 void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& loss,
                    const Tensor& lse, const Tensor& argmax, int64_t ignore_index);
 void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
@@ -77,6 +86,15 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
 // out (one element, f64 on CPU / f32 on CUDA) = sum of squares of x (any floating dtype).
 void sum_squares(const Tensor& x, const Tensor& out);
 // param, exp_avg, exp_avg_sq f32; grad f32 or bf16; compute_copy bf16/f16 or undefined.
+// AdamWScalars holds the per-step constants both devices derive from hp (in f64, then f32).
+struct AdamWScalars {
+  float decay;  // 1 - lr * weight_decay
+  float one_minus_beta1, beta2, one_minus_beta2;
+  float step_size;  // lr / (1 - beta1^step)
+  float bias2_sqrt;  // sqrt(1 - beta2^step)
+  float eps;
+};
+AdamWScalars adamw_scalars(const AdamWParams& hp);
 void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
            const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp);
 

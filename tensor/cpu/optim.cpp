@@ -1,0 +1,74 @@
+// CPU optimizer kernels: sum of squares (for gradient norms) and the AdamW update, in place on
+// fp32 master weights and moments (torch.optim.AdamW, single-tensor path).
+#include <cmath>
+
+#include "tensor/cpu/kernels.h"
+#include "tensor/cpu/strided.h"
+
+namespace sprig::cpu {
+
+void sum_squares(const Tensor& x, const Tensor& out) {
+  const int64_t n = x.numel();
+  visit_floating(x.dtype(), "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    double sum = 0;
+#pragma omp parallel for reduction(+ : sum) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) sum += convert<double>(xp[i]) * convert<double>(xp[i]);
+    out.data<double>()[0] = sum;
+  });
+}
+
+AdamWScalars adamw_scalars(const AdamWParams& hp) {
+  const double step = static_cast<double>(hp.step);
+  return {.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay),
+          .one_minus_beta1 = static_cast<float>(1.0 - hp.beta1),
+          .beta2 = static_cast<float>(hp.beta2),
+          .one_minus_beta2 = static_cast<float>(1.0 - hp.beta2),
+          .step_size = static_cast<float>(hp.lr / (1.0 - std::pow(hp.beta1, step))),
+          .bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, step))),
+          .eps = static_cast<float>(hp.eps)};
+}
+
+namespace {
+
+// One AdamW update over n elements; C is the compute copy's type (copy may be null).
+template <class G, class C>
+void adamw_loop(float* p, const G* grad, float* m, float* v, C* copy, int64_t n,
+                const AdamWScalars& s) {
+#pragma omp parallel for if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = convert<float>(grad[i]);
+    p[i] *= s.decay;  // decoupled weight decay
+    m[i] += s.one_minus_beta1 * (g - m[i]);  // torch's lerp(m, g, 1 - beta1)
+    v[i] = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
+    const float denom = std::sqrt(v[i]) / s.bias2_sqrt + s.eps;
+    p[i] -= s.step_size * (m[i] / denom);
+    if (copy) copy[i] = convert<C>(p[i]);
+  }
+}
+
+}  // namespace
+
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+           const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp) {
+  const AdamWScalars s = adamw_scalars(hp);
+  float* p = param.data<float>();
+  float* m = exp_avg.data<float>();
+  float* v = exp_avg_sq.data<float>();
+  const int64_t n = param.numel();
+  visit_floating(grad.dtype(), "adamw", [&](auto g_tag) {
+    using G = decltype(g_tag);
+    const G* g = grad.data<G>();
+    if (!compute_copy.defined()) {
+      adamw_loop<G, float>(p, g, m, v, nullptr, n, s);
+      return;
+    }
+    visit_floating(compute_copy.dtype(), "adamw", [&](auto c_tag) {
+      using C = decltype(c_tag);
+      adamw_loop(p, g, m, v, compute_copy.data<C>(), n, s);
+    });
+  });
+}
+
+}  // namespace sprig::cpu

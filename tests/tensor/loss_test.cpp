@@ -1,0 +1,224 @@
+// CPU tests of the row losses: cross-entropy (values against a naive f64 formula, ignored rows,
+// numerical stability, argmax, bf16 input) and forward KL (SPEC E14 values, zero-probability
+// terms), each backward against central differences in f64, and argument errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tensor/ops.h"
+#include "tests/tensor/op_test_util.h"
+#include "tests/test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::all_close;
+using testing::dot;
+using testing::numeric_grad;
+using testing::rand_normal;
+using testing::throws_invalid;
+
+// log(sum(exp(row))) of each row of a [R, V] tensor, in f64 (no max shift: test values are small).
+std::vector<double> naive_lse(const Tensor& x, double temperature = 1.0) {
+  const std::vector<double> v = x.to_vector<double>();
+  const int64_t R = x.size(0), V = x.size(1);
+  std::vector<double> lse(R);
+  for (int64_t r = 0; r < R; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < V; ++c) s += std::exp(v[r * V + c] / temperature);
+    lse[r] = std::log(s);
+  }
+  return lse;
+}
+
+Tensor targets_of(const std::vector<int64_t>& t) {
+  return Tensor::from_vector(t, {static_cast<int64_t>(t.size())});
+}
+
+// ---- cross-entropy ------------------------------------------------------------------------------
+
+TEST(CrossEntropy, MatchesNaiveF64WithIgnoredRow) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    const Tensor logits = rand_normal({4, 7}, 1, dt);
+    const std::vector<int64_t> t = {3, -100, 0, 6};
+    const CrossEntropyResult res = cross_entropy(logits, targets_of(t));
+    const std::vector<double> x = logits.to_vector<double>(), lse = naive_lse(logits);
+    std::vector<double> loss(4);
+    for (int r = 0; r < 4; ++r) loss[r] = t[r] == -100 ? 0.0 : lse[r] - x[r * 7 + t[r]];
+    const DType stat = dt == DType::f64 ? DType::f64 : DType::f32;
+    const double tol = dt == DType::f64 ? 1e-12 : 1e-6;
+    EXPECT_EQ(res.loss.dtype(), stat);
+    EXPECT_TRUE(all_close(res.loss, Tensor::from_vector(loss, {4}, stat), tol));
+    EXPECT_TRUE(all_close(res.lse, Tensor::from_vector(lse, {4}, stat), tol));
+    EXPECT_FALSE(res.argmax.defined());
+  }
+}
+
+TEST(CrossEntropy, HugeLogitsAreStable) {
+  // Row 0: lse = 1e4, loss of target 1 = 1e4. Row 1: exp(90) overflows f32, but
+  // lse = 90 + log(1 + e^-1 + e^-2) = 90.4076060, loss of target 2 = 0.4076060.
+  const Tensor logits = Tensor::from_vector<float>({1e4f, 0, -1e4f, 88, 89, 90}, {2, 3});
+  const CrossEntropyResult res = cross_entropy(logits, targets_of({1, 2}));
+  EXPECT_TRUE(all_close(res.loss, Tensor::from_vector<float>({1e4f, 0.4076060f}, {2}), 1e-5));
+  EXPECT_TRUE(all_close(res.lse, Tensor::from_vector<float>({1e4f, 90.407606f}, {2}), 1e-5));
+}
+
+TEST(CrossEntropy, ArgmaxPicksFirstMaximum) {
+  const Tensor logits =
+      Tensor::from_vector<float>({1, 3, 3, 2, 5, 5, 5, 5, 0, -1, -2, 7}, {3, 4});
+  const CrossEntropyResult res = cross_entropy(logits, targets_of({0, 1, 2}), -100, true);
+  EXPECT_EQ(res.argmax.dtype(), DType::i64);
+  EXPECT_EQ(res.argmax.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3}));
+}
+
+TEST(CrossEntropy, IgnoreIndexInsideTheVocabulary) {
+  // ignore_index = 2 is also a class id: rows with target 2 are ignored, others are not.
+  const Tensor logits = rand_normal({3, 4}, 2);
+  const Tensor t = Tensor::from_vector<int32_t>({2, 1, 2}, {3});
+  const CrossEntropyResult res = cross_entropy(logits, t, 2);
+  const std::vector<float> loss = res.loss.to_vector<float>();
+  EXPECT_EQ(loss[0], 0.0f);
+  EXPECT_GT(loss[1], 0.0f);
+  EXPECT_EQ(loss[2], 0.0f);
+  const Tensor dlogits = cross_entropy_backward(Tensor::ones({3}), logits, t, res.lse, 2);
+  const std::vector<float> g = dlogits.to_vector<float>();
+  for (int v = 0; v < 4; ++v) {
+    EXPECT_EQ(g[v], 0.0f);
+    EXPECT_EQ(g[8 + v], 0.0f);
+  }
+  EXPECT_LT(g[4 + 1], 0.0f);  // softmax - 1 at the target
+}
+
+TEST(CrossEntropy, Bf16ComputesLikeF32OfTheSameValues) {
+  const Tensor logits = rand_normal({3, 1000}, 3, DType::bf16);
+  const Tensor t = targets_of({5, 999, -100});
+  const CrossEntropyResult a = cross_entropy(logits, t, -100, true);
+  const CrossEntropyResult b = cross_entropy(logits.to(DType::f32), t, -100, true);
+  EXPECT_EQ(a.loss.dtype(), DType::f32);
+  EXPECT_TRUE(all_close(a.loss, b.loss, 0.0));
+  EXPECT_EQ(a.argmax.to_vector<int64_t>(), b.argmax.to_vector<int64_t>());
+  const Tensor dloss = rand_normal({3}, 4);
+  const Tensor ga = cross_entropy_backward(dloss, logits, t, a.lse);
+  const Tensor gb = cross_entropy_backward(dloss, logits.to(DType::f32), t, b.lse);
+  EXPECT_EQ(ga.dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(ga, gb.to(DType::bf16), 0.0));
+}
+
+TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
+  const Tensor logits = rand_normal({4, 5}, 5, DType::f64), dloss = rand_normal({4}, 6, DType::f64);
+  const Tensor t = targets_of({4, 0, -100, 2});
+  const auto loss = [&] { return dot(cross_entropy(logits, t).loss, dloss); };
+  const Tensor dlogits =
+      cross_entropy_backward(dloss, logits, t, cross_entropy(logits, t).lse);
+  EXPECT_TRUE(all_close(dlogits, numeric_grad(loss, logits), 1e-8));
+}
+
+TEST(CrossEntropy, RejectsBadInputs) {
+  const Tensor logits = Tensor::zeros({3, 7});
+  EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, targets_of({0, 1, 7})); },
+                             "[cross_entropy] target 7 out of range [0, 7) at row 2"));
+  EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, targets_of({-1, 1, 2})); },
+                             "[cross_entropy] target -1 out of range [0, 7) at row 0"));
+  EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, targets_of({0, 1})); },
+                             "[cross_entropy] targets must have shape [3], got [2]"));
+  EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, Tensor::zeros({3})); },
+                             "[cross_entropy] targets must be i32 or i64, got f32"));
+  EXPECT_TRUE(throws_invalid([&] { cross_entropy(Tensor::zeros({7}), targets_of({0})); },
+                             "[cross_entropy] logits must have 2 dimensions, got 1"));
+  const Tensor lse = cross_entropy(logits, targets_of({0, 1, 2})).lse;
+  EXPECT_TRUE(throws_invalid(
+      [&] { cross_entropy_backward(Tensor::ones({2}), logits, targets_of({0, 1, 2}), lse); },
+      "[cross_entropy_backward] dloss must have shape [3], got [2]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        cross_entropy_backward(Tensor::ones({3}), logits, targets_of({0, 1, 2}),
+                               lse.to(DType::f64));
+      },
+      "[cross_entropy_backward] lse must be f32, got f64"));
+}
+
+// ---- KL divergence ------------------------------------------------------------------------------
+
+TEST(KlDiv, SpecE14Values) {
+  // teacher [0, ln 2, 0] -> p = [1/4, 1/2, 1/4]; student uniform: KL = 0.5 ln(1.125) = 0.0588915.
+  const Tensor teacher = Tensor::from_vector<float>({0, std::log(2.0f), 0}, {1, 3});
+  const Tensor student = Tensor::zeros({1, 3});
+  const KLResult t1 = kl_div(teacher, student, 1.0);
+  EXPECT_NEAR(t1.kl.item(), 0.0588915, 1e-6);
+  EXPECT_NEAR(t1.teacher_lse.item(), std::log(4.0), 1e-6);
+  EXPECT_NEAR(t1.student_lse.item(), std::log(3.0), 1e-6);
+  // T = 2: the raw KL is 0.0568824 / T^2 (the T^2 factor belongs to the JetSpec loss).
+  EXPECT_NEAR(kl_div(teacher, student, 2.0).kl.item(), 0.0568824 / 4, 1e-6);
+}
+
+TEST(KlDiv, MatchesNaiveF64) {
+  const Tensor teacher = rand_normal({4, 9}, 10, DType::f64);
+  const Tensor student = rand_normal({4, 9}, 11, DType::f64);
+  const double temp = 1.5;
+  const std::vector<double> t = teacher.to_vector<double>(), s = student.to_vector<double>();
+  const std::vector<double> tl = naive_lse(teacher, temp), sl = naive_lse(student, temp);
+  std::vector<double> kl(4, 0.0);
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < 9; ++v) {
+      const double log_p = t[r * 9 + v] / temp - tl[r], log_q = s[r * 9 + v] / temp - sl[r];
+      kl[r] += std::exp(log_p) * (log_p - log_q);
+    }
+  const KLResult res = kl_div(teacher, student, temp);
+  EXPECT_TRUE(all_close(res.kl, Tensor::from_vector(kl, {4}), 1e-12));
+  EXPECT_TRUE(all_close(res.teacher_lse, Tensor::from_vector(tl, {4}), 1e-12));
+  EXPECT_TRUE(all_close(res.student_lse, Tensor::from_vector(sl, {4}), 1e-12));
+}
+
+TEST(KlDiv, ZeroProbabilityTermsContributeZero) {
+  // p = [1/2, 0, 1/2]; q = [1, e^5, 1] / (2 + e^5): KL = ln((2 + e^5) / 2) = 4.3202387.
+  const Tensor teacher = Tensor::from_vector<float>({0, -INFINITY, 0}, {1, 3});
+  const Tensor student = Tensor::from_vector<float>({0, 5, 0}, {1, 3});
+  EXPECT_NEAR(kl_div(teacher, student).kl.item(), 4.3202387, 1e-5);
+}
+
+TEST(KlDiv, IdenticalDistributionsGiveZeroLossAndGradient) {
+  const Tensor x = rand_normal({3, 6}, 12);
+  const KLResult res = kl_div(x, x, 0.7);
+  EXPECT_TRUE(all_close(res.kl, Tensor::zeros({3}), 1e-6));
+  EXPECT_TRUE(all_close(kl_div_backward(Tensor::ones({3}), x, x, res, 0.7), Tensor::zeros({3, 6}),
+                        1e-6));
+}
+
+TEST(KlDiv, BackwardMatchesFiniteDifferences) {
+  const Tensor teacher = rand_normal({3, 5}, 13, DType::f64);
+  const Tensor student = rand_normal({3, 5}, 14, DType::f64);
+  const Tensor dkl = rand_normal({3}, 15, DType::f64);
+  const auto loss = [&] { return dot(kl_div(teacher, student, 2.0).kl, dkl); };
+  const Tensor dstudent =
+      kl_div_backward(dkl, teacher, student, kl_div(teacher, student, 2.0), 2.0);
+  EXPECT_TRUE(all_close(dstudent, numeric_grad(loss, student), 1e-8));
+}
+
+TEST(KlDiv, Bf16ComputesLikeF32OfTheSameValues) {
+  const Tensor teacher = rand_normal({2, 300}, 16, DType::bf16);
+  const Tensor student = rand_normal({2, 300}, 17, DType::bf16);
+  const KLResult a = kl_div(teacher, student, 2.0);
+  const KLResult b = kl_div(teacher.to(DType::f32), student.to(DType::f32), 2.0);
+  EXPECT_TRUE(all_close(a.kl, b.kl, 0.0));
+  const Tensor dkl = Tensor::ones({2});
+  EXPECT_TRUE(all_close(kl_div_backward(dkl, teacher, student, a, 2.0),
+                        kl_div_backward(dkl, teacher.to(DType::f32), student.to(DType::f32), b, 2.0)
+                            .to(DType::bf16),
+                        0.0));
+}
+
+TEST(KlDiv, RejectsBadInputs) {
+  const Tensor x = Tensor::zeros({2, 3});
+  EXPECT_TRUE(throws_invalid([&] { kl_div(x, Tensor::zeros({2, 4})); },
+                             "[kl_div] student must have shape [2, 3], got [2, 4]"));
+  EXPECT_TRUE(throws_invalid([&] { kl_div(x, Tensor::zeros({2, 3}, DType::bf16)); },
+                             "[kl_div] dtype mismatch: f32 and bf16"));
+  EXPECT_TRUE(throws_invalid([&] { kl_div(x, x, 0.0); },
+                             "[kl_div] temperature must be positive, got 0"));
+  EXPECT_TRUE(throws_invalid([&] { kl_div_backward(Tensor::ones({3}), x, x, kl_div(x, x)); },
+                             "[kl_div_backward] dkl must have shape [2], got [3]"));
+}
+
+}  // namespace
+}  // namespace sprig

@@ -39,7 +39,11 @@ void for_each_element(const Tensor& out, Body body, const Ins&... ins) {
                     t.dim() == 0 ? 0 : t.strides().back()};
     };
     const auto walk_row = [&](Cursor o, auto... in) {
-      for (int64_t j = 0; j < width; ++j) body(o.base + j * o.step, (in.base + j * in.step)...);
+      if (o.step == 1 && ((in.step == 1) && ...)) {  // unit strides: a loop that vectorises
+        for (int64_t j = 0; j < width; ++j) body(o.base + j, (in.base + j)...);
+      } else {
+        for (int64_t j = 0; j < width; ++j) body(o.base + j * o.step, (in.base + j * in.step)...);
+      }
     };
     walk_row(cursor(out), cursor(ins)...);
   }

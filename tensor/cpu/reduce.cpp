@@ -6,6 +6,7 @@
 // Maxima ignore NaN and pick the first maximum; a line of all -inf has logsumexp -inf, softmax 0
 // and log_softmax -inf.
 // Backward rule: softmax_backward writes (`=`) the activation gradient dx.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -52,8 +53,31 @@ template <class T> T line_max(Line<const T> x) {
 
 template <class T> T line_sum(Line<const T> x) {
   T s = 0;
+#pragma omp simd reduction(+ : s)
   for (int64_t k = 0; k < x.n; ++k) s += x[k];
   return s;
+}
+
+// sum (or mean) over a dim with inner > 1. Walking lines `inner` apart would touch a new cache
+// line (and page) per element, so each task instead streams through rows of a block of up to
+// kColumns adjacent lines, accumulating straight into out.
+template <class T> void sum_columns(const T* x, T* out, const Lines& lines, bool mean) {
+  constexpr int64_t kColumns = 512;
+  const int64_t n = lines.n, inner = lines.inner, outer = lines.count / inner;
+  const int64_t blocks = (inner + kColumns - 1) / kColumns;
+#pragma omp parallel for collapse(2) if (lines.count * n > kParallelGrain)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t j0 = b * kColumns, width = std::min(kColumns, inner - j0);
+      const T* xs = x + o * n * inner + j0;
+      T* acc = out + o * inner + j0;
+      for (int64_t j = 0; j < width; ++j) acc[j] = 0;
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t j = 0; j < width; ++j) acc[j] += xs[k * inner + j];
+      if (mean)
+        for (int64_t j = 0; j < width; ++j) acc[j] /= static_cast<T>(n);
+    }
+  }
 }
 
 // log(sum(exp(x))) shifted by the maximum; infinite maxima (all -inf, or a +inf) are the result.
@@ -113,8 +137,11 @@ template <class T> Line<T> line_of(const Tensor& t, const Lines& lines, int64_t 
 void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t dim) {
   visit_f32_f64(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
     const Lines lines(x.shape(), dim);
+    if (lines.inner > 1 && (op == ReduceOp::sum || op == ReduceOp::mean))
+      return sum_columns(px, po, lines, op == ReduceOp::mean);
     for_each_line(lines, [&](int64_t l, int64_t start) {
       po[l] = reduce_line(op, line_of<const T>(x, lines, start));
     });

@@ -73,6 +73,19 @@ TEST(Reductions, MiddleDimensionOfA3dTensor) {
   EXPECT_EQ(argmax(neg(x), 1).to_vector<int64_t>(), std::vector<int64_t>(8, 0));
 }
 
+TEST(Reductions, WideInnerDimensionMatchesNaiveLoops) {
+  // inner = 1100 spans several column blocks of the CPU kernel.
+  const Tensor x = rand_normal({2, 3, 1100}, 7, DType::f64);
+  const std::vector<double> v = x.to_vector<double>();
+  std::vector<double> expected(2 * 1100, 0.0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 1100; ++k) expected[i * 1100 + k] += v[(i * 3 + j) * 1100 + k];
+  EXPECT_TRUE(all_close(sum(x, 1), Tensor::from_vector(expected, {2, 1100}), 1e-14));
+  for (double& e : expected) e /= 3;
+  EXPECT_TRUE(all_close(mean(x, 1), Tensor::from_vector(expected, {2, 1100}), 1e-14));
+}
+
 TEST(Reductions, MaxAndArgmaxPickTheFirstMaximum) {
   const Tensor x = f64({1, 3, 3, 0, 2, 2, 2, 2}, {2, 4});
   EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));

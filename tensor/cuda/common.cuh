@@ -1,13 +1,17 @@
 // Helpers shared by every .cu file: error checking, sprig dtype <-> CUDA type mapping, float
-// conversion of 16-bit types, warp and block reductions, and the dtype dispatch of launchers.
+// conversion of 16-bit types, the accumulation type, 16-byte vector accesses, warp and block
+// reductions, and the dtype dispatch of launchers.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "tensor/cuda/kernels.h"
 
@@ -42,6 +46,35 @@ template <> __device__ __forceinline__ __half from_float<__half>(float x) {
 // Accumulation type: double for double, float otherwise.
 template <class T> struct AccType { using type = float; };
 template <> struct AccType<double> { using type = double; };
+template <class T> using acc_t = typename AccType<T>::type;
+
+// Conversions to and from the accumulation type (exact for double, through float otherwise), and
+// a value rounded to T's precision but kept in the accumulation type.
+template <class T> __device__ __forceinline__ acc_t<T> to_acc(T x) {
+  if constexpr (std::is_same_v<T, double>) return x;
+  else return to_float(x);
+}
+template <class T> __device__ __forceinline__ T from_acc(acc_t<T> x) {
+  if constexpr (std::is_same_v<T, double>) return x;
+  else return from_float<T>(x);
+}
+template <class T> __device__ __forceinline__ acc_t<T> round_to(acc_t<T> x) {
+  return to_acc(from_acc<T>(x));
+}
+
+// N elements of T moved as one memory access (N = kVec16<T> makes a 16-byte access; N = 1 is a
+// plain scalar). A pointer may be read as Vec<T, N> when it is aligned to sizeof(Vec<T, N>).
+template <class T, int N> struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+template <class T> constexpr int kVec16 = 16 / sizeof(T);
+// True when every pointer is 16-byte aligned and rows of row_len elements keep that alignment.
+template <class T> bool vec16_ok(int64_t row_len, std::initializer_list<const void*> ptrs) {
+  if (row_len % kVec16<T> != 0) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 
 template <class T> __device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -11,7 +11,7 @@
 
 namespace sprig {
 
-// ---- elementwise (functions_elementwise.cpp) -------------------------------------------------------
+// ---- elementwise (functions_elementwise.cpp) ----------------------------------------------------
 Var unary(UnaryOp op, const Var& x, double exponent = 0.0);
 inline Var neg(const Var& x) { return unary(UnaryOp::neg, x); }
 inline Var exp(const Var& x) { return unary(UnaryOp::exp, x); }
@@ -56,7 +56,7 @@ Var where(const Tensor& cond, const Var& a, const Var& b);  // cond ? a : b
 Var masked_fill(const Var& x, const Tensor& mask, double value);  // filled positions get no grad
 Var cast(const Var& x, DType dtype);  // the gradient is cast back to x's dtype
 
-// ---- reductions and softmax (functions_reduce.cpp) -------------------------------------------------
+// ---- reductions and softmax (functions_reduce.cpp) ----------------------------------------------
 Var sum(const Var& x, int64_t dim, bool keepdim = false);
 Var mean(const Var& x, int64_t dim, bool keepdim = false);
 Var max(const Var& x, int64_t dim, bool keepdim = false);  // the gradient goes to the first max
@@ -66,7 +66,7 @@ Var mean_all(const Var& x);  // 0-dim
 Var softmax(const Var& x, int64_t dim = -1);
 Var log_softmax(const Var& x, int64_t dim = -1);
 
-// ---- views and indexing (functions_shape.cpp) ------------------------------------------------------
+// ---- views and indexing (functions_shape.cpp) ---------------------------------------------------
 // Views of x's value (shared storage); the gradients are reshaped, transposed or zero-padded back.
 Var view(const Var& x, const Shape& shape);
 Var reshape(const Var& x, const Shape& shape);
@@ -87,7 +87,7 @@ Var embedding(const Var& weight, const Tensor& ids);  // [V, H], ids [...] -> [.
 Var index_select(const Var& x, int64_t dim, const Tensor& idx);
 Var gather(const Var& x, int64_t dim, const Tensor& idx);
 
-// ---- matmul and fused transformer ops (functions_nn.cpp) -------------------------------------------
+// ---- matmul and fused transformer ops (functions_nn.cpp) ----------------------------------------
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false);
 Var rms_norm(const Var& x, const Var& w, double eps);  // over the last dim
 Var rope(const Var& x, const Tensor& pos, double theta);  // x [B, T, nH, D], pos [B, T]

@@ -21,9 +21,10 @@ Var mean(const Var& x, int64_t dim, bool keepdim) {
 Var max(const Var& x, int64_t dim, bool keepdim) {
   const Tensor xv = x.value();
   const Tensor idx = needs_grad({x}) ? argmax(xv, dim, keepdim) : Tensor();
-  return record("max", max(xv, dim, keepdim), {x}, [xv, idx, dim, keepdim](const Tensor& dy) -> Grads {
-    return {max_backward(dy, xv, idx, dim, keepdim)};
-  });
+  return record("max", max(xv, dim, keepdim), {x},
+                [xv, idx, dim, keepdim](const Tensor& dy) -> Grads {
+                  return {max_backward(dy, xv, idx, dim, keepdim)};
+                });
 }
 
 Var logsumexp(const Var& x, int64_t dim, bool keepdim) {

@@ -25,7 +25,9 @@ Var region_view(const char* op, const Var& x, Region region) {
 
 }  // namespace
 
-Var view(const Var& x, const Shape& shape) { return reshaped_view("view", x, x.value().view(shape)); }
+Var view(const Var& x, const Shape& shape) {
+  return reshaped_view("view", x, x.value().view(shape));
+}
 
 Var reshape(const Var& x, const Shape& shape) {
   return reshaped_view("reshape", x, x.value().reshape(shape));

@@ -1,6 +1,7 @@
 // gradcheck: the engine's gradients against central finite differences, in f64.
 #include "autograd/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -88,8 +89,10 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
       }
     }
   }
-  if (result.ok) result.message = "max |analytic - numeric| = " + std::to_string(largest_diff);
-  else result.message += "; " + std::to_string(mismatches) + " elements mismatch";
+  std::ostringstream summary;
+  if (result.ok) summary << "max |analytic - numeric| = " << largest_diff;
+  else summary << result.message << "; " << mismatches << " elements mismatch";
+  result.message = summary.str();
   return result;
 }
 

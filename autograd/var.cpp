@@ -11,9 +11,9 @@ namespace sprig {
 
 // One node of the graph. A function node has inputs and a backward closure (both dropped once it
 // has run); a leaf node has neither and accumulates its Var's gradient.
-struct Node {
+struct GradNode {
   struct Edge {
-    std::shared_ptr<Node> node;  // null when the input needs no gradient
+    std::shared_ptr<GradNode> node;  // null when the input needs no gradient
     Shape shape;  // the input's shape and dtype, which its gradient must have
     DType dtype;
   };
@@ -24,16 +24,16 @@ struct Node {
   BackwardFn backward;
   Tensor grad;  // leaves: the accumulated gradient
 
-  Node() = default;
-  Node(const Node&) = delete;
-  Node& operator=(const Node&) = delete;
+  GradNode() = default;
+  GradNode(const GradNode&) = delete;
+  GradNode& operator=(const GradNode&) = delete;
   // Frees the chain of input nodes iteratively: a deep graph dropped without backward would
   // otherwise recurse once per node and overflow the stack.
-  ~Node() {
-    std::vector<std::shared_ptr<Node>> pending;
+  ~GradNode() {
+    std::vector<std::shared_ptr<GradNode>> pending;
     for (Edge& e : inputs) pending.push_back(std::move(e.node));
     while (!pending.empty()) {
-      std::shared_ptr<Node> n = std::move(pending.back());
+      std::shared_ptr<GradNode> n = std::move(pending.back());
       pending.pop_back();
       if (n && n.use_count() == 1) {
         for (Edge& e : n->inputs) pending.push_back(std::move(e.node));
@@ -56,31 +56,31 @@ const Tensor& undefined_tensor() {
   throw std::invalid_argument(std::string("[") + op + "] " + msg);
 }
 
-std::shared_ptr<Node> make_leaf_node() {
-  auto node = std::make_shared<Node>();
+std::shared_ptr<GradNode> make_leaf_node() {
+  auto node = std::make_shared<GradNode>();
   node->leaf = true;
   return node;
 }
 
 // Per-node state of one backward pass.
 struct Pending {
-  std::shared_ptr<Node> node;  // keeps the node alive while its consumers release their edges
+  std::shared_ptr<GradNode> node;  // keeps the node alive while its consumers release their edges
   int consumers = 0;  // consumers whose gradient has not arrived yet
   Tensor grad;  // the sum of the gradients received so far
 };
 
 // Finds every node reachable from `root` and counts, for each, the edges that point to it.
-std::unordered_map<Node*, Pending> discover(const std::shared_ptr<Node>& root) {
-  std::unordered_map<Node*, Pending> state;
+std::unordered_map<GradNode*, Pending> discover(const std::shared_ptr<GradNode>& root) {
+  std::unordered_map<GradNode*, Pending> state;
   state[root.get()].node = root;
-  std::vector<Node*> stack{root.get()};
+  std::vector<GradNode*> stack{root.get()};
   while (!stack.empty()) {
-    Node* n = stack.back();
+    GradNode* n = stack.back();
     stack.pop_back();
     if (n->released)
       throw std::runtime_error(std::string("[backward] the graph through '") + n->op +
                                "' was freed by an earlier backward(); run the forward again");
-    for (const Node::Edge& e : n->inputs) {
+    for (const GradNode::Edge& e : n->inputs) {
       if (!e.node) continue;
       auto [it, fresh] = state.try_emplace(e.node.get());
       ++it->second.consumers;
@@ -95,8 +95,8 @@ std::unordered_map<Node*, Pending> discover(const std::shared_ptr<Node>& root) {
 
 // Checks a gradient returned by `n`'s backward for input `i` against that input, and converts
 // it to the input's dtype.
-Tensor checked_grad(const Node& n, size_t i, Tensor g) {
-  const Node::Edge& e = n.inputs[i];
+Tensor checked_grad(const GradNode& n, size_t i, Tensor g) {
+  const GradNode::Edge& e = n.inputs[i];
   if (g.shape() != e.shape)
     fail("backward", std::string("'") + n.op + "' returned a gradient of shape " +
                          shape_str(g.shape()) + " for input " + std::to_string(i) +
@@ -104,19 +104,19 @@ Tensor checked_grad(const Node& n, size_t i, Tensor g) {
   return g.to(e.dtype);
 }
 
-void accumulate_leaf(Node& leaf, const Tensor& g) {
+void accumulate_leaf(GradNode& leaf, const Tensor& g) {
   if (!leaf.grad.defined()) leaf.grad = g.clone();  // a fresh tensor: g may alias other gradients
   else leaf.grad.copy_(add(leaf.grad, g));
 }
 
 // Runs backward through every node reachable from `root`, each after all its consumers (Kahn's
 // algorithm), releasing each function node once it has run.
-void run_backward(const std::shared_ptr<Node>& root, const Tensor& seed) {
-  std::unordered_map<Node*, Pending> state = discover(root);
+void run_backward(const std::shared_ptr<GradNode>& root, const Tensor& seed) {
+  std::unordered_map<GradNode*, Pending> state = discover(root);
   state[root.get()].grad = seed;
-  std::vector<Node*> ready{root.get()};
+  std::vector<GradNode*> ready{root.get()};
   while (!ready.empty()) {
-    Node* n = ready.back();
+    GradNode* n = ready.back();
     ready.pop_back();
     const Tensor g = std::move(state[n].grad);
     if (n->leaf) {
@@ -132,7 +132,7 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& seed) {
                              std::to_string(n->inputs.size()) + " inputs");
     }
     for (size_t i = 0; i < n->inputs.size(); ++i) {
-      Node* in = n->inputs[i].node.get();
+      GradNode* in = n->inputs[i].node.get();
       if (!in) continue;
       Pending& p = state[in];
       if (i < grads.size() && grads[i].defined()) {
@@ -215,7 +215,7 @@ bool needs_grad(const std::vector<Var>& inputs) {
 
 Var record(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn backward) {
   if (!needs_grad(inputs)) return Var(std::move(value));
-  auto node = std::make_shared<Node>();
+  auto node = std::make_shared<GradNode>();
   node->op = op;
   node->backward = std::move(backward);
   node->inputs.reserve(inputs.size());

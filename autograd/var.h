@@ -2,12 +2,12 @@
 // produced it; the backward engine; the no-grad guard.
 //
 // The graph: a differentiable function (autograd/functions.h) computes its value with raw ops and
-// calls `record`, which links a Node to the nodes of its inputs with a backward closure mapping the
-// output gradient to one gradient per input. A leaf that requires grad has a leaf Node holding its
-// accumulated gradient. `backward()` runs every reachable node once in reverse topological order
-// (iteratively, so graphs of any depth work), sums fan-out gradients, accumulates (`+=`) into the
-// leaves' gradients in the leaf's dtype, and frees the graph: each node drops its closure (and with
-// it the tensors saved for backward) once it has run.
+// calls `record`, which links a GradNode to the nodes of its inputs with a backward closure mapping
+// the output gradient to one gradient per input. A leaf that requires grad has a leaf GradNode
+// holding its accumulated gradient. `backward()` runs every reachable node once in reverse
+// topological order (iteratively, so graphs of any depth work), sums fan-out gradients, accumulates
+// (`+=`) into the leaves' gradients in the leaf's dtype, and frees the graph: each node drops its
+// closure (and with it the tensors saved for backward) once it has run.
 #pragma once
 
 #include <functional>
@@ -24,7 +24,7 @@ namespace sprig {
 using Grads = std::vector<Tensor>;
 using BackwardFn = std::function<Grads(const Tensor& grad_out)>;
 
-struct Node;
+struct GradNode;
 
 class Var {
  public:
@@ -59,7 +59,7 @@ class Var {
                     BackwardFn backward);
   struct Impl {
     Tensor value;
-    std::shared_ptr<Node> node;  // null for constants (no grad required)
+    std::shared_ptr<GradNode> node;  // null for constants (no grad required)
   };
   std::shared_ptr<Impl> impl_;
 };

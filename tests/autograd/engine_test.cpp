@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <thread>
 
 #include "autograd/functions.h"
 #include "tests/test_util.h"
@@ -58,6 +59,14 @@ TEST(Engine, NoGradGuardBuildsNoGraphAndNests) {
   }
   EXPECT_TRUE(grad_enabled());
   EXPECT_TRUE((x * x).requires_grad());
+}
+
+TEST(Engine, GradModeIsPerThread) {
+  NoGradGuard no_grad;
+  bool other_thread_enabled = false;
+  std::thread([&] { other_thread_enabled = grad_enabled(); }).join();
+  EXPECT_TRUE(other_thread_enabled);
+  EXPECT_FALSE(grad_enabled());
 }
 
 TEST(Engine, DetachStopsGradients) {

@@ -1,0 +1,47 @@
+// Basic layers: Linear (optional bias), Embedding, RMSNorm (HF numerics, SPEC §2.7) and the SwiGLU
+// MLP of Qwen. Weights are initialised like Hugging Face (normal(0, std) for Linear and Embedding,
+// zeros for biases, ones for norms) from an explicit Generator, so models are seeded.
+#pragma once
+
+#include "autograd/functions.h"
+#include "nn/module.h"
+#include "tensor/random.h"
+
+namespace sprig {
+
+// y = x @ W^T (+ b); x [..., in] -> [..., out]; weight [out, in].
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias, double init_std, Generator& gen);
+  Var forward(const Var& x) const;
+
+  Var weight, bias;  // bias undefined when absent
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, double init_std, Generator& gen);
+  Var forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+  Var weight;  // [V, H]
+};
+
+class RMSNorm : public Module {
+ public:
+  RMSNorm(int64_t dim, double eps);
+  Var forward(const Var& x) const { return rms_norm(x, weight, eps); }
+
+  Var weight;  // [dim]
+  double eps;
+};
+
+// down(silu(gate(x)) * up(x)), no biases.
+class QwenMLP : public Module {
+ public:
+  QwenMLP(int64_t hidden, int64_t intermediate, double init_std, Generator& gen);
+  Var forward(const Var& x) const;
+
+  Linear &gate_proj, &up_proj, &down_proj;
+};
+
+}  // namespace sprig

@@ -1,0 +1,157 @@
+#include "nn/qwen.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "nn/loss.h"
+
+namespace sprig {
+
+QwenInput causal_input(const Tensor& input_ids, const QwenConfig& config) {
+  if (input_ids.dim() != 2)
+    throw std::invalid_argument("[causal_input] input_ids must be (B, T), got " +
+                                shape_str(input_ids.shape()));
+  const int64_t B = input_ids.size(0), T = input_ids.size(1);
+  QwenInput in;
+  in.input_ids = input_ids;
+  in.position_ids = Tensor::arange(T, DType::i64, input_ids.device()).unsqueeze(0).expand({B, T})
+                        .contiguous();
+  in.mask = std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(causal_mask(T))));
+  int64_t window = 0;
+  for (int64_t w : config.sliding_window_per_layer) window = std::max(window, w);
+  if (window > 0)
+    in.window_mask = std::make_shared<AttentionMask>(
+        compile_attention_mask(BatchMask(causal_mask(T, window))));
+  return in;
+}
+
+Tensor shift_labels(const Tensor& input_ids) {
+  const int64_t B = input_ids.size(0), T = input_ids.size(1);
+  Tensor labels = Tensor::full({B, T}, -100.0, DType::i64, input_ids.device());
+  if (T > 1) labels.narrow(1, 0, T - 1).copy_(input_ids.narrow(1, 1, T - 1));
+  return labels;
+}
+
+// ---- attention ------------------------------------------------------------------------------
+
+namespace {
+double init_std(const QwenConfig& c) { return c.initializer_range; }
+}  // namespace
+
+QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
+    : q_proj(register_module("q_proj", std::make_unique<Linear>(
+                                           c.hidden_size, c.num_attention_heads * c.head_dim,
+                                           c.has_qkv_bias(), init_std(c), gen))),
+      k_proj(register_module("k_proj", std::make_unique<Linear>(
+                                           c.hidden_size, c.num_key_value_heads * c.head_dim,
+                                           c.has_qkv_bias(), init_std(c), gen))),
+      v_proj(register_module("v_proj", std::make_unique<Linear>(
+                                           c.hidden_size, c.num_key_value_heads * c.head_dim,
+                                           c.has_qkv_bias(), init_std(c), gen))),
+      o_proj(register_module("o_proj", std::make_unique<Linear>(
+                                           c.num_attention_heads * c.head_dim, c.hidden_size,
+                                           c.has_o_bias(), init_std(c), gen))),
+      config_(c),
+      layer_(layer) {
+  if (c.has_qk_norm()) {
+    q_norm = &register_module("q_norm", std::make_unique<RMSNorm>(c.head_dim, c.rms_norm_eps));
+    k_norm = &register_module("k_norm", std::make_unique<RMSNorm>(c.head_dim, c.rms_norm_eps));
+  }
+}
+
+Var QwenAttention::forward(const Var& x, const QwenInput& in, KVCache* cache) const {
+  const int64_t B = x.size(0), T = x.size(1), D = config_.head_dim;
+  const int64_t nH = config_.num_attention_heads, nKV = config_.num_key_value_heads;
+  Var q = reshape(q_proj.forward(x), {B, T, nH, D});  // (B, T, nH, D)
+  Var k = reshape(k_proj.forward(x), {B, T, nKV, D});  // (B, T, nKV, D)
+  Var v = reshape(v_proj.forward(x), {B, T, nKV, D});
+  if (q_norm) {  // Qwen3: per-head RMSNorm over D, before RoPE
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = rope(q, in.position_ids, config_.rope_theta);
+  k = rope(k, in.position_ids, config_.rope_theta);
+  if (cache) {  // decoding: attend to [cached | new] keys, no graph
+    Tensor& ck = cache->k[static_cast<size_t>(layer_)];
+    Tensor& cv = cache->v[static_cast<size_t>(layer_)];
+    ck = ck.defined() ? concat({ck, k.value()}, 1) : k.value().contiguous();
+    cv = cv.defined() ? concat({cv, v.value()}, 1) : v.value().contiguous();
+    k = Var(ck);
+    v = Var(cv);
+  }
+  const bool windowed = config_.sliding_window_per_layer[static_cast<size_t>(layer_)] > 0;
+  const auto& mask = windowed ? in.window_mask : in.mask;
+  Var a = attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)));  // (B, T, nH, D)
+  return o_proj.forward(reshape(a, {B, T, nH * D}));
+}
+
+// ---- decoder ----------------------------------------------------------------------------------
+
+QwenDecoderLayer::QwenDecoderLayer(const QwenConfig& c, int64_t layer, Generator& gen)
+    : input_layernorm(register_module(
+          "input_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+      self_attn(register_module("self_attn", std::make_unique<QwenAttention>(c, layer, gen))),
+      post_attention_layernorm(register_module(
+          "post_attention_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+      mlp(register_module("mlp", std::make_unique<QwenMLP>(c.hidden_size, c.intermediate_size,
+                                                           init_std(c), gen))) {}
+
+Var QwenDecoderLayer::forward(const Var& x, const QwenInput& in, KVCache* cache) const {
+  Var h = x + self_attn.forward(input_layernorm.forward(x), in, cache);
+  return h + mlp.forward(post_attention_layernorm.forward(h));
+}
+
+QwenModel::QwenModel(const QwenConfig& c, Generator& gen)
+    : embed_tokens(register_module("embed_tokens", std::make_unique<Embedding>(
+                                                       c.vocab_size, c.hidden_size, init_std(c), gen))) {
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers.push_back(&register_module("layers." + std::to_string(i),
+                                      std::make_unique<QwenDecoderLayer>(c, i, gen)));
+  norm = &register_module("norm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+}
+
+Var QwenModel::forward(const QwenInput& in, KVCache* cache,
+                       const std::vector<int64_t>& capture_layers,
+                       std::vector<Var>* captured) const {
+  if (cache && cache->k.empty()) {
+    cache->k.resize(layers.size());
+    cache->v.resize(layers.size());
+  }
+  Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
+  for (size_t i = 0; i < layers.size(); ++i) {
+    x = layers[i]->forward(x, in, cache);
+    if (captured)
+      for (int64_t id : capture_layers)
+        if (id == static_cast<int64_t>(i)) captured->push_back(x);
+  }
+  return norm->forward(x);
+}
+
+// ---- causal LM --------------------------------------------------------------------------------
+
+QwenForCausalLM::QwenForCausalLM(QwenConfig config, Generator& gen)
+    : config_(std::move(config)),
+      model(register_module("model", std::make_unique<QwenModel>(config_, gen))) {
+  if (!config_.tie_word_embeddings)
+    lm_head = &register_module("lm_head", std::make_unique<Linear>(
+                                              config_.hidden_size, config_.vocab_size, false,
+                                              init_std(config_), gen));
+}
+
+const Var& QwenForCausalLM::head_weight() const {
+  return lm_head ? lm_head->weight : model.embed_tokens.weight;
+}
+
+Var QwenForCausalLM::logits(const Var& hidden) const {
+  Shape out = hidden.shape();
+  out.back() = config_.vocab_size;
+  return reshape(matmul(reshape(hidden, {-1, config_.hidden_size}), head_weight(), false, true),
+                 out);
+}
+
+Var QwenForCausalLM::token_losses(const QwenInput& in, const Tensor& labels) const {
+  const Var h = reshape(hidden(in), {-1, config_.hidden_size});  // (B*T, H)
+  return linear_cross_entropy(h, head_weight(), labels.reshape({-1}));
+}
+
+}  // namespace sprig

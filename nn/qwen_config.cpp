@@ -1,0 +1,171 @@
+#include "nn/qwen_config.h"
+
+#include <fstream>
+#include <stdexcept>
+
+namespace sprig {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string& label, const std::string& msg) {
+  throw std::runtime_error(label + ": " + msg);
+}
+
+int64_t get_int(const json& j, const char* key, const std::string& label) {
+  if (!j.contains(key)) fail(label, std::string("missing required field \"") + key + "\"");
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
+    fail(label, std::string("\"") + key + "\" must be a positive integer, got " + j[key].dump());
+  return j[key].get<int64_t>();
+}
+
+double get_double(const json& j, const char* key, double fallback, const std::string& label) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number())
+    fail(label, std::string("\"") + key + "\" must be a number, got " + j[key].dump());
+  return j[key].get<double>();
+}
+
+// rope_theta from either the legacy field or transformers-5 rope_parameters; only the default
+// (unscaled) rope is supported.
+double parse_rope(const json& j, const std::string& label) {
+  double theta = get_double(j, "rope_theta", 10000.0, label);
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    const json& r = j[key];
+    if (!r.is_object()) fail(label, std::string("\"") + key + "\" must be an object");
+    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+    if (type != "default")
+      fail(label, "rope scaling type \"" + type + "\" is not supported (only default rope)");
+    if (r.contains("rope_theta")) theta = get_double(r, "rope_theta", theta, label);
+  }
+  return theta;
+}
+
+DType parse_dtype(const json& j, const std::string& label) {
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    const std::string s = j[key].get<std::string>();
+    if (s == "bfloat16") return DType::bf16;
+    if (s == "float16") return DType::f16;
+    if (s == "float32") return DType::f32;
+    fail(label, "unsupported " + std::string(key) + " \"" + s + "\"");
+  }
+  return DType::bf16;
+}
+
+}  // namespace
+
+QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
+  if (!j.is_object()) fail(label, "config must be a JSON object");
+  QwenConfig c;
+  c.raw = j;
+  c.model_type = j.value("model_type", std::string());
+  if (c.model_type != "qwen2" && c.model_type != "qwen3")
+    fail(label, "model_type \"" + c.model_type +
+                    "\" is not supported (sprig loads dense qwen2 and qwen3 models)");
+  const std::string expected_arch = c.model_type == "qwen2" ? "Qwen2ForCausalLM"
+                                                             : "Qwen3ForCausalLM";
+  if (j.contains("architectures")) {
+    const json& archs = j["architectures"];
+    if (!archs.is_array() || archs.empty() || archs[0] != expected_arch)
+      fail(label, "architectures " + archs.dump() + " is not supported for model_type " +
+                      c.model_type + " (expected [\"" + expected_arch + "\"])");
+  }
+  c.vocab_size = get_int(j, "vocab_size", label);
+  c.hidden_size = get_int(j, "hidden_size", label);
+  c.intermediate_size = get_int(j, "intermediate_size", label);
+  c.num_hidden_layers = get_int(j, "num_hidden_layers", label);
+  c.num_attention_heads = get_int(j, "num_attention_heads", label);
+  c.num_key_value_heads = j.contains("num_key_value_heads")
+                              ? get_int(j, "num_key_value_heads", label)
+                              : c.num_attention_heads;
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(label, "num_attention_heads " + std::to_string(c.num_attention_heads) +
+                    " is not a multiple of num_key_value_heads " +
+                    std::to_string(c.num_key_value_heads));
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_dim = get_int(j, "head_dim", label);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      fail(label, "hidden_size is not divisible by num_attention_heads and head_dim is not set");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) fail(label, "head_dim must be even for rotary embeddings");
+  if (j.contains("max_position_embeddings"))
+    c.max_position_embeddings = get_int(j, "max_position_embeddings", label);
+  c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6, label);
+  c.initializer_range = get_double(j, "initializer_range", 0.02, label);
+  c.rope_theta = parse_rope(j, label);
+  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
+  c.attention_bias = j.value("attention_bias", false);
+  const std::string act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu") fail(label, "hidden_act \"" + act + "\" is not supported (only silu)");
+  c.dtype = parse_dtype(j, label);
+
+  // Sliding windows: explicit layer_types win; otherwise HF's rule (layers >= max_window_layers
+  // slide when use_sliding_window is true).
+  const bool use_sw = j.value("use_sliding_window", false);
+  const int64_t window = j.contains("sliding_window") && j["sliding_window"].is_number_integer()
+                             ? j["sliding_window"].get<int64_t>()
+                             : 0;
+  c.sliding_window_per_layer.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    const json& types = j["layer_types"];
+    if (static_cast<int64_t>(types.size()) != c.num_hidden_layers)
+      fail(label, "layer_types has " + std::to_string(types.size()) + " entries for " +
+                      std::to_string(c.num_hidden_layers) + " layers");
+    for (size_t i = 0; i < types.size(); ++i) {
+      const std::string t = types[i].get<std::string>();
+      if (t == "sliding_attention") {
+        if (window <= 0) fail(label, "sliding_attention layers need a positive sliding_window");
+        c.sliding_window_per_layer[i] = window;
+      } else if (t != "full_attention") {
+        fail(label, "layer type \"" + t + "\" is not supported");
+      }
+    }
+  } else if (use_sw && window > 0) {
+    const int64_t first = j.value("max_window_layers", c.num_hidden_layers);
+    for (int64_t i = first; i < c.num_hidden_layers; ++i)
+      c.sliding_window_per_layer[static_cast<size_t>(i)] = window;
+  }
+  return c;
+}
+
+QwenConfig QwenConfig::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, "cannot open the model config");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    fail(path, std::string("is not valid JSON: ") + e.what());
+  }
+  return from_json(j, path);
+}
+
+json QwenConfig::to_json() const {
+  json j = raw.is_object() ? raw : json::object();
+  j["model_type"] = model_type;
+  j["architectures"] = {model_type == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"};
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  if (model_type == "qwen3" || raw.contains("head_dim")) j["head_dim"] = head_dim;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["initializer_range"] = initializer_range;
+  if (!j.contains("rope_parameters")) j["rope_theta"] = rope_theta;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["attention_bias"] = attention_bias;
+  j["hidden_act"] = "silu";
+  if (!j.contains("dtype") && !j.contains("torch_dtype"))
+    j["torch_dtype"] = dtype == DType::f32 ? "float32" : dtype == DType::f16 ? "float16" : "bfloat16";
+  return j;
+}
+
+}  // namespace sprig

@@ -1,0 +1,46 @@
+// QwenConfig: the fields of a Hugging Face config.json that sprig's Qwen2 / Qwen2.5 / Qwen3 dense
+// layers need. Accepts both `rope_theta` and transformers-5 `rope_parameters`, `torch_dtype` and
+// `dtype`, Qwen3's explicit `head_dim`, sliding-window layers; rejects unsupported model types,
+// architectures and rope scaling with one clear sentence.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace sprig {
+
+struct QwenConfig {
+  std::string model_type;  // "qwen2" or "qwen3"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // Qwen3: explicit; Qwen2: hidden_size / num_attention_heads
+  int64_t max_position_embeddings = 32768;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // Qwen3: q/k/v/o biases; Qwen2 always has q/k/v biases
+  std::vector<int64_t> sliding_window_per_layer;  // 0 = full attention, else the window size
+  DType dtype = DType::bf16;  // the checkpoint's parameter dtype
+  nlohmann::json raw;  // the parsed file, kept so an export writes back what was read
+
+  bool has_qk_norm() const { return model_type == "qwen3"; }
+  bool has_qkv_bias() const { return model_type == "qwen2" || attention_bias; }
+  bool has_o_bias() const { return model_type == "qwen3" && attention_bias; }
+
+  // `label` (a path) prefixes every error message.
+  static QwenConfig from_json(const nlohmann::json& j, const std::string& label = "config.json");
+  static QwenConfig load(const std::string& path);
+  // The HF config.json for this model (the original fields plus sprig's normalised values).
+  nlohmann::json to_json() const;
+};
+
+}  // namespace sprig

@@ -1,0 +1,17 @@
+// Greedy decoding with a KV cache: the prompt is encoded once, then each new token attends to
+// the cached keys and values of every earlier token.
+#pragma once
+
+#include <vector>
+
+#include "nn/qwen.h"
+
+namespace sprig {
+
+// Returns the `max_new_tokens` greedily generated ids (fewer when `stop_id` >= 0 is produced;
+// the stop id is included). The model's parameters may be on any device.
+std::vector<int64_t> generate_greedy(const QwenForCausalLM& model,
+                                     const std::vector<int64_t>& prompt, int64_t max_new_tokens,
+                                     int64_t stop_id = -1);
+
+}  // namespace sprig

@@ -75,13 +75,21 @@ template <class T> bool vec16_ok(int64_t row_len, std::initializer_list<const vo
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
   return true;
 }
+// Calls launch(std::integral_constant<int, N>{}) with N = kVec16<T> when vec16_ok, else N = 1: a
+// launcher instantiates its kernel for both access widths in one place.
+template <class T, class F>
+void with_vec_width(int64_t row_len, std::initializer_list<const void*> ptrs, F&& launch) {
+  if (vec16_ok<T>(row_len, ptrs)) launch(std::integral_constant<int, kVec16<T>>{});
+  else launch(std::integral_constant<int, 1>{});
+}
 
 template <class T> __device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 template <class T> __device__ __forceinline__ T warp_max(T v) {
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  // ::max: the device overloads, not sprig::max (the tensor reduction), which hides them here.
+  for (int o = 16; o > 0; o >>= 1) v = ::max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 

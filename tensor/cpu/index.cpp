@@ -1,8 +1,8 @@
 // CPU indexing kernels: row gathers (embedding, index_select) and their scatter-add backwards
 // (embedding_backward, index_add), and torch.gather / scatter_add along any dim.
 //
-// Layout: a tensor indexed along `dim` is viewed as [outer, rows, inner] (outer = product of the
-// dims before dim, inner = product of the dims after); embedding is the case dim = 0 of [V, H].
+// Layout: a tensor indexed along `dim` is viewed as [outer, rows, inner] (index_layout.h);
+// embedding is the case dim = 0 of weight [V, H].
 // Gathers only move elements, so they accept every dtype; scatter-adds compute in f32/f64 (the
 // dispatcher converts 16-bit floats). Ids are in range (checked by the dispatcher).
 // Backward rule: every scatter-add here accumulates (+=): dweight is a parameter gradient, and the
@@ -10,27 +10,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tensor/cpu/index_layout.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/strided.h"
 
 namespace sprig::cpu {
 
 namespace {
-
-// [outer, rows, inner] view of `shape` around `dim`.
-struct RowLayout {
-  int64_t outer = 1, rows = 1, inner = 1;
-};
-
-RowLayout row_layout(const Shape& shape, int64_t dim) {
-  RowLayout l;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim) l.outer *= shape[d];
-    else if (d == dim) l.rows = shape[d];
-    else l.inner *= shape[d];
-  }
-  return l;
-}
 
 // Calls f(ptr) with ptr the typed data of an i32 or i64 index tensor.
 template <class F> void visit_ids(const Tensor& ids, F&& f) {
@@ -88,14 +74,6 @@ void add_rows(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx
         }
     });
   });
-}
-
-// Strides that map a position of idx's shape to its element in `t`, except along `dim`, whose
-// coordinate comes from idx instead (stride 0 here, ids[i] * t.strides()[dim] added by the caller).
-Shape strides_off_dim(const Tensor& t, int64_t dim) {
-  Shape s = t.strides();
-  s[dim] = 0;
-  return s;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
                "speculative-decoding drafts) on CPU and CUDA"};
   app.require_subcommand(1);
   sprig::tools::add_bench_command(app);
+  sprig::tools::add_mask_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

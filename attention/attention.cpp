@@ -1,0 +1,119 @@
+// The attention op: argument checks, output allocation and dispatch to the CPU kernels
+// (attention/cpu_attention.h).
+#include "attention/attention.h"
+
+#include <string>
+
+#include "attention/cpu_attention.h"
+#include "tensor/ops/dispatch.h"
+
+namespace sprig {
+
+namespace {
+
+using detail::fail;
+constexpr const char* kOp = "attention";
+
+// Checks q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] against each other and against the mask.
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const BatchMask& mask) {
+  for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
+    detail::check_defined(kOp, *t, name);
+    detail::check_dim(kOp, *t, 4, name);
+  }
+  detail::check_floating(kOp, q, "q");
+  detail::check_same_dtype(kOp, q, k);
+  detail::check_same_dtype(kOp, q, v);
+  detail::check_same_device(kOp, {&q, &k, &v});
+  if (!q.device().is_cpu())
+    fail(kOp, "only CPU tensors are supported in this build, got " + q.device().str());
+  if (k.size(0) != q.size(0) || k.size(3) != q.size(3))
+    fail(kOp, "k must have q's batch and head dim, got q " + shape_str(q.shape()) + " and k " +
+                  shape_str(k.shape()));
+  detail::check_shape(kOp, v, k.shape(), "v");
+  if (k.size(2) < 1 || q.size(2) % k.size(2) != 0)
+    fail(kOp, "query heads " + std::to_string(q.size(2)) + " must be a multiple of kv heads " +
+                  std::to_string(k.size(2)));
+  if (mask.q_len() != q.size(1) || mask.k_len() != k.size(1))
+    fail(kOp, "mask is [" + std::to_string(mask.q_len()) + ", " + std::to_string(mask.k_len()) +
+                  "] but q and k have lengths " + std::to_string(q.size(1)) + " and " +
+                  std::to_string(k.size(1)));
+  if (mask.num_rows() != 1 && mask.num_rows() != q.size(0))
+    fail(kOp, "mask has " + std::to_string(mask.num_rows()) + " rows for a batch of " +
+                  std::to_string(q.size(0)));
+}
+
+void check_backward_inputs(const Tensor& q, const Tensor& out, const Tensor& lse,
+                           const Tensor& dout) {
+  for (auto [t, name] : {std::pair{&out, "out"}, {&lse, "lse"}, {&dout, "dout"}})
+    detail::check_defined(kOp, *t, name);
+  detail::check_shape(kOp, out, q.shape(), "out");
+  detail::check_shape(kOp, dout, q.shape(), "dout");
+  detail::check_shape(kOp, lse, {q.size(0), q.size(2), q.size(1)}, "lse");
+  detail::check_same_device(kOp, {&q, &out, &lse, &dout});
+}
+
+void check_reference_dtype(const Tensor& q) {
+  if (q.dtype() != DType::f32 && q.dtype() != DType::f64)
+    fail(kOp, std::string("the reference computes in f32 or f64, got ") + dtype_name(q.dtype()));
+}
+
+Tensor f32(const Tensor& x) { return x.to(DType::f32).contiguous(); }
+
+}  // namespace
+
+AttentionMask compile_attention_mask(BatchMask mask) {
+  TileMap tiles = compile_tile_map(row_intervals(mask), cpu::kAttentionBlockM,
+                                   cpu::kAttentionBlockN);
+  return {std::move(mask), std::move(tiles)};
+}
+
+AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const AttentionMask& mask, double scale) {
+  check_inputs(q, k, v, mask.mask);
+  if (q.dtype() == DType::f64) return attention_reference_forward(q, k, v, mask.mask, scale);
+  AttentionOutput r{Tensor::empty(q.shape()), Tensor::empty({q.size(0), q.size(2), q.size(1)})};
+  cpu::attention_forward(f32(q), f32(k), f32(v), mask.cpu_tiles, static_cast<float>(scale),
+                         r.out, r.lse);
+  r.out = r.out.to(q.dtype());
+  return r;
+}
+
+AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                  const AttentionMask& mask, double scale) {
+  check_inputs(q, k, v, mask.mask);
+  check_backward_inputs(q, out, lse, dout);
+  if (q.dtype() == DType::f64)
+    return attention_reference_backward(q, k, v, dout, mask.mask, scale);
+  AttentionGrads g{Tensor::empty(q.shape()), Tensor::empty(k.shape()), Tensor::empty(v.shape())};
+  cpu::attention_backward(f32(q), f32(k), f32(v), f32(out), f32(lse), f32(dout), mask.cpu_tiles,
+                          static_cast<float>(scale), g.dq, g.dk, g.dv);
+  return {g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
+}
+
+AttentionOutput attention_reference_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const BatchMask& mask, double scale) {
+  check_inputs(q, k, v, mask);
+  check_reference_dtype(q);
+  AttentionOutput r{Tensor::empty(q.shape(), q.dtype()),
+                    Tensor::empty({q.size(0), q.size(2), q.size(1)}, q.dtype())};
+  cpu::attention_reference_forward(q.contiguous(), k.contiguous(), v.contiguous(), mask, scale,
+                                   r.out, r.lse);
+  return r;
+}
+
+AttentionGrads attention_reference_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& dout, const BatchMask& mask,
+                                            double scale) {
+  check_inputs(q, k, v, mask);
+  check_reference_dtype(q);
+  detail::check_shape(kOp, dout, q.shape(), "dout");
+  detail::check_same_dtype(kOp, q, dout);
+  AttentionGrads g{Tensor::empty(q.shape(), q.dtype()), Tensor::empty(k.shape(), q.dtype()),
+                   Tensor::empty(v.shape(), q.dtype())};
+  cpu::attention_reference_backward(q.contiguous(), k.contiguous(), v.contiguous(),
+                                    dout.contiguous(), mask, scale, g.dq, g.dk, g.dv);
+  return g;
+}
+
+}  // namespace sprig

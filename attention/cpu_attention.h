@@ -1,0 +1,44 @@
+// CPU attention kernels: the tiled flash implementation (fp32, the CPU default and the oracle of
+// the CUDA kernels) and the dense reference. attention/attention.h checks arguments, allocates
+// outputs and dispatches here; these kernels may assume what each comment states.
+//
+// Shapes: q, out, dout, dq [B, Tq, Hq, D]; k, v, dk, dv [B, Tk, Hkv, D]; lse [B, Hq, Tq]; all
+// contiguous. GQA: query head h reads kv head h / (Hq / Hkv) (no K/V copies). Scores are
+// scale * q.k; lse is the natural-log sum of exp over allowed keys. A fully masked query row gets
+// out = 0, lse = -inf and zero gradients. Every output is written with `=`.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/mask.h"
+#include "attention/tile_map.h"
+#include "tensor/tensor.h"
+
+namespace sprig::cpu {
+
+// Tile shape of the CPU tiled implementation's map.
+constexpr int32_t kAttentionBlockM = 64, kAttentionBlockN = 64;
+
+// Tiled flash attention in fp32 (all tensors f32). Walks the tile map (any tile shape): empty
+// tiles are skipped, partial tiles read their keep bits. Extra memory is O(Tq) per head beyond
+// the outputs (the forward's online softmax; the backward's rowsum(dout * out)). OpenMP over
+// (batch, head, query tile) forward and for dQ, over (batch, kv head, key tile) for dK/dV, in the
+// map's LPT order; no two threads write the same output rows, so results are deterministic.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const TileMap& map,
+                       float scale, const Tensor& out, const Tensor& lse);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, const TileMap& map, float scale,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
+// Dense reference: materialises the mask and computes plainly in the tensors' dtype (all f32 or
+// all f64): softmax of the masked scores, then the product with v. In f64 it is the reference the
+// tests measure against; in f32 it is the naive same-precision implementation of FlashAttention's
+// error rule.
+void attention_reference_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const BatchMask& mask, double scale, const Tensor& out,
+                                 const Tensor& lse);
+void attention_reference_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& dout, const BatchMask& mask, double scale,
+                                  const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
+}  // namespace sprig::cpu

@@ -1,0 +1,194 @@
+// Tiled flash attention on CPU (fp32, Eigen GEMMs on tiles, OpenMP), driven by the tile map.
+//
+// Forward, per (batch, head, query tile): for each listed key tile, S = scale * Q K^T, masked to
+// -inf by the keep bits on partial tiles, folded into a running row max m, row sum l and output
+// accumulator (online softmax); at the end out = acc / l and lse = m + log l (0 and -inf for rows
+// that saw no allowed key).
+// Backward (FlashAttention-2, two deterministic passes): P = exp(S - lse), dP = dO V^T,
+// dS = P * (dP - delta) with delta = rowsum(dO * O); the dQ pass walks query tiles
+// (dQ = scale * dS K), the dK/dV pass walks key tiles and the G query heads of each kv head
+// (dV = P^T dO, dK = scale * dS^T Q).
+// GCC 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics headers when
+// Eigen's GEMM inlines them; the pragma covers those headers, included first by Eigen here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attention/cpu_attention.h"
+
+namespace sprig::cpu {
+
+namespace {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Rows = Eigen::Map<Matrix, 0, Eigen::OuterStride<>>;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// A contiguous [B, T, H, D] f32 tensor, seen per head as T x D matrices with row stride H * D.
+struct Heads {
+  float* data;
+  int64_t T, H, D;
+  explicit Heads(const Tensor& x)
+      : data(x.data<float>()), T(x.size(1)), H(x.size(2)), D(x.size(3)) {}
+  Rows rows(int64_t b, int64_t h, int64_t t0, int64_t n) const {
+    return Rows(data + ((b * T + t0) * H + h) * D, n, D, Eigen::OuterStride<>(H * D));
+  }
+};
+
+// A contiguous [B, H, T] f32 tensor of per-row statistics (lse, delta).
+struct RowStats {
+  float* data;
+  int64_t H, T;
+  explicit RowStats(const Tensor& x) : data(x.data<float>()), H(x.size(1)), T(x.size(2)) {}
+  float* at(int64_t b, int64_t h, int64_t t) const { return data + (b * H + h) * T + t; }
+};
+
+// Sets the scores of masked (query, key) pairs of a partial tile to -inf.
+void apply_keep_bits(const TileMap& map, int32_t mask_idx, Matrix& s) {
+  for (int32_t i = 0; i < s.rows(); ++i)
+    for (int32_t j = 0; j < s.cols(); ++j)
+      if (!map.allowed_in_partial(mask_idx, i, j)) s(i, j) = -kInf;
+}
+
+// Runs body(b, h, tile) for every (batch, head, tile) of one tile axis, in parallel, heads of
+// all batches interleaved inside the map's LPT order so the heaviest tiles start first.
+template <class Body>
+void for_each_tile(int64_t batch, int64_t heads, const TileMap& map, const std::vector<int32_t>& order,
+                   int32_t tiles_per_row, Body body) {
+  const int64_t lanes = batch * heads, tasks = lanes * tiles_per_row;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t b = task % lanes / heads, h = task % heads, rank = task / lanes;
+    const int64_t mask_row = map.num_rows == 1 ? 0 : b;
+    body(b, h, order[mask_row * tiles_per_row + rank]);
+  }
+}
+
+// The inputs of the backward passes.
+struct Backward {
+  Heads q, k, v, dout;
+  RowStats lse, delta;
+  const TileMap& map;
+  float scale;
+  int64_t group;  // query heads per kv head
+
+  // P and dS of the tile pair (queries [q0, q0 + m), keys [k0, k0 + n)) of head h.
+  void tile(int64_t b, int64_t h, int64_t q0, int64_t m, int64_t k0, int64_t n, int32_t entry_kind,
+            int32_t mask_idx, Matrix& p, Matrix& ds) const {
+    const int64_t kvh = h / group;
+    p.noalias() = q.rows(b, h, q0, m) * k.rows(b, kvh, k0, n).transpose();
+    p *= scale;
+    if (entry_kind == static_cast<int32_t>(TileKind::partial)) apply_keep_bits(map, mask_idx, p);
+    ds.noalias() = dout.rows(b, h, q0, m) * v.rows(b, kvh, k0, n).transpose();
+    for (int64_t i = 0; i < m; ++i) {
+      // A fully masked row has lse = -inf; subtracting +inf instead keeps exp(-inf - inf) = 0.
+      const float row_lse = *lse.at(b, h, q0 + i);
+      p.row(i) = (p.row(i).array() - (row_lse == -kInf ? kInf : row_lse)).exp();
+      ds.row(i) = p.row(i).array() * (ds.row(i).array() - *delta.at(b, h, q0 + i));
+    }
+  }
+};
+
+}  // namespace
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const TileMap& map,
+                       float scale, const Tensor& out, const Tensor& lse) {
+  const Heads qh(q), kh(k), vh(v), oh(out);
+  const RowStats lse_rows(lse);
+  const int64_t group = qh.H / kh.H, d = qh.D;
+  const TileList& list = map.by_query;
+  for_each_tile(q.size(0), qh.H, map, map.q_order, map.num_q_tiles,
+                [&](int64_t b, int64_t h, int32_t t) {
+    const int64_t q0 = static_cast<int64_t>(t) * map.block_m;
+    const int64_t m = std::min<int64_t>(map.block_m, qh.T - q0), kvh = h / group;
+    const Matrix qs = qh.rows(b, h, q0, m) * scale;
+    Matrix acc = Matrix::Zero(m, d), s;
+    Eigen::VectorXf row_max = Eigen::VectorXf::Constant(m, -kInf);
+    Eigen::VectorXf row_sum = Eigen::VectorXf::Zero(m);
+    const int64_t line = (map.num_rows == 1 ? 0 : b) * map.num_q_tiles + t;
+    for (int32_t e = list.ptr[line]; e < list.ptr[line + 1]; ++e) {
+      const int64_t k0 = list.start[e], n = std::min<int64_t>(map.block_n, kh.T - k0);
+      s.noalias() = qs * kh.rows(b, kvh, k0, n).transpose();
+      if (list.kind[e] == static_cast<int32_t>(TileKind::partial))
+        apply_keep_bits(map, list.mask_idx[e], s);
+      for (int64_t i = 0; i < m; ++i) {
+        const float new_max = std::max(row_max[i], s.row(i).maxCoeff());
+        if (new_max == -kInf) {  // no allowed key in this row yet
+          s.row(i).setZero();
+          continue;
+        }
+        const float alpha = std::exp(row_max[i] - new_max);
+        s.row(i) = (s.row(i).array() - new_max).exp();
+        row_sum[i] = alpha * row_sum[i] + s.row(i).sum();
+        acc.row(i) *= alpha;
+        row_max[i] = new_max;
+      }
+      acc.noalias() += s * vh.rows(b, kvh, k0, n);
+    }
+    Rows o = oh.rows(b, h, q0, m);
+    for (int64_t i = 0; i < m; ++i) {
+      if (row_sum[i] == 0.0f) {  // fully masked row
+        o.row(i).setZero();
+        *lse_rows.at(b, h, q0 + i) = -kInf;
+      } else {
+        o.row(i) = acc.row(i) / row_sum[i];
+        *lse_rows.at(b, h, q0 + i) = row_max[i] + std::log(row_sum[i]);
+      }
+    }
+  });
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, const TileMap& map, float scale,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const int64_t batch = q.size(0), tq = q.size(1), hq = q.size(2), hkv = k.size(2);
+  const Tensor delta = Tensor::empty({batch, hq, tq});
+  const Backward bw{Heads(q), Heads(k), Heads(v), Heads(dout), RowStats(lse), RowStats(delta),
+                    map, scale, hq / hkv};
+  const Heads oh(out), dqh(dq), dkh(dk), dvh(dv);
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t i = 0; i < tq; ++i)
+        *bw.delta.at(b, h, i) = bw.dout.rows(b, h, i, 1).cwiseProduct(oh.rows(b, h, i, 1)).sum();
+
+  for_each_tile(batch, hq, map, map.q_order, map.num_q_tiles, [&](int64_t b, int64_t h, int32_t t) {
+    const TileList& list = map.by_query;
+    const int64_t q0 = static_cast<int64_t>(t) * map.block_m;
+    const int64_t m = std::min<int64_t>(map.block_m, tq - q0), kvh = h / bw.group;
+    Matrix acc = Matrix::Zero(m, bw.q.D), p, ds;
+    const int64_t line = (map.num_rows == 1 ? 0 : b) * map.num_q_tiles + t;
+    for (int32_t e = list.ptr[line]; e < list.ptr[line + 1]; ++e) {
+      const int64_t k0 = list.start[e], n = std::min<int64_t>(map.block_n, bw.k.T - k0);
+      bw.tile(b, h, q0, m, k0, n, list.kind[e], list.mask_idx[e], p, ds);
+      acc.noalias() += ds * bw.k.rows(b, kvh, k0, n);
+    }
+    dqh.rows(b, h, q0, m) = acc * scale;
+  });
+
+  for_each_tile(batch, hkv, map, map.k_order, map.num_k_tiles,
+                [&](int64_t b, int64_t kvh, int32_t j) {
+    const TileList& list = map.by_key;
+    const int64_t k0 = static_cast<int64_t>(j) * map.block_n;
+    const int64_t n = std::min<int64_t>(map.block_n, bw.k.T - k0);
+    Matrix dk_acc = Matrix::Zero(n, bw.q.D), dv_acc = Matrix::Zero(n, bw.q.D), p, ds;
+    const int64_t line = (map.num_rows == 1 ? 0 : b) * map.num_k_tiles + j;
+    for (int32_t e = list.ptr[line]; e < list.ptr[line + 1]; ++e) {
+      const int64_t q0 = list.start[e], m = std::min<int64_t>(map.block_m, tq - q0);
+      for (int64_t h = kvh * bw.group; h < (kvh + 1) * bw.group; ++h) {
+        bw.tile(b, h, q0, m, k0, n, list.kind[e], list.mask_idx[e], p, ds);
+        dv_acc.noalias() += p.transpose() * bw.dout.rows(b, h, q0, m);
+        dk_acc.noalias() += ds.transpose() * bw.q.rows(b, h, q0, m);
+      }
+    }
+    dkh.rows(b, kvh, k0, n) = dk_acc * scale;
+    dvh.rows(b, kvh, k0, n) = dv_acc;
+  });
+}
+
+}  // namespace sprig::cpu

@@ -1,0 +1,178 @@
+// JSON mask specs, dense safetensors dumps and PNG pictures of masks (see mask_io.h).
+#include "attention/mask_io.h"
+
+#include <png.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "tensor/safetensors.h"
+
+namespace sprig {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("[mask] " + msg); }
+
+// Typed access to the fields of one spec object, with errors naming the field.
+class Fields {
+ public:
+  Fields(const json& spec, const std::string& kind, std::set<std::string> known) : spec_(spec) {
+    known.insert("kind");
+    for (const auto& [key, value] : spec.items())
+      if (!known.count(key)) bad("unknown field \"" + key + "\" for kind \"" + kind + "\"");
+  }
+
+  int64_t integer(const char* key) const { return to_int(at(key), key); }
+  std::optional<int64_t> optional_integer(const char* key) const {
+    return has(key) ? std::optional(integer(key)) : std::nullopt;
+  }
+  int64_t window() const {
+    const int64_t w = optional_integer("sliding_window").value_or(0);
+    if (has("sliding_window") && w < 1) bad("sliding_window must be >= 1, got " + std::to_string(w));
+    return w;
+  }
+  bool boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!at(key).is_boolean()) bad(std::string("field \"") + key + "\" must be true or false");
+    return at(key).get<bool>();
+  }
+  std::vector<int64_t> integers(const char* key) const { return to_ints(array(key), key); }
+  std::vector<std::vector<int64_t>> integer_lists(const char* key) const {
+    std::vector<std::vector<int64_t>> out;
+    for (const json& item : array(key)) {
+      if (!item.is_array()) bad(std::string("field \"") + key + "\" must be a list of lists");
+      out.push_back(to_ints(item, key));
+    }
+    return out;
+  }
+  std::vector<bool> flags(const char* key) const {
+    std::vector<bool> out;
+    for (const json& item : array(key)) {
+      if (item.is_boolean()) out.push_back(item.get<bool>());
+      else if (item.is_number_integer() && (item == 0 || item == 1)) out.push_back(item == 1);
+      else bad(std::string("field \"") + key + "\" must hold booleans or 0/1, got " + item.dump());
+    }
+    return out;
+  }
+  bool has(const char* key) const { return spec_.contains(key); }
+
+ private:
+  const json& at(const char* key) const {
+    if (!has(key)) bad(std::string("missing field \"") + key + "\"");
+    return spec_.at(key);
+  }
+  const json& array(const char* key) const {
+    if (!at(key).is_array()) bad(std::string("field \"") + key + "\" must be a list");
+    return at(key);
+  }
+  static int64_t to_int(const json& v, const char* key) {
+    if (!v.is_number_integer())
+      bad(std::string("field \"") + key + "\" must hold integers, got " + v.dump());
+    return v.get<int64_t>();
+  }
+  static std::vector<int64_t> to_ints(const json& list, const char* key) {
+    std::vector<int64_t> out;
+    for (const json& v : list) out.push_back(to_int(v, key));
+    return out;
+  }
+  const json& spec_;
+};
+
+}  // namespace
+
+Mask parse_mask_spec(const std::string& json_text) {
+  json spec;
+  try {
+    spec = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    bad(std::string("spec is not valid JSON: ") + e.what());
+  }
+  if (!spec.is_object() || !spec.contains("kind") || !spec["kind"].is_string())
+    bad("spec must be a JSON object with a string field \"kind\"");
+  const std::string kind = spec["kind"];
+  if (kind == "causal") {
+    const Fields f(spec, kind, {"length", "sliding_window"});
+    return causal_mask(f.integer("length"), f.window());
+  }
+  if (kind == "documents") {
+    const Fields f(spec, kind, {"seq_lens", "length", "sliding_window"});
+    return document_mask(f.integers("seq_lens"), f.optional_integer("length"), f.window());
+  }
+  if (kind == "prefix_tree") {
+    const Fields f(spec, kind, {"node_lengths", "sample_paths"});
+    return prefix_tree_mask(f.integers("node_lengths"), f.integer_lists("sample_paths"));
+  }
+  if (kind == "dflash") {
+    const Fields f(spec, kind, {"ctx_len", "block_size", "anchors", "keep", "causal", "seq_lens",
+                                "sliding_window"});
+    DFlashMaskSpec d;
+    d.ctx_len = f.integer("ctx_len");
+    d.block_size = f.integer("block_size");
+    d.anchors = f.integers("anchors");
+    d.keep = f.flags("keep");
+    d.causal = f.boolean("causal", false);
+    if (f.has("seq_lens")) d.seq_lens = f.integers("seq_lens");
+    d.sliding_window = f.window();
+    return dflash_mask(d);
+  }
+  bad("unknown kind \"" + kind + "\" (expected causal, documents, prefix_tree or dflash)");
+}
+
+Mask load_mask_spec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot read the mask spec");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return parse_mask_spec(text.str());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(path + ": " + e.what());
+  }
+}
+
+void save_mask_safetensors(const Mask& mask, const std::string& path) {
+  save_safetensors(path, {{"mask", mask.dense(), /*as_u8=*/true}});
+}
+
+MaskImage render_mask(const Mask& mask, int64_t tile) {
+  if (mask.q_len < 1 || mask.k_len < 1)
+    bad("cannot draw an empty mask [" + std::to_string(mask.q_len) + ", " +
+        std::to_string(mask.k_len) + "]");
+  if (tile < 1) bad("tile must be >= 1, got " + std::to_string(tile));
+  MaskImage img;
+  img.scale = std::clamp<int64_t>(512 / std::max(mask.q_len, mask.k_len), 1, 16);
+  img.width = mask.k_len * img.scale;
+  img.height = mask.q_len * img.scale;
+  img.pixels.resize(static_cast<size_t>(img.width * img.height));
+  const Tensor dense = mask.dense();
+  const bool* allowed = dense.data<bool>();
+  const int64_t grid = tile * img.scale;
+  for (int64_t y = 0; y < img.height; ++y)
+    for (int64_t x = 0; x < img.width; ++x) {
+      const bool on = allowed[(y / img.scale) * mask.k_len + x / img.scale];
+      const bool line = y % grid == 0 || x % grid == 0;
+      img.pixels[y * img.width + x] = on ? (line ? 170 : 255) : (line ? 85 : 0);
+    }
+  return img;
+}
+
+void save_mask_png(const Mask& mask, const std::string& path, int64_t tile) {
+  const MaskImage img = render_mask(mask, tile);
+  png_image png{};
+  png.version = PNG_IMAGE_VERSION;
+  png.width = static_cast<png_uint_32>(img.width);
+  png.height = static_cast<png_uint_32>(img.height);
+  png.format = PNG_FORMAT_GRAY;
+  if (!png_image_write_to_file(&png, path.c_str(), 0, img.pixels.data(), 0, nullptr))
+    throw std::runtime_error(path + ": cannot write the PNG (" + png.message + ")");
+}
+
+}  // namespace sprig

@@ -1,0 +1,39 @@
+// Masks in and out of files: JSON mask specs (the input of `sprig mask`), the dense dump as
+// safetensors, and a picture of the mask as a grayscale PNG.
+//
+// Spec kinds (optional fields marked ?; a sliding_window, when given, is >= 1):
+//   {"kind": "causal", "length": T, "sliding_window"?: W}
+//   {"kind": "documents", "seq_lens": [...], "length"?: T, "sliding_window"?: W}
+//       (length defaults to the sum; padding beyond the sum joins the last document)
+//   {"kind": "prefix_tree", "node_lengths": [...], "sample_paths": [[...], ...]}
+//   {"kind": "dflash", "ctx_len": S, "block_size": bs, "anchors": [...], "keep": [...],
+//    "causal"?: false, "seq_lens"?: [...], "sliding_window"?: W}
+//       (keep holds booleans or 0/1; the mask is [N * bs, S + N * bs] as SPEC §2.10)
+// Unknown kinds and fields, wrong types and bad values throw std::invalid_argument.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/mask.h"
+
+namespace sprig {
+
+Mask parse_mask_spec(const std::string& json_text);  // errors "[mask] ..."
+Mask load_mask_spec(const std::string& path);  // errors "<path>: [mask] ..."
+
+// Writes the tensor "mask": U8 [q_len, k_len], 1 where allowed.
+void save_mask_safetensors(const Mask& mask, const std::string& path);
+
+// The picture of a mask: `scale` x `scale` pixels per element (scale grows up to 16 until the
+// longer side reaches 512 pixels), allowed white (255), masked black (0); the first pixel row and
+// column of every tile of `tile` elements (the grid) are gray: 170 over allowed, 85 over masked.
+struct MaskImage {
+  int64_t width = 0, height = 0, scale = 1;
+  std::vector<uint8_t> pixels;  // row-major, one byte per pixel
+};
+MaskImage render_mask(const Mask& mask, int64_t tile = 64);
+void save_mask_png(const Mask& mask, const std::string& path, int64_t tile = 64);
+
+}  // namespace sprig

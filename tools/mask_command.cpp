@@ -1,0 +1,38 @@
+// `sprig mask --spec MASK.json --out FILE.safetensors [--png FILE.png]`: builds a mask from its
+// JSON spec (attention/mask_io.h), dumps it dense as U8 [Q, K] and optionally draws it.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "attention/mask_io.h"
+#include "tools/commands.h"
+
+namespace sprig::tools {
+
+void add_mask_command(CLI::App& app) {
+  struct Options {
+    std::string spec, out, png;
+    int64_t tile = 64;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("mask", "Build an attention mask from a JSON spec, dump it "
+                                             "dense (safetensors) and draw it (PNG)");
+  cmd->add_option("--spec", opt->spec, "mask spec (JSON): causal, documents, prefix_tree, dflash")
+      ->required();
+  cmd->add_option("--out", opt->out, "output safetensors file (tensor \"mask\", U8 [Q, K])")
+      ->required();
+  cmd->add_option("--png", opt->png, "also draw the mask: allowed white, masked black, tile grid");
+  cmd->add_option("--tile", opt->tile, "tile size of the grid drawn in the PNG")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([opt] {
+    const Mask mask = load_mask_spec(opt->spec);
+    save_mask_safetensors(mask, opt->out);
+    if (!opt->png.empty()) save_mask_png(mask, opt->png, opt->tile);
+    std::cout << "mask [" << mask.q_len << ", " << mask.k_len << "] with " << mask.rects.size()
+              << " rectangles written to " << opt->out
+              << (opt->png.empty() ? "" : " and " + opt->png) << "\n";
+  });
+}
+
+}  // namespace sprig::tools

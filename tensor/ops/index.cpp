@@ -65,7 +65,8 @@ int64_t check_gather(const char* op, const Tensor& data, const char* data_name,
   return dim;
 }
 
-// x_shape with dim resized to n: the shape of index_select's output.
+// shape with dim resized to n: index_select's output shape (with n = 0, concat compares shapes
+// outside dim).
 Shape with_size(Shape shape, int64_t dim, int64_t n) {
   shape[dim] = n;
   return shape;

@@ -1,0 +1,154 @@
+// DataConfig from YAML (yaml-cpp), with validation and closest-key suggestions.
+#include "data/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+
+namespace sprig::data {
+
+namespace {
+
+constexpr std::array<const char*, 13> kKeys = {
+    "train",    "val",    "format",     "seq_len",          "packing", "micro_batch_size",
+    "pad_id",   "eot_id", "vocab_size", "skip_bad_records", "shuffle", "drop_long_samples",
+    "max_packs"};
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("[config] " + message);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);  // distances from a[0..i) to every prefix of b
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitute = diagonal + (a[i - 1] != b[j - 1]);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+void check_known(const std::string& key) {
+  if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) return;
+  const char* closest = *std::min_element(
+      kKeys.begin(), kKeys.end(),
+      [&](const char* x, const char* y) { return edit_distance(key, x) < edit_distance(key, y); });
+  fail("unknown key data." + key + " (did you mean data." + closest + "?)");
+}
+
+bool present(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
+
+// What a value of type T looks like, for messages.
+template <class T>
+constexpr const char* kind() {
+  return "an integer";
+}
+template <>
+constexpr const char* kind<bool>() {
+  return "true or false";
+}
+template <>
+constexpr const char* kind<std::string>() {
+  return "a string";
+}
+
+template <class T>
+T read(const YAML::Node& node, const std::string& name) {
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    fail(name + " must be " + kind<T>() + ", got '" + YAML::Dump(node) + "'");
+  }
+}
+
+// A key of `data:` as T, or `fallback` when absent.
+template <class T>
+T value_or(const YAML::Node& data, const char* key, T fallback) {
+  const YAML::Node node = data[key];
+  return present(node) ? read<T>(node, std::string("data.") + key) : fallback;
+}
+
+// A path or a list of paths.
+std::vector<std::string> paths(const YAML::Node& node, const char* key) {
+  if (!present(node)) return {};
+  const std::string name = std::string("data.") + key;
+  if (!node.IsSequence()) return {read<std::string>(node, name)};
+  std::vector<std::string> out;
+  for (const YAML::Node& item : node) out.push_back(read<std::string>(item, name));
+  return out;
+}
+
+void check_id(int64_t id, const char* key, int64_t vocab_size) {
+  if (id < 0 || (vocab_size > 0 && id >= vocab_size))
+    fail(std::string("data.") + key + " = " + std::to_string(id) + " is not a token id " +
+         (vocab_size > 0 ? "in [0, " + std::to_string(vocab_size) + ")" : "(negative)"));
+}
+
+}  // namespace
+
+DataConfig parse_data_config(const YAML::Node& root) {
+  if (!root.IsMap()) fail("expected a mapping at the top level");
+  const YAML::Node data = root["data"];
+  if (!present(data)) fail("missing the data: section");
+  if (!data.IsMap()) fail("data: must be a mapping of keys to values");
+  for (const auto& entry : data) check_known(entry.first.as<std::string>());
+
+  DataConfig c;
+  if (present(root["seed"])) c.seed = read<uint64_t>(root["seed"], "seed");
+  c.train = paths(data["train"], "train");
+  c.val = paths(data["val"], "val");
+  if (c.train.empty()) fail("data.train is required (a path or a list of paths)");
+  c.format = format_from_name(value_or<std::string>(data, "format", "documents"));
+  if (c.format != DataFormat::rollouts && !present(data["packing"]))
+    fail(std::string("data.packing is required for format ") + format_name(c.format) +
+         " (dflash, sft or bfd)");
+  c.packing = packing_from_name(value_or<std::string>(data, "packing", "fold"));
+  check_format_packing(c.format, c.packing);
+  c.seq_len = value_or<int64_t>(data, "seq_len", 0);
+  if (c.seq_len <= 0) fail("data.seq_len is required and must be positive");
+  c.micro_batch_size = value_or<int64_t>(data, "micro_batch_size", 1);
+  if (c.micro_batch_size <= 0)
+    fail("data.micro_batch_size must be positive, got " + std::to_string(c.micro_batch_size));
+  c.vocab_size = value_or<int64_t>(data, "vocab_size", 0);
+  if (c.vocab_size < 0)
+    fail("data.vocab_size must be positive, got " + std::to_string(c.vocab_size));
+  c.pad_id = value_or<int64_t>(data, "pad_id", 0);
+  check_id(c.pad_id, "pad_id", c.vocab_size);
+  if (c.format == DataFormat::shards) {
+    if (!present(data["eot_id"])) fail("data.eot_id is required for format shards");
+    c.eot_id = value_or<int64_t>(data, "eot_id", -1);
+    check_id(c.eot_id, "eot_id", c.vocab_size);
+  }
+  c.skip_bad_records = value_or<bool>(data, "skip_bad_records", false);
+  c.shuffle = value_or<bool>(data, "shuffle", true);
+  c.drop_long_samples = value_or<bool>(data, "drop_long_samples", true);
+  c.max_packs = value_or<int64_t>(data, "max_packs", 0);
+  if (c.max_packs < 0) fail("data.max_packs must be positive, got " + std::to_string(c.max_packs));
+  return c;
+}
+
+DataConfig load_data_config(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw std::invalid_argument("[config] cannot open " + path);
+  } catch (const YAML::ParserException& e) {
+    throw std::invalid_argument("[config] " + path + ":" + std::to_string(e.mark.line + 1) + ": " +
+                                e.msg);
+  }
+  try {
+    return parse_data_config(root);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(e.what()) + " in " + path);
+  }
+}
+
+}  // namespace sprig::data

@@ -1,0 +1,51 @@
+// DataConfig: the `data:` section of a training config (plus the top-level `seed`), e.g.
+//   seed: 0
+//   data:
+//     train: docs.jsonl            # a path or a list of paths
+//     val: val.jsonl               # optional
+//     format: documents            # documents | rollouts | shards
+//     seq_len: 4096
+//     packing: dflash              # dflash | sft | bfd (documents, shards) ; fold (rollouts)
+//     micro_batch_size: 2
+// Other keys (defaults): pad_id (0), eot_id (shards), vocab_size (unchecked), skip_bad_records
+// (false), shuffle (true), drop_long_samples (true), max_packs (all). An unknown key in `data:` is
+// an error that names the closest valid key; other top-level sections are not read here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/packing.h"
+#include "data/readers.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace sprig::data {
+
+struct DataConfig {
+  std::vector<std::string> train, val;
+  DataFormat format = DataFormat::documents;
+  int64_t seq_len = 0;
+  Packing packing = Packing::fold;
+  int64_t micro_batch_size = 1;
+  int64_t pad_id = 0;
+  int64_t eot_id = -1;
+  int64_t vocab_size = 0;
+  bool skip_bad_records = false;
+  bool shuffle = true;
+  bool drop_long_samples = true;
+  int64_t max_packs = 0;
+  uint64_t seed = 0;
+
+  ReadOptions read_options() const { return {vocab_size, eot_id, skip_bad_records}; }
+  PackOptions pack_options() const { return {packing, seq_len, drop_long_samples, max_packs}; }
+};
+
+// Reads `seed` and `data:` of a parsed config; throws std::invalid_argument naming the key.
+DataConfig parse_data_config(const YAML::Node& root);
+DataConfig load_data_config(const std::string& path);
+
+}  // namespace sprig::data

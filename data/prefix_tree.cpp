@@ -1,0 +1,76 @@
+// Shared-prefix rollout folding (SPEC §2.1) and mock rollouts.
+#include "data/prefix_tree.h"
+
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "tensor/random.h"
+
+namespace sprig::data {
+
+Document fold(const RolloutGroup& group, int32_t ignore_index) {
+  if (group.completions.empty())
+    throw std::invalid_argument("[fold] a rollout group needs at least one completion");
+  size_t total = group.prompt_ids.size();
+  for (size_t i = 0; i < group.completions.size(); ++i) {
+    if (group.completions[i].empty())
+      throw std::invalid_argument("[fold] completion " + std::to_string(i) + " is empty");
+    total += group.completions[i].size();
+  }
+  Document doc;
+  doc.input_ids.reserve(total);
+  doc.labels.reserve(total);
+  doc.node_lengths.reserve(group.completions.size() + 1);
+
+  doc.input_ids.insert(doc.input_ids.end(), group.prompt_ids.begin(), group.prompt_ids.end());
+  doc.labels.insert(doc.labels.end(), group.prompt_ids.size(), ignore_index);
+  doc.node_lengths.push_back(static_cast<int32_t>(group.prompt_ids.size()));
+  for (const std::vector<int32_t>& c : group.completions) {
+    doc.input_ids.insert(doc.input_ids.end(), c.begin(), c.end());
+    doc.labels.insert(doc.labels.end(), c.begin() + 1, c.end());
+    doc.labels.push_back(ignore_index);
+    doc.node_lengths.push_back(static_cast<int32_t>(c.size()));
+  }
+  return doc;
+}
+
+void write_tree_positions(const std::vector<int32_t>& node_lengths, int64_t* out) {
+  const int32_t prompt_len = node_lengths.at(0);
+  std::iota(out, out + prompt_len, int64_t{0});
+  out += prompt_len;
+  for (size_t i = 1; i < node_lengths.size(); ++i) {
+    std::iota(out, out + node_lengths[i], int64_t{prompt_len});
+    out += node_lengths[i];
+  }
+}
+
+std::vector<std::vector<int64_t>> tree_sample_paths(const std::vector<int32_t>& node_lengths) {
+  const bool has_prompt = node_lengths.at(0) > 0;
+  std::vector<std::vector<int64_t>> paths;
+  paths.reserve(node_lengths.size() - 1);
+  for (int64_t leaf = 1; leaf < static_cast<int64_t>(node_lengths.size()); ++leaf)
+    paths.push_back(has_prompt ? std::vector<int64_t>{0, leaf} : std::vector<int64_t>{leaf});
+  return paths;
+}
+
+std::vector<RolloutGroup> mock_rollouts(const MockRolloutOptions& options) {
+  if (options.vocab_size <= 2)
+    throw std::invalid_argument("[mock_rollouts] vocab_size must be above 2, got " +
+                                std::to_string(options.vocab_size));
+  Generator gen(options.seed);
+  auto draw = [&](int64_t n) {
+    std::vector<int32_t> tokens(n);
+    for (int32_t& t : tokens) t = static_cast<int32_t>(gen.next_int(2, options.vocab_size));
+    return tokens;
+  };
+  std::vector<RolloutGroup> groups(options.num_groups);
+  for (RolloutGroup& g : groups) {
+    g.prompt_ids = draw(options.prompt_len);
+    for (int64_t c = 0; c < options.completions_per_group; ++c)
+      g.completions.push_back(draw(options.completion_len));
+  }
+  return groups;
+}
+
+}  // namespace sprig::data

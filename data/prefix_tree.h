@@ -1,0 +1,43 @@
+// Shared-prefix rollout folding (SPEC §2.1): one prompt and N sampled completions become one flat
+// sequence [prompt | c_0 | c_1 | ...] with pre-shifted labels, per-token positions and a depth-2
+// prefix tree (node_lengths, sample_paths). Also the seeded mock rollout generator.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/document.h"
+
+namespace sprig::data {
+
+struct RolloutGroup {
+  std::vector<int32_t> prompt_ids;                // may be empty
+  std::vector<std::vector<int32_t>> completions;  // at least one, none empty
+};
+
+// The folded group as a labels-form Document: input_ids = prompt ++ c_0 ++ c_1 ++ ...; labels are
+// `ignore_index` on the whole prompt and c[1], ..., c[C-1], ignore_index for each completion c (a
+// token predicts its successor inside its own completion); node_lengths = [P, C_0, ..., C_{N-1}].
+// Throws std::invalid_argument when there is no completion or one is empty.
+Document fold(const RolloutGroup& group, int32_t ignore_index = kIgnoreIndex);
+
+// Positions of a folded group's tokens into out[0 .. sum(node_lengths)): prompt 0..P-1, every
+// completion restarts at P (so RoPE sees prompt ++ completion).
+void write_tree_positions(const std::vector<int32_t>& node_lengths, int64_t* out);
+
+// Root-to-leaf node paths: [[0,1], ..., [0,N]], or [[1], ..., [N]] when the prompt is empty.
+std::vector<std::vector<int64_t>> tree_sample_paths(const std::vector<int32_t>& node_lengths);
+
+// SPEC §2.1 build_mock_rollout_dataset, drawn with sprig's Philox generator: per group the prompt
+// first, then each completion; every token uniform in [2, vocab_size - 1].
+struct MockRolloutOptions {
+  int64_t num_groups = 16;
+  int64_t completions_per_group = 4;
+  int64_t prompt_len = 32;
+  int64_t completion_len = 16;
+  int64_t vocab_size = 1024;
+  uint64_t seed = 0;
+};
+std::vector<RolloutGroup> mock_rollouts(const MockRolloutOptions& options = {});
+
+}  // namespace sprig::data

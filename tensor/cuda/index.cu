@@ -57,6 +57,7 @@ __global__ void gather_kernel(const U* x, StridedIndex base, int64_t step, const
   GRID_STRIDE_LOOP(i, n) out[i] = x[base.offset(i) + ids[i] * step];
 }
 
+// dx[base.offset(i) + ids[i] * step] += dy[i] over idx's shape (dx contiguous, type A).
 template <class T, class A, class I>
 __global__ void scatter_add_kernel(const T* dy, StridedIndex base, int64_t step, const I* ids,
                                    A* dx, int64_t n) {

@@ -1,6 +1,6 @@
 // Helpers for the op tests of this folder: central finite differences (the gradient of a scalar
-// function of an f64 CPU tensor), the projection used to make that scalar, and the check that a
-// call throws std::invalid_argument with a given message.
+// function of an f64 CPU tensor), the projection used to make that scalar, the check that a call
+// throws std::invalid_argument with a given message, and the copy to the GPU of parity tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -39,6 +39,8 @@ inline Tensor numeric_grad(const std::function<double()>& f, const Tensor& x, do
   }
   return grad;
 }
+
+inline Tensor to_cuda(const Tensor& t) { return t.to(Device::cuda()); }
 
 // Success when f throws std::invalid_argument whose message contains `text`.
 inline ::testing::AssertionResult throws_invalid(const std::function<void()>& f,

@@ -1,0 +1,118 @@
+// GPU parity tests of the row losses: cross-entropy (loss, lse, argmax, dlogits) and forward KL
+// (kl, lses, dstudent), CUDA against the CPU reference in f32 and bf16 on awkward row counts and
+// vocabulary sizes (scalar and 16-byte vector paths), huge and -inf logits, non-contiguous input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tensor/ops.h"
+#include "tests/tensor/op_test_util.h"
+#include "tests/test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::all_close;
+using testing::non_contiguous;
+using testing::rand_normal;
+using testing::throws_invalid;
+using testing::to_cuda;
+
+struct RowsVocab {
+  int64_t rows, vocab;
+};
+// V = 1001 takes the scalar path; the others the 16-byte vector path.
+const RowsVocab kShapes[] = {{1, 1000}, {17, 32000}, {97, 1001}, {1025, 1000}};
+
+// Targets in [0, V) with every fifth row ignored (-100).
+Tensor some_targets(int64_t rows, int64_t V, uint64_t seed) {
+  std::vector<int64_t> t(rows);
+  Generator gen(seed);
+  for (int64_t r = 0; r < rows; ++r) t[r] = r % 5 == 4 ? -100 : gen.next_int(0, V);
+  return Tensor::from_vector(t, {rows});
+}
+
+TEST(CrossEntropyGpu, MatchesCpuOnAwkwardShapes) {
+  SPRIG_REQUIRE_CUDA();
+  uint64_t seed = 0;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const RowsVocab& s : kShapes) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
+                   " V=" + std::to_string(s.vocab));
+      const Tensor logits = rand_normal({s.rows, s.vocab}, ++seed, dt);
+      const Tensor t = some_targets(s.rows, s.vocab, ++seed);
+      const CrossEntropyResult cpu = cross_entropy(logits, t, -100, true);
+      const CrossEntropyResult gpu = cross_entropy(to_cuda(logits), to_cuda(t), -100, true);
+      EXPECT_TRUE(all_close(gpu.loss, cpu.loss, 1e-5, 1e-5));
+      EXPECT_TRUE(all_close(gpu.lse, cpu.lse, 1e-5, 1e-5));
+      EXPECT_EQ(gpu.argmax.to_vector<int64_t>(), cpu.argmax.to_vector<int64_t>());
+      const Tensor dloss = rand_normal({s.rows}, ++seed);
+      const Tensor dlogits = cross_entropy_backward(dloss, logits, t, cpu.lse);
+      const Tensor gdlogits =
+          cross_entropy_backward(to_cuda(dloss), to_cuda(logits), to_cuda(t), gpu.lse);
+      const bool bf = dt == DType::bf16;
+      EXPECT_TRUE(all_close(gdlogits, dlogits, bf ? 4e-3 : 1e-6, bf ? 1e-2 : 1e-4));
+    }
+}
+
+TEST(CrossEntropyGpu, HugeLogitsTiesAndNonContiguousInput) {
+  SPRIG_REQUIRE_CUDA();
+  // Row 0 has a huge logit, row 1 two tied maxima (the first one wins), row 2 is ignored.
+  const Tensor logits = Tensor::from_vector<float>(
+      {1e4f, 0, -1e4f, 0, 88, 89, 90, 90, 7, 90, 1, 2, 3, 4, 5, 6}, {4, 4});
+  const Tensor t = Tensor::from_vector<int32_t>({1, 2, -100, 0}, {4});
+  const CrossEntropyResult cpu = cross_entropy(logits, t, -100, true);
+  const CrossEntropyResult gpu = cross_entropy(non_contiguous(to_cuda(logits)), to_cuda(t), -100,
+                                               true);
+  EXPECT_TRUE(all_close(gpu.loss, cpu.loss, 1e-5, 1e-6));
+  EXPECT_EQ(gpu.argmax.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 1, 3}));
+}
+
+TEST(KlDivGpu, MatchesCpuOnAwkwardShapes) {
+  SPRIG_REQUIRE_CUDA();
+  uint64_t seed = 100;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const RowsVocab& s : {kShapes[0], kShapes[1], kShapes[2]})
+      for (double temp : {1.0, 2.0}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
+                     " V=" + std::to_string(s.vocab) + " T=" + std::to_string(temp));
+        const Tensor teacher = rand_normal({s.rows, s.vocab}, ++seed, dt);
+        const Tensor student = rand_normal({s.rows, s.vocab}, ++seed, dt);
+        const KLResult cpu = kl_div(teacher, student, temp);
+        const KLResult gpu = kl_div(to_cuda(teacher), to_cuda(student), temp);
+        EXPECT_TRUE(all_close(gpu.kl, cpu.kl, 1e-5, 1e-4));
+        EXPECT_TRUE(all_close(gpu.teacher_lse, cpu.teacher_lse, 1e-5, 1e-5));
+        EXPECT_TRUE(all_close(gpu.student_lse, cpu.student_lse, 1e-5, 1e-5));
+        const Tensor dkl = rand_normal({s.rows}, ++seed);
+        const Tensor ds = kl_div_backward(dkl, teacher, student, cpu, temp);
+        const Tensor gds = kl_div_backward(to_cuda(dkl), to_cuda(teacher), to_cuda(student), gpu,
+                                           temp);
+        const bool bf = dt == DType::bf16;
+        EXPECT_TRUE(all_close(gds, ds, bf ? 1e-4 : 1e-7, bf ? 1e-2 : 1e-4));
+      }
+}
+
+TEST(KlDivGpu, ZeroProbabilityTermsAndSpecE14) {
+  SPRIG_REQUIRE_CUDA();
+  const Tensor teacher = Tensor::from_vector<float>({0, -INFINITY, 0, 0, std::log(2.0f), 0}, {2, 3});
+  const Tensor student = Tensor::from_vector<float>({0, 5, 0, 0, 0, 0}, {2, 3});
+  const std::vector<float> kl = kl_div(to_cuda(teacher), to_cuda(student)).kl.to_vector<float>();
+  EXPECT_NEAR(kl[0], 4.3202387, 1e-5);  // ln((2 + e^5) / 2)
+  EXPECT_NEAR(kl[1], 0.0588915, 1e-6);  // 0.5 ln(1.125)
+}
+
+TEST(LossGpu, RejectsBadInputs) {
+  SPRIG_REQUIRE_CUDA();
+  const Tensor logits = to_cuda(Tensor::zeros({2, 5}));
+  EXPECT_TRUE(throws_invalid(
+      [&] { cross_entropy(logits, to_cuda(Tensor::from_vector<int64_t>({0, 5}, {2}))); },
+      "[cross_entropy] target 5 out of range [0, 5) at row 1"));
+  EXPECT_TRUE(throws_invalid(
+      [&] { cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1}, {2})); },
+      "[cross_entropy] tensors are on different devices"));
+  EXPECT_TRUE(throws_invalid([&] { kl_div(logits, Tensor::zeros({2, 5})); },
+                             "[kl_div] tensors are on different devices"));
+}
+
+}  // namespace
+}  // namespace sprig

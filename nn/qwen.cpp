@@ -149,8 +149,8 @@ Var QwenForCausalLM::logits(const Var& hidden) const {
                  out);
 }
 
-Var QwenForCausalLM::token_losses(const QwenInput& in, const Tensor& labels) const {
-  const Var h = reshape(hidden(in), {-1, config_.hidden_size});  // (B*T, H)
+Var QwenForCausalLM::token_losses(const Var& hidden, const Tensor& labels) const {
+  const Var h = reshape(hidden, {-1, config_.hidden_size});  // (B*T, H)
   return linear_cross_entropy(h, head_weight(), labels.reshape({-1}));
 }
 

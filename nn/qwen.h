@@ -85,9 +85,9 @@ class QwenForCausalLM : public Module {
 
   Var hidden(const QwenInput& in, KVCache* cache = nullptr) const { return model.forward(in, cache); }
   Var logits(const Var& hidden) const;  // (..., H) -> (..., V)
-  // Per-token next-token loss (B*T) f32 against pre-shifted labels (B, T) (ignore_index -100),
-  // computed from the hidden states in row chunks so no (B*T, V) logits tensor is ever held.
-  Var token_losses(const QwenInput& in, const Tensor& labels) const;
+  // Per-token loss (B*T) f32 of the final hidden states (B, T, H) against pre-shifted labels
+  // (B, T) (ignore_index -100), in row chunks so no (B*T, V) logits tensor is ever held.
+  Var token_losses(const Var& hidden, const Tensor& labels) const;
 
  private:
   QwenConfig config_;

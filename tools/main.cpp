@@ -9,7 +9,9 @@ int main(int argc, char** argv) {
                "speculative-decoding drafts) on CPU and CUDA"};
   app.require_subcommand(1);
   sprig::tools::add_bench_command(app);
+  sprig::tools::add_data_command(app);
   sprig::tools::add_mask_command(app);
+  sprig::tools::add_model_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -35,7 +35,7 @@ void check_model(const std::string& name) {
   const double logits_err = relative_error(logits, expected.load("logits"));
   EXPECT_LE(logits_err, 1e-5) << name << " logits";
 
-  const Var losses = model->token_losses(in, shift_labels(ids));
+  const Var losses = model->token_losses(hidden, shift_labels(ids));
   const int64_t supervised = ids.size(0) * (ids.size(1) - 1);
   const Var loss = sum_all(losses) / static_cast<double>(supervised);
   const double loss_err = relative_error(loss.value().reshape({1}), expected.load("loss"));

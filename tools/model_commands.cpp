@@ -1,0 +1,250 @@
+// `sprig convert`, `sprig score` and `sprig generate`: Hugging Face checkpoints in and out, scoring
+// records (plain sequences, packed documents, folded rollouts) and greedy decoding.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "data/prefix_tree.h"
+#include "nn/checkpoint.h"
+#include "nn/generate.h"
+#include "tensor/cuda/kernels.h"
+#include "tools/commands.h"
+
+namespace sprig::tools {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Model device and compute dtype from the --device / --dtype options.
+struct Placement {
+  std::string device = "auto", dtype = "f32";
+  Device resolve_device() const {
+    if (device == "cpu") return Device::cpu();
+    if (device == "cuda") {
+      if (cuda::device_count() == 0) throw std::runtime_error("--device cuda: no CUDA device");
+      return Device::cuda();
+    }
+    return cuda::device_count() > 0 ? Device::cuda() : Device::cpu();
+  }
+};
+
+void add_placement_options(CLI::App* cmd, Placement& p) {
+  cmd->add_option("--device", p.device, "cpu, cuda or auto (cuda when present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--dtype", p.dtype, "Compute dtype of the weights: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+}
+
+std::unique_ptr<QwenForCausalLM> load_placed(const std::string& dir, const Placement& p) {
+  auto model = load_qwen(dir);
+  model->to(p.resolve_device(), dtype_from_name(p.dtype));
+  model->train(false);
+  return model;
+}
+
+// One record of a score file as a model input plus its pre-shifted labels.
+struct ScoreItem {
+  QwenInput input;
+  Tensor labels;  // (1, T)
+};
+
+std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
+                             const std::string& where) {
+  if (!j.is_array() || j.empty())
+    throw std::runtime_error(where + ": \"" + what + "\" must be a non-empty list of token ids");
+  std::vector<int64_t> ids;
+  for (const json& v : j) {
+    if (!v.is_number_integer())
+      throw std::runtime_error(where + ": \"" + what + "\" holds a non-integer " + v.dump());
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id >= vocab)
+      throw std::runtime_error(where + ": token id " + std::to_string(id) + " in \"" + what +
+                               "\" is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// Builds a row from token ids, positions, labels and a mask.
+ScoreItem make_item(const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
+                    const std::vector<int64_t>& labels, const Mask& mask, Device device) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  ScoreItem item;
+  item.input.input_ids = Tensor::from_vector(ids, {1, T}, device);
+  item.input.position_ids = Tensor::from_vector(positions, {1, T}, device);
+  item.input.mask = std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(mask)));
+  item.labels = Tensor::from_vector(labels, {1, T}, device);
+  return item;
+}
+
+// {"input_ids"}: one causal sequence. {"documents"}: one packed row, each document causal with its
+// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of SPEC §2.1.
+ScoreItem parse_score_record(const json& rec, int64_t vocab, const std::string& where,
+                             Device device) {
+  std::vector<int64_t> ids, positions, labels;
+  auto append_sequence = [&](const std::vector<int64_t>& seq) {
+    for (size_t t = 0; t < seq.size(); ++t) {
+      ids.push_back(seq[t]);
+      positions.push_back(static_cast<int64_t>(t));
+      labels.push_back(t + 1 < seq.size() ? seq[t + 1] : -100);
+    }
+  };
+  if (rec.contains("input_ids")) {
+    append_sequence(id_list(rec["input_ids"], "input_ids", vocab, where));
+    return make_item(ids, positions, labels, causal_mask(static_cast<int64_t>(ids.size())), device);
+  }
+  if (rec.contains("documents")) {
+    const json& docs = rec["documents"];
+    if (!docs.is_array() || docs.empty())
+      throw std::runtime_error(where + ": \"documents\" must be a non-empty list of id lists");
+    std::vector<int64_t> lens;
+    for (const json& d : docs) {
+      const std::vector<int64_t> seq = id_list(d, "documents", vocab, where);
+      lens.push_back(static_cast<int64_t>(seq.size()));
+      append_sequence(seq);
+    }
+    return make_item(ids, positions, labels, document_mask(lens), device);
+  }
+  if (rec.contains("prompt_ids") && rec.contains("completions")) {
+    data::RolloutGroup group;
+    if (!rec["prompt_ids"].empty())
+      for (int64_t id : id_list(rec["prompt_ids"], "prompt_ids", vocab, where))
+        group.prompt_ids.push_back(static_cast<int32_t>(id));
+    if (!rec["completions"].is_array() || rec["completions"].empty())
+      throw std::runtime_error(where + ": \"completions\" must be a non-empty list of id lists");
+    for (const json& c : rec["completions"]) {
+      group.completions.emplace_back();
+      for (int64_t id : id_list(c, "completions", vocab, where))
+        group.completions.back().push_back(static_cast<int32_t>(id));
+    }
+    const data::Document doc = data::fold(group);
+    ids.assign(doc.input_ids.begin(), doc.input_ids.end());
+    labels.assign(doc.labels.begin(), doc.labels.end());
+    positions.resize(ids.size());
+    data::write_tree_positions(doc.node_lengths, positions.data());
+    const std::vector<int64_t> node_lengths(doc.node_lengths.begin(), doc.node_lengths.end());
+    return make_item(ids, positions, labels,
+                     prefix_tree_mask(node_lengths, data::tree_sample_paths(doc.node_lengths)),
+                     device);
+  }
+  throw std::runtime_error(where + ": a record needs \"input_ids\", \"documents\", or "
+                           "\"prompt_ids\" and \"completions\"");
+}
+
+void run_score(const std::string& model_dir, const std::string& input, const std::string& out,
+               const Placement& placement) {
+  auto model = load_placed(model_dir, placement);
+  const Device device = model->head_weight().device();
+  std::ifstream in(input);
+  if (!in) throw std::runtime_error(input + ": cannot open the input file");
+  NoGradGuard no_grad;
+  std::vector<SafetensorsEntry> entries;
+  double nll_sum = 0;
+  int64_t nll_count = 0, line_no = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string where = input + ":" + std::to_string(line_no);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json rec;
+    try {
+      rec = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw std::runtime_error(where + ": malformed JSON (" + std::string(e.what()) + ")" +
+                               (in.eof() ? "; the last line looks truncated" : ""));
+    }
+    if (!rec.is_object()) throw std::runtime_error(where + ": a record must be a JSON object");
+    const ScoreItem item = parse_score_record(rec, model->config().vocab_size, where, device);
+    const Var hidden = model->hidden(item.input);
+    const Tensor losses = model->token_losses(hidden, item.labels).value();
+    const std::vector<float> l = losses.to_vector<float>();
+    const std::vector<int64_t> lab = item.labels.to_vector<int64_t>();
+    for (size_t t = 0; t < l.size(); ++t)
+      if (lab[t] != -100) {
+        nll_sum += l[t];
+        ++nll_count;
+      }
+    const Tensor logits = model->logits(hidden).value();  // (1, T, V)
+    entries.push_back({"logits." + std::to_string(entries.size()),
+                       logits.select(0, 0).to(Device::cpu(), DType::f32)});
+    std::cerr << "\rscored " << entries.size() << " records" << std::flush;
+  }
+  std::cerr << "\n";
+  if (entries.empty()) throw std::runtime_error(input + ": no records");
+  save_safetensors(out, entries);
+  std::cout << "records: " << entries.size() << "\nscored tokens: " << nll_count
+            << "\nmean next-token NLL: " << (nll_count ? nll_sum / nll_count : 0.0)
+            << "\nlogits written to " << out << "\n";
+}
+
+std::vector<int64_t> parse_id_csv(const std::string& s) {
+  std::vector<int64_t> ids;
+  std::stringstream ss(s);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    try {
+      size_t used = 0;
+      ids.push_back(std::stoll(tok, &used));
+      if (used != tok.size()) throw std::invalid_argument(tok);
+    } catch (const std::exception&) {
+      throw std::runtime_error("--prompt-ids: \"" + tok + "\" is not an integer");
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app) {
+  static std::string from_hf, to_hf, out, model_dir, input, prompt;
+  static Placement placement;
+  static int64_t max_new_tokens = 16, stop_id = -1;
+
+  CLI::App* convert = app.add_subcommand(
+      "convert", "Convert a Hugging Face Qwen checkpoint to a sprig checkpoint, or back");
+  auto* from = convert->add_option("--from-hf", from_hf, "HF directory (config.json + "
+                                   "model.safetensors or a sharded index)");
+  convert->add_option("--to-hf", to_hf, "sprig checkpoint directory to export")->excludes(from);
+  convert->add_option("--out", out, "Output directory (replaced only when complete)")->required();
+  convert->callback([] {
+    if (from_hf.empty() == to_hf.empty())
+      throw std::runtime_error("convert: give exactly one of --from-hf or --to-hf");
+    const std::string& src = from_hf.empty() ? to_hf : from_hf;
+    convert_checkpoint(src, out);
+    std::cout << "wrote " << out << " from " << src << "\n";
+  });
+
+  CLI::App* score = app.add_subcommand(
+      "score", "Run records through a model: logits per record and the mean next-token NLL");
+  score->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
+  score->add_option("--input", input,
+                    "JSONL records: {\"input_ids\": [...]}, {\"documents\": [[...], ...]} "
+                    "(one packed row) or {\"prompt_ids\": [...], \"completions\": [[...], ...]} "
+                    "(folded prefix tree)")
+      ->required();
+  score->add_option("--out", out, "safetensors file receiving logits.<i> (f32, [T_i, V])")
+      ->required();
+  add_placement_options(score, placement);
+  score->callback([] { run_score(model_dir, input, out, placement); });
+
+  CLI::App* generate = app.add_subcommand("generate", "Greedy decoding with a KV cache");
+  generate->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
+  generate->add_option("--prompt-ids", prompt, "Comma-separated prompt token ids")->required();
+  generate->add_option("--max-new-tokens", max_new_tokens, "Tokens to generate")
+      ->check(CLI::PositiveNumber);
+  generate->add_option("--stop-id", stop_id, "Stop after generating this id");
+  add_placement_options(generate, placement);
+  generate->callback([] {
+    auto model = load_placed(model_dir, placement);
+    const std::vector<int64_t> ids =
+        generate_greedy(*model, parse_id_csv(prompt), max_new_tokens, stop_id);
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
+    std::cout << "\n";
+  });
+}
+
+}  // namespace sprig::tools

@@ -143,7 +143,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
     const T* pb = static_cast<const T*>(b.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
     with_binary_fn<T>(op, [&](auto f) {
-      for_each_element(out, [=](int64_t o, int64_t i, int64_t j) { po[o] = f(pa[i], pb[j]); }, a, b);
+      for_each_element(
+          out, [=](int64_t o, int64_t i, int64_t j) { po[o] = f(pa[i], pb[j]); }, a, b);
     });
   });
 }

@@ -63,7 +63,8 @@ Tensor run_softmax(const char* op, const Tensor& x, int64_t dim, bool log) {
   return y.to(x.dtype());
 }
 
-Tensor run_softmax_backward(const char* op, const Tensor& y, const Tensor& dy, int64_t dim, bool log) {
+Tensor run_softmax_backward(const char* op, const Tensor& y, const Tensor& dy, int64_t dim,
+                            bool log) {
   const int64_t d = check_reduce_input(op, y, dim);
   detail::check_defined(op, dy, "dy");
   detail::check_same_device(op, {&y, &dy});
@@ -77,7 +78,7 @@ Tensor run_softmax_backward(const char* op, const Tensor& y, const Tensor& dy, i
 
 }  // namespace
 
-// ---- reductions ----------------------------------------------------------------------------------
+// ---- reductions ---------------------------------------------------------------------------------
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
   return run_reduce(cpu::ReduceOp::sum, "sum", x, dim, keepdim);
@@ -102,7 +103,7 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor sum_all(const Tensor& x) { return sum(x.reshape({-1}), 0); }
 
-// ---- reduction backward --------------------------------------------------------------------------
+// ---- reduction backward -------------------------------------------------------------------------
 
 Tensor sum_backward(const Tensor& dy, const Shape& x_shape, int64_t dim, bool keepdim) {
   const char* op = "sum_backward";
@@ -142,7 +143,7 @@ Tensor logsumexp_backward(const Tensor& dy, const Tensor& x, const Tensor& y, in
   return mul(kept_dim(op, dy, "dy", x.shape(), d, keepdim), exp(sub(x, y_kept)));
 }
 
-// ---- softmax -------------------------------------------------------------------------------------
+// ---- softmax ------------------------------------------------------------------------------------
 
 Tensor softmax(const Tensor& x, int64_t dim) { return run_softmax("softmax", x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) {

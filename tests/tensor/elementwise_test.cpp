@@ -206,7 +206,7 @@ TEST(WhereOps, MaskedFill) {
             "[masked_fill] mask shape [2, 1, 3] does not broadcast to x shape [2, 3]");
 }
 
-// ---- backward against central differences (f64) --------------------------------------------------
+// ---- backward against central differences (f64) -------------------------------------------------
 
 TEST(ElementwiseBackward, UnaryMatchesCentralDifferences) {
   const Tensor mixed = rand_normal({3, 4}, 10, DType::f64);
@@ -247,10 +247,10 @@ TEST(ElementwiseBackward, BinaryWithBroadcastMatchesCentralDifferences) {
     const auto [da, db] = binary_backward(op, a, b, dy);
     ASSERT_EQ(da.shape(), a.shape());
     ASSERT_EQ(db.shape(), b.shape());
-    EXPECT_TRUE(all_close(da, numeric_grad([&](const Tensor& x) { return binary(op, x, b); }, a, dy),
-                          1e-7, 1e-6));
-    EXPECT_TRUE(all_close(db, numeric_grad([&](const Tensor& x) { return binary(op, a, x); }, b, dy),
-                          1e-7, 1e-6));
+    EXPECT_TRUE(all_close(
+        da, numeric_grad([&](const Tensor& x) { return binary(op, x, b); }, a, dy), 1e-7, 1e-6));
+    EXPECT_TRUE(all_close(
+        db, numeric_grad([&](const Tensor& x) { return binary(op, a, x); }, b, dy), 1e-7, 1e-6));
   }
 }
 
@@ -264,7 +264,7 @@ TEST(ElementwiseBackward, WhereRoutesAndSumsGradients) {
   EXPECT_EQ(db.item(), 2 + 5);
 }
 
-// ---- errors ---------------------------------------------------------------------------------------
+// ---- errors -------------------------------------------------------------------------------------
 
 TEST(ElementwiseErrors, NameTheOpAndTheOffendingValues) {
   const Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});

@@ -43,9 +43,8 @@ TEST(Reductions, HandComputedValuesOverEachDim) {
   EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{2, 2}));
   EXPECT_TRUE(all_close(logsumexp(x, 1), f64({3.40760596444438, 6.407605964444381}, {2}), 1e-14));
   // log(e^1 + e^4) = 4 + log(1 + e^-3).
-  EXPECT_TRUE(all_close(logsumexp(x, 0).select(0, 0), Tensor::scalar(4 + std::log1p(std::exp(-3.0)),
-                                                                     DType::f64),
-                        1e-14));
+  EXPECT_TRUE(all_close(logsumexp(x, 0).select(0, 0),
+                        Tensor::scalar(4 + std::log1p(std::exp(-3.0)), DType::f64), 1e-14));
 }
 
 TEST(Reductions, KeepdimAndShapes) {
@@ -178,7 +177,7 @@ TEST(SoftmaxOps, Bf16KeepsDtype) {
                         0, 4e-3));
 }
 
-// ---- backward against central differences (f64) --------------------------------------------------
+// ---- backward against central differences (f64) -------------------------------------------------
 
 TEST(ReduceBackward, SumMeanMaxLogsumexp) {
   const Tensor x = rand_normal({3, 4, 5}, 10, DType::f64);
@@ -187,15 +186,15 @@ TEST(ReduceBackward, SumMeanMaxLogsumexp) {
       SCOPED_TRACE("dim " + std::to_string(dim) + " keepdim " + std::to_string(keepdim));
       const Shape reduced = sum(x, dim, keepdim).shape();
       const Tensor dy = rand_normal(reduced, 11, DType::f64);
-      EXPECT_TRUE(all_close(sum_backward(dy, x.shape(), dim, keepdim),
-                            numeric_grad([&](const Tensor& t) { return sum(t, dim, keepdim); }, x, dy),
-                            1e-8));
-      EXPECT_TRUE(all_close(mean_backward(dy, x.shape(), dim, keepdim),
-                            numeric_grad([&](const Tensor& t) { return mean(t, dim, keepdim); }, x, dy),
-                            1e-8));
-      EXPECT_TRUE(all_close(max_backward(dy, x, argmax(x, dim, keepdim), dim, keepdim),
-                            numeric_grad([&](const Tensor& t) { return max(t, dim, keepdim); }, x, dy),
-                            1e-8));
+      EXPECT_TRUE(all_close(
+          sum_backward(dy, x.shape(), dim, keepdim),
+          numeric_grad([&](const Tensor& t) { return sum(t, dim, keepdim); }, x, dy), 1e-8));
+      EXPECT_TRUE(all_close(
+          mean_backward(dy, x.shape(), dim, keepdim),
+          numeric_grad([&](const Tensor& t) { return mean(t, dim, keepdim); }, x, dy), 1e-8));
+      EXPECT_TRUE(all_close(
+          max_backward(dy, x, argmax(x, dim, keepdim), dim, keepdim),
+          numeric_grad([&](const Tensor& t) { return max(t, dim, keepdim); }, x, dy), 1e-8));
       const Tensor y = logsumexp(x, dim, keepdim);
       EXPECT_TRUE(all_close(
           logsumexp_backward(dy, x, y, dim, keepdim),
@@ -224,7 +223,7 @@ TEST(ReduceBackward, SoftmaxAndLogSoftmax) {
   }
 }
 
-// ---- errors ---------------------------------------------------------------------------------------
+// ---- errors -------------------------------------------------------------------------------------
 
 TEST(ReduceErrors, NameTheOpAndTheOffendingValues) {
   const Tensor& x = matrix();
@@ -241,9 +240,10 @@ TEST(ReduceErrors, NameTheOpAndTheOffendingValues) {
             "[softmax_backward] dtype mismatch: f64 and f32");
   EXPECT_EQ(invalid_argument_message([&] { log_softmax_backward(x, x.t(), 1); }),
             "[log_softmax_backward] dy must have shape [2, 3], got [3, 2]");
-  EXPECT_EQ(invalid_argument_message([&] { sum_backward(f64({1, 2, 3}, {3}), {2, 3}, 1, false); }),
+  const Tensor v3 = f64({1, 2, 3}, {3}), v2 = f64({1, 2}, {2});
+  EXPECT_EQ(invalid_argument_message([&] { sum_backward(v3, {2, 3}, 1, false); }),
             "[sum_backward] dy must have shape [2], got [3]");
-  EXPECT_EQ(invalid_argument_message([&] { mean_backward(f64({1, 2}, {2}), {2, 3}, 1, true); }),
+  EXPECT_EQ(invalid_argument_message([&] { mean_backward(v2, {2, 3}, 1, true); }),
             "[mean_backward] dy must have shape [2, 1], got [2]");
 }
 

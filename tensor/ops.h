@@ -44,7 +44,8 @@ inline Tensor abs(const Tensor& x) { return unary(UnaryOp::abs, x); }
 
 // out = a op b with NumPy broadcasting; a and b must share dtype and device.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
-// Gradients of binary(op, a, b) given dy, each reduced back to its input's shape.
+// Gradients of binary(op, a, b) given dy, each reduced back to its input's shape (for add and
+// sub, a gradient that needs no reduction is dy itself, sharing its storage).
 std::pair<Tensor, Tensor> binary_backward(BinaryOp op, const Tensor& a, const Tensor& b,
                                           const Tensor& dy);
 // out = x op s, or s op x when scalar_first.
@@ -60,7 +61,8 @@ inline Tensor div(const Tensor& a, double s) { return binary_scalar(BinaryOp::di
 
 // Broadcast result shape of two shapes; throws "[op] shapes [..] and [..] do not broadcast".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
-// Sums x over broadcast dimensions so the result has `shape` (the inverse of expand).
+// Sums x over broadcast dimensions so the result has `shape` (the inverse of expand); x itself
+// when it already has that shape.
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
 // out = cond ? a : b (cond is bool; all three broadcast together; a, b share dtype).

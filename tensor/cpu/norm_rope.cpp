@@ -93,13 +93,13 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const
 // ---- rotary embedding ---------------------------------------------------------------------------
 
 std::vector<float> rope_inv_freq(int64_t head_dim, double theta) {
-  // torch: 1.0 / (theta ** (arange(0, D, 2).float() / D)), every step in fp32.
+  // torch: 1.0 / (theta ** (arange(0, D, 2).float() / D)), every step in fp32 (the power is
+  // evaluated in f64 and rounded, i.e. a correctly rounded fp32 pow).
+  const double base = static_cast<float>(theta);
   std::vector<float> inv_freq(head_dim / 2);
   for (int64_t i = 0; i < head_dim / 2; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    const float power = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(theta)),
-                                                    static_cast<double>(exponent)));
-    inv_freq[i] = 1.0f / power;
+    inv_freq[i] = 1.0f / static_cast<float>(std::pow(base, static_cast<double>(exponent)));
   }
   return inv_freq;
 }
@@ -115,22 +115,23 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
     T* yp = y.data<T>();
 #pragma omp parallel if (x.numel() > kParallelGrain)
     {
-      std::vector<A> cos(half), sin(half);
+      std::vector<A> cosines(half), sines(half);
 #pragma omp for
       for (int64_t tok = 0; tok < tokens; ++tok) {
-        // HF: freqs = float(pos) * inv_freq in fp32; cos/sin in fp32, then cast to x's dtype.
+        // HF: freqs = float(pos) * inv_freq in fp32; cos/sin in fp32 (evaluated in f64 and
+        // rounded, as the CUDA twin does), then cast to x's dtype.
         for (int64_t i = 0; i < half; ++i) {
           const float freq = static_cast<float>(positions[tok]) * inv_freq[i];
-          cos[i] = round_to<T>(A(static_cast<float>(std::cos(static_cast<double>(freq)))));
-          sin[i] = round_to<T>(A(static_cast<float>(std::sin(static_cast<double>(freq)))));
-          if (inverse) sin[i] = -sin[i];
+          const A s = round_to<T>(A(static_cast<float>(std::sin(static_cast<double>(freq)))));
+          cosines[i] = round_to<T>(A(static_cast<float>(std::cos(static_cast<double>(freq)))));
+          sines[i] = inverse ? -s : s;
         }
         for (int64_t h = 0; h < heads; ++h) {
           const int64_t base = (tok * heads + h) * D;
           for (int64_t i = 0; i < half; ++i) {
             const A x1 = convert<A>(xp[base + i]), x2 = convert<A>(xp[base + half + i]);
-            yp[base + i] = convert<T>(x1 * cos[i] - x2 * sin[i]);
-            yp[base + half + i] = convert<T>(x2 * cos[i] + x1 * sin[i]);
+            yp[base + i] = convert<T>(x1 * cosines[i] - x2 * sines[i]);
+            yp[base + half + i] = convert<T>(x2 * cosines[i] + x1 * sines[i]);
           }
         }
       }

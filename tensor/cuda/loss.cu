@@ -69,7 +69,7 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
   return is64 ? static_cast<const int64_t*>(p)[i] : static_cast<const int32_t*>(p)[i];
 }
 
-// ---- cross-entropy --------------------------------------------------------------------------------
+// ---- cross-entropy ------------------------------------------------------------------------------
 
 template <class T, int N>
 __global__ void cross_entropy_kernel(const T* __restrict__ logits, const void* __restrict__ targets,
@@ -122,7 +122,7 @@ __global__ void cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss
   }
 }
 
-// ---- KL divergence ----------------------------------------------------------------------------------
+// ---- KL divergence ------------------------------------------------------------------------------
 
 // kl = sum_v p (log p - log q), p = softmax(teacher / temp), q = softmax(student / temp); terms
 // with p == 0 contribute 0.

@@ -40,7 +40,8 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w
   for (int64_t p = threadIdx.x; p < H / N; p += 32) {
     const V a = xr[p], b = wv[p];
     V out;
-    for (int j = 0; j < N; ++j) out.v[j] = from_acc<T>(to_acc(b.v[j]) * round_to<T>(to_acc(a.v[j]) * rs));
+    for (int j = 0; j < N; ++j)
+      out.v[j] = from_acc<T>(to_acc(b.v[j]) * round_to<T>(to_acc(a.v[j]) * rs));
     yr[p] = out;
   }
 }

@@ -2,6 +2,7 @@
 // Each function checks its arguments, allocates outputs on the inputs' device and dispatches to
 // the kernels in tensor/cpu/{norm_rope,loss}.cpp or their CUDA twins. Kernels read every floating
 // dtype natively, so inputs are only made contiguous, never converted.
+#include <sstream>
 #include <string>
 
 #include "tensor/ops/dispatch.h"
@@ -21,6 +22,13 @@ namespace {
 
 // Per-row statistics and losses: f32, or f64 for f64 inputs (gradient checks).
 DType stat_dtype(const Tensor& x) { return x.dtype() == DType::f64 ? DType::f64 : DType::f32; }
+
+// A double as the shortest form streams give ("0.5", "1e+06").
+std::string num_str(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
 
 // A defined floating tensor.
 void check_float_input(const char* op, const Tensor& t, const char* name) {
@@ -45,13 +53,14 @@ void check_row_grad(const char* op, const Tensor& grad, int64_t rows, const char
 }
 
 // Leading dimensions of x flattened: x viewed as [rows, x.size(-1)].
-int64_t leading_rows(const char* op, const Tensor& x) {
-  if (x.dim() < 1) fail(op, "x must have at least 1 dimension, got a 0-dim tensor");
+int64_t leading_rows(const Tensor& x) {
   return shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
 }
 
+// x (at least 1-D) and its weight [x.size(-1)], same dtype and device.
 void check_rms_weight(const char* op, const Tensor& x, const Tensor& w) {
   check_float_input(op, x, "x");
+  if (x.dim() < 1) fail(op, "x must have at least 1 dimension, got a 0-dim tensor");
   check_defined(op, w, "weight");
   check_same_device(op, {&x, &w});
   check_same_dtype(op, x, w);
@@ -90,7 +99,7 @@ void check_logits(const char* op, const Tensor& logits, const char* name) {
 std::pair<Tensor, Tensor> rms_norm(const Tensor& x, const Tensor& w, double eps) {
   const char* op = "rms_norm";
   check_rms_weight(op, x, w);
-  const int64_t R = leading_rows(op, x), H = x.size(-1);
+  const int64_t R = leading_rows(x), H = x.size(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor rstd = Tensor::empty({R}, stat_dtype(x), x.device());
   if (R > 0)
@@ -106,7 +115,7 @@ Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, con
   check_float_input(op, dy, "dy");
   check_shape(op, dy, x.shape(), "dy");
   check_same_dtype(op, dy, x);
-  const int64_t R = leading_rows(op, x), H = x.size(-1);
+  const int64_t R = leading_rows(x), H = x.size(-1);
   check_stat(op, rstd, x, R, "rstd");
   check_float_input(op, dw, "dw");
   check_shape(op, dw, {H}, "dw");
@@ -134,7 +143,7 @@ Tensor rope_apply(const char* op, const Tensor& x, const Tensor& pos, double the
   check_shape(op, pos, {x.size(0), x.size(1)}, "pos");
   check_same_device(op, {&x, &pos});
   if (x.size(3) % 2 != 0) fail(op, "head dim must be even, got " + std::to_string(x.size(3)));
-  if (!(theta > 0)) fail(op, "theta must be positive, got " + std::to_string(theta));
+  if (!(theta > 0)) fail(op, "theta must be positive, got " + num_str(theta));
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.numel() > 0)
     SPRIG_DISPATCH(x.device(), rope, x.contiguous(), pos.contiguous(), y, theta, inverse);
@@ -237,7 +246,7 @@ void check_kl(const char* op, const Tensor& teacher, const Tensor& student, doub
   check_same_dtype(op, teacher, student);
   check_same_device(op, {&teacher, &student});
   if (!(temperature > 0))
-    fail(op, "temperature must be positive, got " + std::to_string(temperature));
+    fail(op, "temperature must be positive, got " + num_str(temperature));
 }
 
 }  // namespace
@@ -267,8 +276,8 @@ Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& s
   Tensor dstudent = Tensor::empty(student.shape(), student.dtype(), student.device());
   if (R > 0)
     SPRIG_DISPATCH(teacher.device(), kl_div_backward, dkl.to(stat_dtype(teacher)).contiguous(),
-                   teacher.contiguous(),
-                   student.contiguous(), fwd.teacher_lse, fwd.student_lse, dstudent, temperature);
+                   teacher.contiguous(), student.contiguous(), fwd.teacher_lse, fwd.student_lse,
+                   dstudent, temperature);
   return dstudent;
 }
 

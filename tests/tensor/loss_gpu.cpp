@@ -94,7 +94,8 @@ TEST(KlDivGpu, MatchesCpuOnAwkwardShapes) {
 
 TEST(KlDivGpu, ZeroProbabilityTermsAndSpecE14) {
   SPRIG_REQUIRE_CUDA();
-  const Tensor teacher = Tensor::from_vector<float>({0, -INFINITY, 0, 0, std::log(2.0f), 0}, {2, 3});
+  const Tensor teacher =
+      Tensor::from_vector<float>({0, -INFINITY, 0, 0, std::log(2.0f), 0}, {2, 3});
   const Tensor student = Tensor::from_vector<float>({0, 5, 0, 0, 0, 0}, {2, 3});
   const std::vector<float> kl = kl_div(to_cuda(teacher), to_cuda(student)).kl.to_vector<float>();
   EXPECT_NEAR(kl[0], 4.3202387, 1e-5);  // ln((2 + e^5) / 2)

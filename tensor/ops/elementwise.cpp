@@ -28,6 +28,12 @@ void check_pair(const char* op, const Tensor& a, const char* a_name, const Tenso
   detail::check_same_dtype(op, a, b);
 }
 
+void check_bool(const char* op, const Tensor& t, const char* name) {
+  detail::check_defined(op, t, name);
+  if (t.dtype() != DType::boolean)
+    detail::fail(op, std::string(name) + " must be bool, got " + dtype_name(t.dtype()));
+}
+
 }  // namespace
 
 const char* unary_op_name(UnaryOp op) {
@@ -149,13 +155,11 @@ Tensor binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_first) 
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  detail::check_defined("where", cond, "cond");
+  check_bool("where", cond, "cond");
   detail::check_defined("where", a, "a");
   detail::check_defined("where", b, "b");
   detail::check_same_device("where", {&cond, &a, &b});
   detail::check_same_dtype("where", a, b);
-  if (cond.dtype() != DType::boolean)
-    detail::fail("where", std::string("cond must be bool, got ") + dtype_name(cond.dtype()));
   const Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   const Tensor out = Tensor::empty(shape, a.dtype(), a.device());
@@ -165,7 +169,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 std::pair<Tensor, Tensor> where_backward(const Tensor& cond, const Shape& a_shape,
                                          const Shape& b_shape, const Tensor& dy) {
-  detail::check_defined("where_backward", cond, "cond");
+  check_bool("where_backward", cond, "cond");
   check_floating_input("where_backward", dy, "dy");
   const Shape shape = broadcast_shapes(
       broadcast_shapes(cond.shape(), a_shape, "where_backward"), b_shape, "where_backward");
@@ -176,7 +180,7 @@ std::pair<Tensor, Tensor> where_backward(const Tensor& cond, const Shape& a_shap
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   detail::check_defined("masked_fill", x, "x");
-  detail::check_defined("masked_fill", mask, "mask");
+  check_bool("masked_fill", mask, "mask");
   if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape())
     detail::fail("masked_fill", "mask shape " + shape_str(mask.shape()) +
                                     " does not broadcast to x shape " + shape_str(x.shape()));

@@ -282,6 +282,8 @@ TEST(ElementwiseErrors, NameTheOpAndTheOffendingValues) {
             "[tanh_backward] dy must have shape [2, 3], got [4]");
   EXPECT_EQ(invalid_argument_message([&] { where(a, a, a); }),
             "[where] cond must be bool, got f32");
+  EXPECT_EQ(invalid_argument_message([&] { masked_fill(a, a, 0.0); }),
+            "[masked_fill] mask must be bool, got f32");
   EXPECT_EQ(invalid_argument_message([&] { where(Tensor::zeros({2}, DType::boolean), a, a); }),
             "[where] shapes [2] and [2, 3] do not broadcast");
 }

@@ -15,8 +15,9 @@ QwenInput decode_input(const std::vector<int64_t>& ids, int64_t past, const Qwen
   for (int64_t i = 0; i < count; ++i) pos[static_cast<size_t>(i)] = past + i;
   auto mask_with_window = [&](int64_t window) {
     Mask m{count, past + count, {}};
+    // Query row 0 sits at key position `past`: band_shift `past` from key 0, 0 from key `past`.
     if (past > 0) m.rects.push_back({0, count, 0, past, RectKind::full, window, past});
-    m.rects.push_back({0, count, past, past + count, RectKind::causal, window, past});
+    m.rects.push_back({0, count, past, past + count, RectKind::causal, window, 0});
     return std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(m)));
   };
   QwenInput in;

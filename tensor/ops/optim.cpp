@@ -44,9 +44,12 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   // A non-finite norm leaves the gradients untouched; the caller sees it in the returned norm.
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0)
-    for (const Tensor& g : grads)
-      if (g.numel() > 0)
-        SPRIG_DISPATCH(g.device(), binary_scalar, BinaryOp::mul, g, coef, false, g);
+    for (const Tensor& g : grads) {
+      if (g.numel() == 0) continue;
+      // CPU kernels compute 16-bit floats through an f32 copy (binary_scalar converts back).
+      if (detail::cpu_upcast(g)) g.copy_(binary_scalar(BinaryOp::mul, g, coef));
+      else SPRIG_DISPATCH(g.device(), binary_scalar, BinaryOp::mul, g, coef, false, g);
+    }
   return norm;
 }
 

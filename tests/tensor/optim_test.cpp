@@ -43,6 +43,14 @@ TEST(ClipGradNorm, ScalesAboveMaxNorm) {
   EXPECT_NEAR(global_norm({a, b}), 1.0, 1e-6);
 }
 
+TEST(ClipGradNorm, ScalesBf16Gradients) {
+  // norm 5 (3, 4), max 2.5: both halve (exactly representable in bf16).
+  const Tensor a = Tensor::from_vector<float>({3, 4}, {2}, DType::bf16);
+  EXPECT_NEAR(clip_grad_norm({a}, 2.5 + 5e-7), 5.0, 1e-12);
+  EXPECT_EQ(a.dtype(), DType::bf16);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.5f, 2.0f}));
+}
+
 TEST(ClipGradNorm, LeavesGradientsBelowMaxNorm) {
   const Tensor a = Tensor::from_vector<float>({3, 4}, {2});
   EXPECT_NEAR(clip_grad_norm({a}, 5.5), 5.0, 1e-12);

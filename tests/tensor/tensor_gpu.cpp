@@ -17,8 +17,8 @@ TEST(TensorGpu, RoundTripsEveryDType) {
   SPRIG_REQUIRE_CUDA();
   const std::vector<double> v = {0, 1, -2, 3, 100, -7, 64, 5, 0.5, -0.25, 8, 9};
   const Tensor host = Tensor::from_vector(v, {3, 4});
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64,
-                  DType::boolean}) {
+  for (DType t :
+       {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::boolean}) {
     const Tensor h = host.to(t);
     const Tensor d = h.to(kGpu);
     EXPECT_TRUE(d.device() == kGpu);
@@ -56,8 +56,8 @@ TEST(TensorGpu, StridedCopiesOnTheDevice) {
 
 TEST(TensorGpu, Fill) {
   SPRIG_REQUIRE_CUDA();
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64,
-                  DType::boolean}) {
+  for (DType t :
+       {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::boolean}) {
     const Tensor d = Tensor::full({1000, 33}, 3.0, t, kGpu);
     EXPECT_EQ(d.to_vector<double>(), Tensor::full({1000, 33}, 3.0, t).to_vector<double>())
         << dtype_name(t);

@@ -1,15 +1,16 @@
 // Tensor core on CPU: creation, views sharing storage (view, reshape, transpose, permute, slice,
 // narrow, select, expand, unsqueeze/squeeze, as_strided), copies only when needed, dtype round
 // trips, copy_ with broadcasting, fill_, host transfers, printing, and the errors of bad views.
+#include "tensor/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tensor/cuda/kernels.h"
-#include "tensor/tensor.h"
+#include "tests/test_util.h"
 
 namespace sprig {
 namespace {
@@ -19,17 +20,8 @@ using Values = std::vector<double>;
 Values vals(const Tensor& t) { return t.to_vector<double>(); }
 
 // 0, 1, ..., n-1 as an f32 tensor of `shape`.
-Tensor iota(const Shape& shape) { return Tensor::arange(shape_numel(shape), DType::f32).view(shape); }
-
-// Runs fn, expecting std::invalid_argument whose message contains `expected`.
-template <class F> void expect_error(F&& fn, const std::string& expected) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected invalid_argument containing: " << expected;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << expected;
-  }
+Tensor iota(const Shape& shape) {
+  return Tensor::arange(shape_numel(shape), DType::f32).view(shape);
 }
 
 // ---- creation and metadata ----------------------------------------------------------------------
@@ -66,14 +58,22 @@ TEST(Tensor, HostTransfers) {
   EXPECT_EQ(h.dtype(), DType::f16);
   EXPECT_EQ(vals(h), (Values{7, 8}));
   EXPECT_EQ(t.select(0, 1).select(0, 0).item(), 3.0);
-  expect_error([] { Tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2}); },
-               "[from_vector] 3 values do not fill shape [2, 2]");
-  expect_error([&] { t.item(); }, "[item] expected one element, got shape [2, 2]");
-  expect_error([&] { t.data<int64_t>(); }, "[data] tensor has dtype f32, requested i64");
-  expect_error([] { Tensor::empty({2, -1}); }, "[empty] negative size in shape [2, -1]");
+  EXPECT_EQ(testing::invalid_argument_message([] {
+              Tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2});
+            }),
+            "[from_vector] 3 values do not fill shape [2, 2]");
+  EXPECT_EQ(testing::invalid_argument_message([&] { t.item(); }),
+            "[item] expected one element, got shape [2, 2]");
+  EXPECT_EQ(testing::invalid_argument_message([&] { t.data<int64_t>(); }),
+            "[data] tensor has dtype f32, requested i64");
+  EXPECT_EQ(testing::invalid_argument_message([] {
+              Tensor::empty({2, -1});
+            }),
+            "[empty] negative size in shape [2, -1]");
   const Device absent = Device::cuda(cuda::device_count());  // one past the last device
-  expect_error([&] { Tensor::empty({2}, DType::f32, absent); },
-               "[empty] device " + absent.str() + " is not available");
+  EXPECT_EQ(testing::invalid_argument_message([&] { Tensor::empty({2}, DType::f32, absent); }),
+            "[empty] device " + absent.str() + " is not available (" +
+                std::to_string(cuda::device_count()) + " CUDA devices)");
 }
 
 // ---- views -------------------------------------------------------------------------------------
@@ -86,10 +86,16 @@ TEST(TensorViews, ViewSharesStorageAndInfersOneDim) {
   EXPECT_EQ(vals(v), vals(a));
   v.select(0, 1).select(0, 0).fill_(-1.0);  // element 6 of the shared storage
   EXPECT_EQ(vals(a)[6], -1.0);
-  expect_error([&] { a.view({5, -1}); }, "[view] shape [5, -1] is invalid for 12 elements");
-  expect_error([&] { a.view({-1, -1}); }, "[view] only one -1 allowed");
-  expect_error([&] { a.t().view({12}); },
-               "[view] cannot view Tensor[4, 3] f32 cpu as [12] without a copy; use reshape");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              a.view({5, -1});
+            }),
+            "[view] shape [5, -1] is invalid for 12 elements");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              a.view({-1, -1});
+            }),
+            "[view] only one -1 allowed");
+  EXPECT_EQ(testing::invalid_argument_message([&] { a.t().view({12}); }),
+            "[view] cannot view Tensor[4, 3] f32 cpu as [12] without a copy; use reshape");
 }
 
 TEST(TensorViews, ReshapeViewsWhenPossibleAndCopiesOtherwise) {
@@ -126,8 +132,8 @@ TEST(TensorViews, TransposeAndContiguous) {
   EXPECT_FALSE(c.shares_storage(a));
   EXPECT_EQ(vals(c), (Values{0, 3, 1, 4, 2, 5}));
   EXPECT_EQ(a.contiguous().data_ptr(), a.data_ptr());  // no copy when already contiguous
-  expect_error([&] { a.transpose(0, 2); },
-               "[transpose] dim 2 is out of range for a tensor with 2 dimensions");
+  EXPECT_EQ(testing::invalid_argument_message([&] { a.transpose(0, 2); }),
+            "[transpose] dim 2 is out of range for a tensor with 2 dimensions");
 }
 
 TEST(TensorViews, Permute) {
@@ -141,8 +147,14 @@ TEST(TensorViews, Permute) {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j) EXPECT_EQ(v[k * 6 + i * 3 + j], 12 * i + 4 * j + k);
   EXPECT_EQ(vals(a.permute({-1, 0, 1})), v);
-  expect_error([&] { a.permute({0, 0, 1}); }, "[permute] dim 0 repeated");
-  expect_error([&] { a.permute({0, 1}); }, "[permute] got 2 dims for a tensor with 3");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              a.permute({0, 0, 1});
+            }),
+            "[permute] dim 0 repeated");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              a.permute({0, 1});
+            }),
+            "[permute] got 2 dims for a tensor with 3");
 }
 
 TEST(TensorViews, SliceWithStepAndNegativeBounds) {
@@ -154,11 +166,12 @@ TEST(TensorViews, SliceWithStepAndNegativeBounds) {
   EXPECT_TRUE(s.shares_storage(a));
   EXPECT_EQ(vals(a.slice(0, -3, -1)), (Values{7, 8}));
   EXPECT_EQ(vals(a.slice(0, 8, 100)), (Values{8, 9}));  // end clamps to the size
-  EXPECT_EQ(a.slice(0, 6, 2).numel(), 0);  // empty, not an error
+  EXPECT_EQ(a.slice(0, 6, 2).numel(), 0);               // empty, not an error
   const Tensor m = iota({3, 5});
   EXPECT_EQ(vals(m.slice(1, 0, 5, 2)), (Values{0, 2, 4, 5, 7, 9, 10, 12, 14}));
   EXPECT_EQ(vals(m.slice(0, 1, 3).slice(1, 1, 5, 3)), (Values{6, 9, 11, 14}));
-  expect_error([&] { a.slice(0, 0, 4, 0); }, "[slice] step must be positive, got 0");
+  EXPECT_EQ(testing::invalid_argument_message([&] { a.slice(0, 0, 4, 0); }),
+            "[slice] step must be positive, got 0");
 }
 
 TEST(TensorViews, NarrowAndSelect) {
@@ -172,9 +185,10 @@ TEST(TensorViews, NarrowAndSelect) {
   EXPECT_EQ(vals(col), (Values{3, 7, 11}));
   EXPECT_EQ(col.strides(), (Shape{4}));
   EXPECT_TRUE(col.shares_storage(a));
-  expect_error([&] { a.narrow(1, 3, 2); },
-               "[narrow] range [3, 5) is out of bounds for size 4 of dim 1");
-  expect_error([&] { a.select(0, 3); }, "[select] index 3 is out of bounds for size 3");
+  EXPECT_EQ(testing::invalid_argument_message([&] { a.narrow(1, 3, 2); }),
+            "[narrow] range [3, 5) is out of bounds for size 4 of dim 1");
+  EXPECT_EQ(testing::invalid_argument_message([&] { a.select(0, 3); }),
+            "[select] index 3 is out of bounds for size 3");
 }
 
 TEST(TensorViews, ExpandUsesStrideZero) {
@@ -192,9 +206,16 @@ TEST(TensorViews, ExpandUsesStrideZero) {
   EXPECT_EQ(c.strides(), (Shape{12, 4, 1}));
   EXPECT_EQ(vals(c), expected);
   EXPECT_EQ(col.expand({-1, 5}).shape(), (Shape{3, 5}));
-  expect_error([&] { iota({3, 2}).expand({3, 4}); }, "[expand] cannot expand [3, 2] to [3, 4]");
-  expect_error([&] { col.expand({1}); }, "[expand] cannot expand [3, 1] to [1]");
-  expect_error([&] { col.expand({-1, 3, 1}); }, "[expand] -1 not allowed for new dims");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              iota({3, 2}).expand({3, 4});
+            }),
+            "[expand] cannot expand [3, 2] to [3, 4]");
+  EXPECT_EQ(testing::invalid_argument_message([&] { col.expand({1}); }),
+            "[expand] cannot expand [3, 1] to [1]");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              col.expand({-1, 3, 1});
+            }),
+            "[expand] -1 not allowed for new dims");
 }
 
 TEST(TensorViews, UnsqueezeSqueezeAndAsStrided) {
@@ -206,9 +227,10 @@ TEST(TensorViews, UnsqueezeSqueezeAndAsStrided) {
   EXPECT_EQ(vals(a.unsqueeze(2)), vals(a));
   EXPECT_EQ(a.unsqueeze(1).squeeze(1).shape(), (Shape{2, 3}));
   EXPECT_EQ(vals(a.t().unsqueeze(0).squeeze(0)), vals(a.t()));
-  expect_error([&] { a.squeeze(1); }, "[squeeze] dim 1 has size 3, not 1");
-  expect_error([&] { a.unsqueeze(3); },
-               "[unsqueeze] dim 3 is out of range for a tensor with 3 dimensions");
+  EXPECT_EQ(testing::invalid_argument_message([&] { a.squeeze(1); }),
+            "[squeeze] dim 1 has size 3, not 1");
+  EXPECT_EQ(testing::invalid_argument_message([&] { a.unsqueeze(3); }),
+            "[unsqueeze] dim 3 is out of range for a tensor with 3 dimensions");
   // Overlapping sliding windows of width 3 over 0..5.
   const Tensor w = iota({6}).as_strided({4, 3}, {1, 1}, 0);
   EXPECT_EQ(vals(w), (Values{0, 1, 2, 1, 2, 3, 2, 3, 4, 3, 4, 5}));
@@ -239,8 +261,8 @@ TEST(TensorCopies, DTypeRoundTripsForAllDTypes) {
     EXPECT_EQ(vals(src.t().to(t)), vals(src.t())) << dtype_name(t);  // strided source
   }
   const Tensor b = src.to(DType::boolean);  // nonzero -> true
-  EXPECT_EQ(b.to_vector<bool>(), (std::vector<bool>{false, true, true, true, true, true, true,
-                                                    true}));
+  EXPECT_EQ(b.to_vector<bool>(),
+            (std::vector<bool>{false, true, true, true, true, true, true, true}));
   EXPECT_EQ(vals(b.to(DType::f32)), (Values{0, 1, 1, 1, 1, 1, 1, 1}));
   EXPECT_EQ(src.to(DType::f64).data_ptr(), src.data_ptr());  // same dtype: no copy
   // Floats to ints truncate toward zero; f32 to bf16 rounds to nearest even.
@@ -259,8 +281,10 @@ TEST(TensorCopies, CopyBroadcastsAndConverts) {
   EXPECT_EQ(vals(dst), (Values{0, 2, 4, 1, 3, 5}));
   dst.narrow(1, 1, 2).copy_(Tensor::scalar(7.0));
   EXPECT_EQ(vals(dst), (Values{0, 7, 7, 1, 7, 7}));
-  expect_error([&] { dst.copy_(iota({4})); }, "[expand] cannot expand [4] to [2, 3]");
-  expect_error([&] { dst.copy_(Tensor()); }, "[copy_] undefined tensor");
+  EXPECT_EQ(testing::invalid_argument_message([&] { dst.copy_(iota({4})); }),
+            "[expand] cannot expand [4] to [2, 3]");
+  EXPECT_EQ(testing::invalid_argument_message([&] { dst.copy_(Tensor()); }),
+            "[copy_] undefined tensor");
 }
 
 TEST(TensorCopies, FillTouchesOnlyTheView) {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sprig needs (only the missing ones), then configures and builds sprig.
+# Shared by tools/test.sh, tools/demo.sh and tools/gpu_check.sh; safe to run from any directory and
+# any number of times. Environment:
+#   SPRIG_BUILD_DIR  build directory (default: <repo>/build)
+#   SPRIG_CUDA       ON or OFF to force the CUDA build (default: ON when nvcc is found)
+#   SPRIG_JOBS       parallel compile jobs (default: number of CPUs)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${SPRIG_BUILD_DIR:-$repo/build}"
+jobs="${SPRIG_JOBS:-$(nproc)}"
+
+packages=(build-essential cmake ccache libeigen3-dev nlohmann-json3-dev libyaml-cpp-dev
+          libcli11-dev libgtest-dev libgmock-dev libpng-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  as_root=()
+  [[ $(id -u) -eq 0 ]] || as_root=(sudo)
+  echo "sprig: installing ${missing[*]}"
+  "${as_root[@]}" apt-get update -q
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+configure=(-S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release)
+[[ -z "${SPRIG_CUDA:-}" ]] || configure+=("-DSPRIG_CUDA=$SPRIG_CUDA")
+cmake "${configure[@]}"
+cmake --build "$build_dir" -j "$jobs"

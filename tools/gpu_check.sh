@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The check to run on a GPU machine (DESIGN §8), in under 8 minutes on one H200: CUDA build into
+# build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops` on the device. Full logs go
+# to ${OUT:-gpu_out}/; the benchmark table and a summary of every step are printed last. Exits
+# non-zero when a step fails. Environment: SPRIG_BUILD_DIR (default <repo>/build-gpu), SPRIG_JOBS.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${OUT:-gpu_out}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+export SPRIG_BUILD_DIR="${SPRIG_BUILD_DIR:-$repo/build-gpu}" SPRIG_CUDA=ON
+sprig="$SPRIG_BUILD_DIR/tools/sprig"
+
+summary=()
+failed=0
+# step NAME LOG TIMEOUT_S COMMAND...: runs the command with its output in LOG, records the result.
+step() {
+  local name="$1" log="$out/$2" limit="$3" status=ok start=$SECONDS
+  shift 3
+  timeout "$limit" "$@" >"$log" 2>&1 || { status="FAILED (exit $?)"; failed=1; }
+  summary+=("$(printf '%-10s %-16s %5ss  %s' "$name" "$status" $((SECONDS - start)) "$log")")
+}
+
+gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
+  echo 'no GPU listed by nvidia-smi')"
+echo "$gpu" >"$out/gpu.txt"
+step build build.log 300 "$repo/tools/build.sh"
+if ((failed == 0)); then
+  step gpu-tests ctest.log 120 ctest --test-dir "$SPRIG_BUILD_DIR" -L gpu --no-tests=error \
+    --output-on-failure -j 4
+  step bench bench_ops.log 60 "$sprig" bench ops --device cuda
+fi
+
+echo "== sprig gpu_check on ${gpu%%$'\n'*}"
+[[ ! -s "$out/bench_ops.log" ]] || cat "$out/bench_ops.log"
+[[ ! -s "$out/ctest.log" ]] || sed -n '/tests passed/,$p' "$out/ctest.log"
+printf '%s\n' "${summary[@]}"
+exit "$failed"

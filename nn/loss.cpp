@@ -26,8 +26,9 @@ Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& tar
                                 "), got " + shape_str(targets.shape()));
   const int64_t chunk = rows_per_chunk(chunk_rows, V);
   const Tensor h = hidden.value(), w = weight.value();
-  Tensor loss = Tensor::empty({N}, DType::f32, h.device());
-  Tensor lse = Tensor::empty({N}, DType::f32, h.device());
+  const DType acc = h.dtype() == DType::f64 ? DType::f64 : DType::f32;  // as cross_entropy's
+  Tensor loss = Tensor::empty({N}, acc, h.device());
+  Tensor lse = Tensor::empty({N}, acc, h.device());
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
     const Tensor logits = matmul(h.narrow(0, r0, n), w, false, true);  // (n, V)

@@ -88,13 +88,13 @@ Var QwenAttention::forward(const Var& x, const QwenInput& in, KVCache* cache) co
 // ---- decoder ----------------------------------------------------------------------------------
 
 QwenDecoderLayer::QwenDecoderLayer(const QwenConfig& c, int64_t layer, Generator& gen)
-    : input_layernorm(register_module(
-          "input_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
-      self_attn(register_module("self_attn", std::make_unique<QwenAttention>(c, layer, gen))),
-      post_attention_layernorm(register_module(
-          "post_attention_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+    : self_attn(register_module("self_attn", std::make_unique<QwenAttention>(c, layer, gen))),
       mlp(register_module("mlp", std::make_unique<QwenMLP>(c.hidden_size, c.intermediate_size,
-                                                           init_std(c), gen))) {}
+                                                           init_std(c), gen))),
+      input_layernorm(register_module(
+          "input_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+      post_attention_layernorm(register_module(
+          "post_attention_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))) {}
 
 Var QwenDecoderLayer::forward(const Var& x, const QwenInput& in, KVCache* cache) const {
   Var h = x + self_attn.forward(input_layernorm.forward(x), in, cache);

@@ -54,10 +54,11 @@ class QwenDecoderLayer : public Module {
   QwenDecoderLayer(const QwenConfig& config, int64_t layer, Generator& gen);
   Var forward(const Var& x, const QwenInput& in, KVCache* cache) const;
 
-  RMSNorm& input_layernorm;
+  // Declared (so registered) in transformers' order: named_parameters() lists names as HF does.
   QwenAttention& self_attn;
-  RMSNorm& post_attention_layernorm;
   QwenMLP& mlp;
+  RMSNorm& input_layernorm;
+  RMSNorm& post_attention_layernorm;
 };
 
 class QwenModel : public Module {

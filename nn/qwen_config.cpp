@@ -27,6 +27,21 @@ double get_double(const json& j, const char* key, double fallback, const std::st
   return j[key].get<double>();
 }
 
+std::string get_string(const json& j, const char* key, const std::string& fallback,
+                       const std::string& label) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string())
+    fail(label, std::string("\"") + key + "\" must be a string, got " + j[key].dump());
+  return j[key].get<std::string>();
+}
+
+bool get_bool(const json& j, const char* key, bool fallback, const std::string& label) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean())
+    fail(label, std::string("\"") + key + "\" must be true or false, got " + j[key].dump());
+  return j[key].get<bool>();
+}
+
 // rope_theta from either the legacy field or transformers-5 rope_parameters; only the default
 // (unscaled) rope is supported.
 double parse_rope(const json& j, const std::string& label) {
@@ -35,7 +50,8 @@ double parse_rope(const json& j, const std::string& label) {
     if (!j.contains(key) || j[key].is_null()) continue;
     const json& r = j[key];
     if (!r.is_object()) fail(label, std::string("\"") + key + "\" must be an object");
-    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+    const std::string type =
+        get_string(r, "rope_type", get_string(r, "type", "default", label), label);
     if (type != "default")
       fail(label, "rope scaling type \"" + type + "\" is not supported (only default rope)");
     if (r.contains("rope_theta")) theta = get_double(r, "rope_theta", theta, label);
@@ -46,7 +62,7 @@ double parse_rope(const json& j, const std::string& label) {
 DType parse_dtype(const json& j, const std::string& label) {
   for (const char* key : {"dtype", "torch_dtype"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
-    const std::string s = j[key].get<std::string>();
+    const std::string s = get_string(j, key, "", label);
     if (s == "bfloat16") return DType::bf16;
     if (s == "float16") return DType::f16;
     if (s == "float32") return DType::f32;
@@ -61,7 +77,7 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
   if (!j.is_object()) fail(label, "config must be a JSON object");
   QwenConfig c;
   c.raw = j;
-  c.model_type = j.value("model_type", std::string());
+  c.model_type = get_string(j, "model_type", "", label);
   if (c.model_type != "qwen2" && c.model_type != "qwen3")
     fail(label, "model_type \"" + c.model_type +
                     "\" is not supported (sprig loads dense qwen2 and qwen3 models)");
@@ -98,15 +114,15 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
   c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6, label);
   c.initializer_range = get_double(j, "initializer_range", 0.02, label);
   c.rope_theta = parse_rope(j, label);
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-  c.attention_bias = j.value("attention_bias", false);
-  const std::string act = j.value("hidden_act", std::string("silu"));
+  c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, label);
+  c.attention_bias = get_bool(j, "attention_bias", false, label);
+  const std::string act = get_string(j, "hidden_act", "silu", label);
   if (act != "silu") fail(label, "hidden_act \"" + act + "\" is not supported (only silu)");
   c.dtype = parse_dtype(j, label);
 
   // Sliding windows: explicit layer_types win; otherwise HF's rule (layers >= max_window_layers
   // slide when use_sliding_window is true).
-  const bool use_sw = j.value("use_sliding_window", false);
+  const bool use_sw = get_bool(j, "use_sliding_window", false, label);
   const int64_t window = j.contains("sliding_window") && j["sliding_window"].is_number_integer()
                              ? j["sliding_window"].get<int64_t>()
                              : 0;
@@ -117,6 +133,8 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
       fail(label, "layer_types has " + std::to_string(types.size()) + " entries for " +
                       std::to_string(c.num_hidden_layers) + " layers");
     for (size_t i = 0; i < types.size(); ++i) {
+      if (!types[i].is_string())
+        fail(label, "\"layer_types\" entries must be strings, got " + types[i].dump());
       const std::string t = types[i].get<std::string>();
       if (t == "sliding_attention") {
         if (window <= 0) fail(label, "sliding_attention layers need a positive sliding_window");

@@ -1,0 +1,94 @@
+// linear_cross_entropy (chunked LM-head cross-entropy) against a naive f64 computation and the
+// plain logits + cross_entropy path, values and gradients, with chunks smaller than the batch.
+#include "nn/loss.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/gradcheck.h"
+#include "tests/test_util.h"
+
+namespace sprig {
+namespace {
+
+constexpr int64_t N = 10, H = 6, V = 7;
+
+Tensor targets_with_ignored() {
+  return Tensor::from_vector<int64_t>({3, -100, 0, 6, 6, 2, -100, 1, 5, 4}, {N});
+}
+
+// loss[n] = logsumexp(h[n] . w) - h[n] . w[target], 0 for ignored rows, in f64 by hand.
+std::vector<double> naive_losses(const Tensor& hidden, const Tensor& weight,
+                                 const Tensor& targets) {
+  const std::vector<double> h = hidden.to_vector<double>(), w = weight.to_vector<double>();
+  const std::vector<int64_t> t = targets.to_vector<int64_t>();
+  std::vector<double> out(N, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == -100) continue;
+    std::vector<double> z(V, 0.0);
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t k = 0; k < H; ++k) z[v] += h[n * H + k] * w[v * H + k];
+    double m = z[0], s = 0;
+    for (double x : z) m = std::max(m, x);
+    for (double x : z) s += std::exp(x - m);
+    out[n] = m + std::log(s) - z[t[n]];
+  }
+  return out;
+}
+
+TEST(LinearCrossEntropy, MatchesPlainPathInSeveralChunks) {
+  const Tensor h0 = testing::rand_normal({N, H}, 1), w0 = testing::rand_normal({V, H}, 2);
+  const Tensor targets = targets_with_ignored();
+  const Tensor seed = testing::rand_normal({N}, 3);  // distinct weight per row's loss
+
+  for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{4}, N, int64_t{64}}) {
+    Var h(h0.clone(), true), w(w0.clone(), true);
+    const Var loss = linear_cross_entropy(h, w, targets, -100, chunk);
+    ASSERT_EQ(loss.shape(), (Shape{N}));
+    const std::vector<double> expected = naive_losses(h0, w0, targets);
+    EXPECT_TRUE(testing::all_close(loss.value(), Tensor::from_vector(expected, {N}), 1e-5, 1e-5))
+        << "chunk " << chunk;
+    loss.backward(seed);
+
+    Var hp(h0.clone(), true), wp(w0.clone(), true);
+    cross_entropy(matmul(hp, wp, false, true), targets).backward(seed);
+    EXPECT_TRUE(testing::all_close(h.grad(), hp.grad(), 1e-6, 1e-5)) << "chunk " << chunk;
+    EXPECT_TRUE(testing::all_close(w.grad(), wp.grad(), 1e-6, 1e-5)) << "chunk " << chunk;
+    // Ignored rows get exactly no gradient.
+    EXPECT_EQ(testing::max_abs_diff(h.grad().select(0, 1), Tensor::zeros({H})), 0.0);
+  }
+}
+
+TEST(LinearCrossEntropy, GradcheckF64WithChunks) {
+  const Tensor targets = targets_with_ignored();
+  for (int64_t chunk : {int64_t{2}, int64_t{3}}) {
+    const GradcheckResult r = gradcheck(
+        [&](const std::vector<Var>& in) {
+          return linear_cross_entropy(in[0], in[1], targets, -100, chunk);
+        },
+        {testing::rand_normal({N, H}, 4, DType::f64), testing::rand_normal({V, H}, 5, DType::f64)});
+    EXPECT_TRUE(r.ok) << "chunk " << chunk << ": " << r.message;
+  }
+  // A custom ignore index.
+  const Tensor custom = Tensor::from_vector<int64_t>({1, 3, 3, 0}, {4});
+  const GradcheckResult r = gradcheck(
+      [&](const std::vector<Var>& in) { return linear_cross_entropy(in[0], in[1], custom, 3, 3); },
+      {testing::rand_normal({4, H}, 6, DType::f64), testing::rand_normal({V, H}, 7, DType::f64)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(LinearCrossEntropy, RejectsBadShapes) {
+  const Var h(Tensor::zeros({4, H})), w(Tensor::zeros({V, H}));
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_cross_entropy(h, Var(Tensor::zeros({V, 5})), Tensor::zeros({4}, DType::i64));
+            }),
+            "[linear_cross_entropy] hidden [4, 6] and weight [7, 5] must be (N, H) and (V, H)");
+  EXPECT_EQ(testing::invalid_argument_message(
+                [&] { linear_cross_entropy(h, w, Tensor::zeros({3}, DType::i64)); }),
+            "[linear_cross_entropy] targets must be (4), got [3]");
+}
+
+}  // namespace
+}  // namespace sprig

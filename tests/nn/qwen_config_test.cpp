@@ -1,0 +1,299 @@
+// config.json parsing: real Qwen2 / Qwen2.5 / Qwen3 configs (legacy and transformers-5 field
+// names), sliding-window layer rules, and one exact error message per kind of bad config.
+#include "nn/qwen_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace sprig {
+namespace {
+
+using json = nlohmann::json;
+
+// Qwen2.5-0.5B's config.json (head_dim from hidden / heads, tied, a disabled sliding window).
+json qwen25_config() {
+  return json::parse(R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+    "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.1", "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})");
+}
+
+// Qwen3-0.6B's config.json (explicit head_dim: 16 * 128 != 1024, integer rope_theta, nulls).
+json qwen3_config() {
+  return json::parse(R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02,
+    "intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28,
+    "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
+}
+
+// A small Qwen2 config to mutate in the error tests.
+json small_qwen2() {
+  return {{"model_type", "qwen2"},    {"architectures", {"Qwen2ForCausalLM"}},
+          {"vocab_size", 64},         {"hidden_size", 32},
+          {"intermediate_size", 48},  {"num_hidden_layers", 4},
+          {"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+}
+
+// The message of the std::runtime_error that parsing `j` throws, or "" when it parses.
+std::string parse_error(const json& j) {
+  try {
+    QwenConfig::from_json(j);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(QwenConfig, ParsesQwen25) {
+  const QwenConfig c = QwenConfig::from_json(qwen25_config());
+  EXPECT_EQ(c.model_type, "qwen2");
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.hidden_size, 896);
+  EXPECT_EQ(c.intermediate_size, 4864);
+  EXPECT_EQ(c.num_hidden_layers, 24);
+  EXPECT_EQ(c.num_attention_heads, 14);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.dtype, DType::bf16);
+  EXPECT_TRUE(c.has_qkv_bias());
+  EXPECT_FALSE(c.has_o_bias());
+  EXPECT_FALSE(c.has_qk_norm());
+  // use_sliding_window false: every layer attends fully although sliding_window is set.
+  EXPECT_EQ(c.sliding_window_per_layer, std::vector<int64_t>(24, 0));
+}
+
+TEST(QwenConfig, ParsesQwen3) {
+  const QwenConfig c = QwenConfig::from_json(qwen3_config());
+  EXPECT_EQ(c.model_type, "qwen3");
+  EXPECT_EQ(c.head_dim, 128);  // explicit, not 1024 / 16
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_TRUE(c.has_qk_norm());
+  EXPECT_FALSE(c.has_qkv_bias());
+  EXPECT_EQ(c.sliding_window_per_layer, std::vector<int64_t>(28, 0));
+  json biased = qwen3_config();
+  biased["attention_bias"] = true;
+  const QwenConfig b = QwenConfig::from_json(biased);
+  EXPECT_TRUE(b.has_qkv_bias());
+  EXPECT_TRUE(b.has_o_bias());
+}
+
+TEST(QwenConfig, ParsesQwen2WithDefaults) {
+  // An original Qwen2 config: untied, no rms_norm_eps / rope_theta / dtype / kv heads fields.
+  json j = small_qwen2();
+  j.erase("num_key_value_heads");
+  j["tie_word_embeddings"] = false;
+  const QwenConfig c = QwenConfig::from_json(j);
+  EXPECT_EQ(c.num_key_value_heads, 4);  // defaults to the query heads
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.initializer_range, 0.02);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.dtype, DType::bf16);
+}
+
+TEST(QwenConfig, AcceptsTransformers5FieldNames) {
+  // transformers 5 writes `dtype` and `rope_parameters` (and layer_types) instead.
+  json j = qwen3_config();
+  j.erase("torch_dtype");
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["dtype"] = "float32";
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+  j["layer_types"] = std::vector<std::string>(28, "full_attention");
+  const QwenConfig c = QwenConfig::from_json(j);
+  EXPECT_EQ(c.dtype, DType::f32);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 5e5);
+  EXPECT_EQ(c.sliding_window_per_layer, std::vector<int64_t>(28, 0));
+
+  j["dtype"] = "float16";
+  j["torch_dtype"] = "float32";  // `dtype` wins when both are present
+  j["rope_theta"] = 123.0;       // rope_parameters wins over the legacy field
+  const QwenConfig d = QwenConfig::from_json(j);
+  EXPECT_EQ(d.dtype, DType::f16);
+  EXPECT_DOUBLE_EQ(d.rope_theta, 5e5);
+}
+
+TEST(QwenConfig, SlidingWindowLayerRules) {
+  json j = small_qwen2();
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 4096;
+  j["max_window_layers"] = 2;  // HF: layers >= max_window_layers slide
+  EXPECT_EQ(QwenConfig::from_json(j).sliding_window_per_layer,
+            (std::vector<int64_t>{0, 0, 4096, 4096}));
+  j.erase("max_window_layers");  // defaults to every layer attending fully
+  EXPECT_EQ(QwenConfig::from_json(j).sliding_window_per_layer, std::vector<int64_t>(4, 0));
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention",
+                      "full_attention"};  // explicit types win over the rule
+  j["max_window_layers"] = 2;
+  EXPECT_EQ(QwenConfig::from_json(j).sliding_window_per_layer,
+            (std::vector<int64_t>{4096, 0, 4096, 0}));
+  j["use_sliding_window"] = false;
+  j.erase("layer_types");
+  EXPECT_EQ(QwenConfig::from_json(j).sliding_window_per_layer, std::vector<int64_t>(4, 0));
+}
+
+TEST(QwenConfig, RejectsUnsupportedModels) {
+  json j = small_qwen2();
+  j["model_type"] = "llama";
+  EXPECT_EQ(parse_error(j),
+            "config.json: model_type \"llama\" is not supported (sprig loads "
+            "dense qwen2 and qwen3 models)");
+  j.erase("model_type");
+  EXPECT_EQ(parse_error(j),
+            "config.json: model_type \"\" is not supported (sprig loads dense "
+            "qwen2 and qwen3 models)");
+  j = small_qwen2();
+  j["model_type"] = "qwen3";
+  EXPECT_EQ(parse_error(j),
+            "config.json: architectures [\"Qwen2ForCausalLM\"] is not supported "
+            "for model_type qwen3 (expected [\"Qwen3ForCausalLM\"])");
+  j = small_qwen2();
+  j["architectures"] = {"Qwen2ForSequenceClassification"};
+  EXPECT_EQ(parse_error(j),
+            "config.json: architectures [\"Qwen2ForSequenceClassification\"] is "
+            "not supported for model_type qwen2 (expected [\"Qwen2ForCausalLM\"])");
+  j = small_qwen2();
+  j["hidden_act"] = "gelu";
+  EXPECT_EQ(parse_error(j), "config.json: hidden_act \"gelu\" is not supported (only silu)");
+  j = small_qwen2();
+  j["torch_dtype"] = "float8_e4m3fn";
+  EXPECT_EQ(parse_error(j), "config.json: unsupported torch_dtype \"float8_e4m3fn\"");
+  EXPECT_EQ(parse_error(json::array({1, 2})), "config.json: config must be a JSON object");
+}
+
+TEST(QwenConfig, RejectsRopeScaling) {
+  json j = small_qwen2();
+  j["rope_scaling"] = {
+      {"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  EXPECT_EQ(parse_error(j),
+            "config.json: rope scaling type \"yarn\" is not supported (only default rope)");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 1e6}};
+  EXPECT_EQ(parse_error(j),
+            "config.json: rope scaling type \"linear\" is not supported (only default rope)");
+  j["rope_parameters"] = "default";
+  EXPECT_EQ(parse_error(j), "config.json: \"rope_parameters\" must be an object");
+}
+
+TEST(QwenConfig, RejectsMissingAndNonIntegerSizes) {
+  json j = small_qwen2();
+  j.erase("hidden_size");
+  EXPECT_EQ(parse_error(j), "config.json: missing required field \"hidden_size\"");
+  j = small_qwen2();
+  j["hidden_size"] = 32.5;
+  EXPECT_EQ(parse_error(j), "config.json: \"hidden_size\" must be a positive integer, got 32.5");
+  j = small_qwen2();
+  j["num_hidden_layers"] = "4";
+  EXPECT_EQ(parse_error(j),
+            "config.json: \"num_hidden_layers\" must be a positive integer, got \"4\"");
+  j = small_qwen2();
+  j["vocab_size"] = 0;
+  EXPECT_EQ(parse_error(j), "config.json: \"vocab_size\" must be a positive integer, got 0");
+  j = small_qwen2();
+  j["rms_norm_eps"] = "1e-6";
+  EXPECT_EQ(parse_error(j), "config.json: \"rms_norm_eps\" must be a number, got \"1e-6\"");
+}
+
+TEST(QwenConfig, RejectsWrongFieldTypes) {
+  json j = small_qwen2();
+  j["tie_word_embeddings"] = "yes";
+  EXPECT_EQ(parse_error(j),
+            "config.json: \"tie_word_embeddings\" must be true or false, got \"yes\"");
+  j = small_qwen2();
+  j["model_type"] = 2;
+  EXPECT_EQ(parse_error(j), "config.json: \"model_type\" must be a string, got 2");
+  j = small_qwen2();
+  j["torch_dtype"] = 16;
+  EXPECT_EQ(parse_error(j), "config.json: \"torch_dtype\" must be a string, got 16");
+  j = small_qwen2();
+  j["layer_types"] = {"full_attention", 1, "full_attention", "full_attention"};
+  EXPECT_EQ(parse_error(j), "config.json: \"layer_types\" entries must be strings, got 1");
+}
+
+TEST(QwenConfig, RejectsInconsistentHeads) {
+  json j = small_qwen2();
+  j["num_attention_heads"] = 6;
+  j["num_key_value_heads"] = 4;
+  EXPECT_EQ(parse_error(j),
+            "config.json: num_attention_heads 6 is not a multiple of "
+            "num_key_value_heads 4");
+  j["num_key_value_heads"] = 3;  // 6 heads do not divide hidden 32 and there is no head_dim
+  EXPECT_EQ(parse_error(j),
+            "config.json: hidden_size is not divisible by num_attention_heads "
+            "and head_dim is not set");
+  j["head_dim"] = 8;  // an explicit head_dim makes it valid
+  EXPECT_EQ(QwenConfig::from_json(j).head_dim, 8);
+  j["head_dim"] = 7;
+  EXPECT_EQ(parse_error(j), "config.json: head_dim must be even for rotary embeddings");
+}
+
+TEST(QwenConfig, RejectsBadLayerTypes) {
+  json j = small_qwen2();
+  j["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_EQ(parse_error(j), "config.json: layer_types has 2 entries for 4 layers");
+  j["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(parse_error(j), "config.json: sliding_attention layers need a positive sliding_window");
+  j["layer_types"] = {"full_attention", "chunked_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(parse_error(j), "config.json: layer type \"chunked_attention\" is not supported");
+}
+
+TEST(QwenConfig, LoadNamesTheFile) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "sprig_qwen_config").string();
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/config.json";
+  std::ofstream(path) << R"({"model_type": "qwen2",)";
+  try {
+    QwenConfig::load(path);
+    ADD_FAILURE() << "accepted invalid JSON";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": is not valid JSON: ", 0), 0u) << e.what();
+  }
+  std::ofstream(path) << qwen3_config().dump();
+  EXPECT_EQ(QwenConfig::load(path).head_dim, 128);
+  std::filesystem::remove(path);
+  try {
+    QwenConfig::load(path);
+    ADD_FAILURE() << "loaded a missing file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": cannot open the model config");
+  }
+}
+
+TEST(QwenConfig, ToJsonRoundTrips) {
+  for (const json& original : {qwen25_config(), qwen3_config()}) {
+    const QwenConfig c = QwenConfig::from_json(original);
+    const json written = c.to_json();
+    const QwenConfig d = QwenConfig::from_json(written);
+    EXPECT_EQ(d.model_type, c.model_type);
+    EXPECT_EQ(d.head_dim, c.head_dim);
+    EXPECT_EQ(d.num_key_value_heads, c.num_key_value_heads);
+    EXPECT_EQ(d.tie_word_embeddings, c.tie_word_embeddings);
+    EXPECT_EQ(d.rope_theta, c.rope_theta);
+    EXPECT_EQ(d.dtype, c.dtype);
+    EXPECT_EQ(d.sliding_window_per_layer, c.sliding_window_per_layer);
+    // Fields sprig does not use are kept, and transformers' required fields are present.
+    EXPECT_EQ(written["use_cache"], true);
+    EXPECT_EQ(written["architectures"], original["architectures"]);
+    EXPECT_EQ(written["torch_dtype"], "bfloat16");
+  }
+}
+
+}  // namespace
+}  // namespace sprig

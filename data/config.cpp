@@ -4,14 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <array>
 #include <stdexcept>
 
 namespace sprig::data {
 
 namespace {
 
-constexpr std::array<const char*, 13> kKeys = {
+const std::vector<std::string> kKeys = {
     "train",    "val",    "format",     "seq_len",          "packing", "micro_batch_size",
     "pad_id",   "eot_id", "vocab_size", "skip_bad_records", "shuffle", "drop_long_samples",
     "max_packs"};
@@ -33,14 +32,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     }
   }
   return row[b.size()];
-}
-
-void check_known(const std::string& key) {
-  if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) return;
-  const char* closest = *std::min_element(
-      kKeys.begin(), kKeys.end(),
-      [&](const char* x, const char* y) { return edit_distance(key, x) < edit_distance(key, y); });
-  fail("unknown key data." + key + " (did you mean data." + closest + "?)");
 }
 
 bool present(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
@@ -93,12 +84,22 @@ void check_id(int64_t id, const char* key, int64_t vocab_size) {
 
 }  // namespace
 
+void check_known_key(const std::string& key, const std::vector<std::string>& keys,
+                     const std::string& prefix) {
+  if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
+  const std::string& closest = *std::min_element(
+      keys.begin(), keys.end(), [&](const std::string& x, const std::string& y) {
+        return edit_distance(key, x) < edit_distance(key, y);
+      });
+  fail("unknown key " + prefix + key + " (did you mean " + prefix + closest + "?)");
+}
+
 DataConfig parse_data_config(const YAML::Node& root) {
   if (!root.IsMap()) fail("expected a mapping at the top level");
   const YAML::Node data = root["data"];
   if (!present(data)) fail("missing the data: section");
   if (!data.IsMap()) fail("data: must be a mapping of keys to values");
-  for (const auto& entry : data) check_known(entry.first.as<std::string>());
+  for (const auto& entry : data) check_known_key(entry.first.as<std::string>(), kKeys, "data.");
 
   DataConfig c;
   if (present(root["seed"])) c.seed = read<uint64_t>(root["seed"], "seed");

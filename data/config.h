@@ -44,6 +44,12 @@ struct DataConfig {
   PackOptions pack_options() const { return {packing, seq_len, drop_long_samples, max_packs}; }
 };
 
+// Throws std::invalid_argument "[config] unknown key <prefix><key> (did you mean <prefix><k>?)"
+// unless `key` is one of `keys` (the suggestion is the closest by edit distance). Shared by every
+// section of a training config.
+void check_known_key(const std::string& key, const std::vector<std::string>& keys,
+                     const std::string& prefix);
+
 // Reads `seed` and `data:` of a parsed config; throws std::invalid_argument naming the key.
 DataConfig parse_data_config(const YAML::Node& root);
 DataConfig load_data_config(const std::string& path);

@@ -1,0 +1,198 @@
+// `sprig bench data`: packing and folding throughput on one thread (plan rows, then collate every
+// row into batch tensors), beside memcpy's bandwidth measured in the same run, and the padding
+// fraction of each packer on long-tailed document lengths. Times are the thread's CPU time.
+// Targets: >= 50 M tokens/s for every packer and for folding; bfd padding <= 2% at S = 4096.
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/packing.h"
+#include "data/prefix_tree.h"
+#include "tensor/random.h"
+#include "tools/commands.h"
+
+namespace sprig::tools {
+
+namespace {
+
+using namespace sprig::data;
+
+constexpr double kTargetTokensPerSecond = 50e6;
+constexpr double kTargetBfdPadding = 0.02;
+
+// This thread's CPU seconds: other work on a shared machine does not count against the packers.
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Mean CPU seconds per call of fn, over calls lasting at least min_seconds in all.
+template <class F>
+double seconds_per_call(F&& fn, double min_seconds) {
+  int64_t calls = 0;
+  const double start = thread_seconds();
+  double elapsed = 0;
+  do {
+    fn();
+    ++calls;
+    elapsed = thread_seconds() - start;
+  } while (elapsed < min_seconds);
+  return elapsed / static_cast<double>(calls);
+}
+
+// About `tokens` tokens of documents with log-normal lengths (median 400, sigma 1), redrawn until
+// they lie in [1, seq_len]. In the loss_mask form the first fifth of each document is unsupervised.
+Corpus synthetic_documents(int64_t tokens, int64_t seq_len, TargetForm form) {
+  Generator gen(0);
+  Corpus corpus;
+  corpus.form = form;
+  corpus.sources = {"synthetic"};
+  for (int64_t total = 0; total < tokens;) {
+    int64_t len;
+    do len = std::llround(400.0 * std::exp(gen.next_normal()));
+    while (len < 1 || len > seq_len);
+    Document& doc = corpus.docs.emplace_back();
+    doc.input_ids.resize(len);
+    for (int64_t i = 0; i < len; ++i)
+      doc.input_ids[i] = static_cast<int32_t>((total + i) * 2654435761u % 32000);
+    if (form == TargetForm::labels) {
+      doc.labels.assign(doc.input_ids.begin() + 1, doc.input_ids.end());
+      doc.labels.push_back(kIgnoreIndex);
+    } else {
+      doc.loss_mask.assign(len, 1);
+      std::fill_n(doc.loss_mask.begin(), len / 5, 0);
+    }
+    total += len;
+  }
+  return corpus;
+}
+
+struct PackRun {
+  PackPlan plan;
+  int64_t bytes_written = 0;  // batch tensors
+};
+
+// Plans the corpus and collates every row, batch_rows rows at a time.
+PackRun pack_all(const Corpus& corpus, const PackOptions& options, int64_t batch_rows) {
+  PackRun run{plan_rows(corpus, options)};
+  const int64_t rows = static_cast<int64_t>(run.plan.rows.size());
+  std::vector<int64_t> ids;
+  for (int64_t first = 0; first < rows; first += batch_rows) {
+    ids.resize(std::min(batch_rows, rows - first));
+    std::iota(ids.begin(), ids.end(), first);
+    const Batch b = collate(corpus, run.plan, ids, /*pad_id=*/0);
+    for (const Tensor* t : {&b.input_ids, &b.labels, &b.loss_mask, &b.attention_mask,
+                            &b.position_ids, &b.doc_remaining, &b.seq_lens})
+      if (t->defined()) run.bytes_written += static_cast<int64_t>(t->nbytes());
+  }
+  return run;
+}
+
+struct BenchOptions {
+  int64_t tokens = 8 << 20;
+  int64_t seq_len = 4096;
+  int64_t batch_rows = 8;
+  bool quick = false;
+};
+
+void run_data_bench(const BenchOptions& o, std::ostream& os) {
+  omp_set_num_threads(1);  // one core, as the target says
+  const double min_seconds = o.quick ? 0.05 : 0.5;
+  const int64_t tokens = o.quick ? std::min<int64_t>(o.tokens, 1 << 20) : o.tokens;
+
+  std::vector<char> src(64 << 20, 1), dst(src.size(), 0);
+  const double memcpy_s =
+      seconds_per_call([&] { std::memcpy(dst.data(), src.data(), src.size()); }, min_seconds);
+  const double memcpy_gbs = static_cast<double>(src.size()) / memcpy_s / 1e9;
+
+  char line[160];
+  os << "sprig bench data: one thread, S = " << o.seq_len << ", " << o.batch_rows
+     << " rows per batch, about " << tokens << " tokens per packer\n";
+  std::snprintf(line, sizeof line, "memcpy %.1f GB/s\n\n", memcpy_gbs);
+  os << line;
+  std::snprintf(line, sizeof line, "%-8s %10s %13s %11s %9s\n", "packer", "Mtok/s", "written GB/s",
+                "of memcpy", "padding");
+  os << line;
+  bool all_met = true;
+  double bfd_padding = 1;
+  auto report = [&](const char* name, const PackRun& run, double seconds) {
+    const double tok_s = static_cast<double>(run.plan.tokens) / seconds;
+    const double gbs = static_cast<double>(run.bytes_written) / seconds / 1e9;
+    std::snprintf(line, sizeof line, "%-8s %10.1f %13.2f %10.0f%% %8.2f%%\n", name, tok_s / 1e6,
+                  gbs, 100 * gbs / memcpy_gbs, 100 * run.plan.padding_fraction());
+    os << line;
+    all_met = all_met && tok_s >= kTargetTokensPerSecond;
+  };
+
+  const Corpus unshifted = synthetic_documents(tokens, o.seq_len, TargetForm::loss_mask);
+  const Corpus shifted = synthetic_documents(tokens, o.seq_len, TargetForm::labels);
+  for (Packing mode : {Packing::dflash, Packing::sft, Packing::bfd}) {
+    const Corpus& corpus = mode == Packing::dflash ? unshifted : shifted;
+    const PackOptions options{mode, o.seq_len};
+    PackRun run;
+    const double s =
+        seconds_per_call([&] { run = pack_all(corpus, options, o.batch_rows); }, min_seconds);
+    report(packing_name(mode), run, s);
+    if (mode == Packing::bfd) bfd_padding = run.plan.padding_fraction();
+  }
+
+  // Folding: groups of a 384-token prompt and 8 completions of 208 (2048 tokens, two per row).
+  MockRolloutOptions mock;
+  mock.prompt_len = 384;
+  mock.completions_per_group = 8;
+  mock.completion_len = 208;
+  mock.vocab_size = 32000;
+  mock.num_groups = std::max<int64_t>(1, tokens / 2048);
+  const std::vector<RolloutGroup> groups = mock_rollouts(mock);
+  PackRun run;
+  const double s = seconds_per_call(
+      [&] {
+        Corpus corpus;
+        corpus.folded = true;
+        corpus.docs.reserve(groups.size());
+        for (const RolloutGroup& g : groups) corpus.docs.push_back(fold(g));
+        run = pack_all(corpus, {Packing::fold, o.seq_len}, o.batch_rows);
+      },
+      min_seconds);
+  report("fold", run, s);
+
+  std::snprintf(line, sizeof line,
+                "\ntarget >= %.0f Mtok/s for every packer and folding: %s\n"
+                "target bfd padding <= %.0f%%: %s (%.2f%%)\n",
+                kTargetTokensPerSecond / 1e6, all_met ? "met" : "NOT MET", 100 * kTargetBfdPadding,
+                bfd_padding <= kTargetBfdPadding ? "met" : "NOT MET", 100 * bfd_padding);
+  os << line;
+}
+
+}  // namespace
+
+void add_bench_data_command(CLI::App& bench) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "data", "Packing and folding throughput on one thread beside memcpy, and padding fractions");
+  cmd->add_option("--tokens", o->tokens, "tokens of synthetic documents per packer")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len, "row length S")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--batch", o->batch_rows, "rows per collated batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--quick", o->quick, "at most 1M tokens and short timings (a smoke run)");
+  cmd->callback([o] { run_data_bench(*o, std::cout); });
+}
+
+}  // namespace sprig::tools

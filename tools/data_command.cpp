@@ -1,0 +1,229 @@
+// `sprig data pack|fold|dump`: what packing and folding make of a file, and the first batches a
+// training config will see. Each writes JSON Lines (one object per row, group or batch) with
+// SPEC's field names.
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "data/batch.h"
+#include "data/config.h"
+#include "data/loader.h"
+#include "data/prefix_tree.h"
+#include "data/readers.h"
+#include "tools/commands.h"
+
+namespace sprig::tools {
+
+namespace {
+
+using nlohmann::ordered_json;
+using namespace sprig::data;
+
+std::ofstream open_output(const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw std::invalid_argument("[data] cannot write " + path);
+  return out;
+}
+
+std::vector<int64_t> row_values(const Tensor& t, int64_t r) {
+  return t.select(0, r).contiguous().to_vector<int64_t>();
+}
+
+// Row r of a batch as SPEC's pack output: dflash (§2.5) input_ids, loss_mask, attention_mask,
+// position_ids, doc_remaining, seq_lens (padding folded in); sft and bfd (§2.3) input_ids,
+// labels, position_ids, seq_lens (the documents' own lengths), seq_lens_padded.
+ordered_json packed_row_json(const Batch& b, int64_t r) {
+  std::vector<int64_t> seq_lens = row_values(b.seq_lens, r);
+  while (seq_lens.back() == 0) seq_lens.pop_back();  // zero-fill of shorter rows
+  ordered_json j;
+  j["input_ids"] = row_values(b.input_ids, r);
+  if (b.loss_mask.defined()) {
+    j["loss_mask"] = row_values(b.loss_mask, r);
+    j["attention_mask"] = row_values(b.attention_mask, r);
+    j["position_ids"] = row_values(b.position_ids, r);
+    j["doc_remaining"] = row_values(b.doc_remaining, r);
+    j["seq_lens"] = seq_lens;
+  } else {
+    j["labels"] = row_values(b.labels, r);
+    j["position_ids"] = row_values(b.position_ids, r);
+    std::vector<int64_t> unpadded = seq_lens;
+    unpadded.back() -= b.num_pad[r];
+    j["seq_lens"] = unpadded;
+    j["seq_lens_padded"] = seq_lens;
+  }
+  return j;
+}
+
+// A whole batch, every field as the model receives it ((B, S) lists of lists).
+ordered_json batch_json(const Batch& b) {
+  auto rows = [&](const Tensor& t) {
+    ordered_json out = ordered_json::array();
+    for (int64_t r = 0; r < t.size(0); ++r) out.push_back(row_values(t, r));
+    return out;
+  };
+  ordered_json j;
+  j["input_ids"] = rows(b.input_ids);
+  if (b.labels.defined()) j["labels"] = rows(b.labels);
+  if (b.loss_mask.defined()) j["loss_mask"] = rows(b.loss_mask);
+  if (b.attention_mask.defined()) j["attention_mask"] = rows(b.attention_mask);
+  j["position_ids"] = rows(b.position_ids);
+  if (b.doc_remaining.defined()) j["doc_remaining"] = rows(b.doc_remaining);
+  j["seq_lens"] = rows(b.seq_lens);
+  j["num_pad"] = b.num_pad;
+  if (!b.groups.empty()) {
+    ordered_json groups = ordered_json::array();
+    for (const TreeGroup& g : b.groups)
+      groups.push_back({{"row", g.row},
+                        {"offset", g.offset},
+                        {"node_lengths", g.node_lengths},
+                        {"sample_paths", g.sample_paths}});
+    j["prefix_trees"] = groups;
+  }
+  return j;
+}
+
+struct PackArgs {
+  std::string input, out, mode, format = "documents";
+  int64_t seq_len = 0, pad_id = 0, vocab_size = 0, eot_id = -1, max_packs = 0;
+  bool skip_bad_records = false, drop_long_samples = true;
+};
+
+void run_pack(const PackArgs& a) {
+  const PackOptions pack{packing_from_name(a.mode), a.seq_len, a.drop_long_samples, a.max_packs};
+  BadRecords bad;
+  const Corpus corpus = load_corpus({a.input}, format_from_name(a.format), pack.mode,
+                                    {a.vocab_size, a.eot_id, a.skip_bad_records}, bad);
+  const PackPlan plan = plan_rows(corpus, pack);
+  std::ofstream out = open_output(a.out);
+  for (int64_t r = 0; r < static_cast<int64_t>(plan.rows.size()); ++r)
+    out << packed_row_json(collate(corpus, plan, {r}, a.pad_id), 0).dump() << '\n';
+  std::cout << "wrote " << a.out << ": " << plan.summary() << "\n";
+  if (bad.count) std::cout << bad.summary() << "\n";
+}
+
+struct FoldArgs {
+  std::string input, out;
+  int64_t vocab_size = 0;
+  bool skip_bad_records = false;
+};
+
+void run_fold(const FoldArgs& a) {
+  std::ofstream out = open_output(a.out);
+  BadRecords bad;
+  int64_t groups = 0;
+  read_rollouts(a.input, {a.vocab_size, -1, a.skip_bad_records}, bad, [&](Document&& doc) {
+    std::vector<int64_t> positions(doc.input_ids.size());
+    write_tree_positions(doc.node_lengths, positions.data());
+    ordered_json j;
+    j["input_ids"] = doc.input_ids;
+    j["labels"] = doc.labels;
+    j["position_ids"] = positions;
+    j["node_lengths"] = doc.node_lengths;
+    j["sample_paths"] = tree_sample_paths(doc.node_lengths);
+    out << j.dump() << '\n';
+    ++groups;
+  });
+  std::cout << "wrote " << a.out << ": " << groups << " folded rollout groups\n";
+  if (bad.count) std::cout << bad.summary() << "\n";
+}
+
+struct DumpArgs {
+  std::string config, out, split = "train";
+  int64_t batches = 1, rank = 0, world = 1;
+};
+
+void run_dump(const DumpArgs& a) {
+  const DataConfig config = load_data_config(a.config);
+  DataLoader loader(config, a.split == "val" ? Split::val : Split::train, a.rank, a.world);
+  std::ofstream out = open_output(a.out);
+  for (int64_t i = 0; i < a.batches; ++i) {
+    const LoaderState at = loader.state();
+    ordered_json j{{"epoch", at.epoch}, {"batch", at.batch}};
+    j.update(batch_json(loader.next()));
+    out << j.dump() << '\n';
+  }
+  std::cout << "wrote " << a.out << ": " << a.batches << " batches; " << loader.summary() << "\n";
+}
+
+}  // namespace
+
+void add_data_command(CLI::App& app) {
+  CLI::App* data = app.add_subcommand(
+      "data", "Pack, fold and inspect training data; every subcommand writes JSON Lines");
+  data->require_subcommand(1);
+
+  auto pack_args = std::make_shared<PackArgs>();
+  CLI::App* pack = data->add_subcommand(
+      "pack",
+      "Pack documents into rows of --seq-len tokens, one JSON object per row, and print "
+      "the padding fraction");
+  pack->add_option(
+          "--input", pack_args->input,
+          "documents JSONL ({\"input_ids\", \"loss_mask\"} unshifted or "
+          "{\"input_ids\", \"labels\"} pre-shifted), or a token shard with --format shards")
+      ->required()
+      ->check(CLI::ExistingFile);
+  pack->add_option("--seq-len", pack_args->seq_len, "row length S")->required();
+  pack->add_option("--mode", pack_args->mode,
+                   "dflash: in order, pad folded into the last document (SPEC 2.5); sft: in order, "
+                   "labels (SPEC 2.3); bfd: best-fit decreasing, labels")
+      ->required()
+      ->check(CLI::IsMember({"dflash", "sft", "bfd"}));
+  pack->add_option("--out", pack_args->out, "output JSONL, one packed row per line")->required();
+  pack->add_option("--pad-id", pack_args->pad_id, "token id of padding")->capture_default_str();
+  pack->add_option("--format", pack_args->format, "documents or shards")
+      ->check(CLI::IsMember({"documents", "shards"}))
+      ->capture_default_str();
+  pack->add_option("--eot-id", pack_args->eot_id, "end-of-text id between shard documents");
+  pack->add_option("--vocab-size", pack_args->vocab_size, "reject ids outside [0, V) (0: no check)")
+      ->capture_default_str();
+  pack->add_option("--max-packs", pack_args->max_packs, "keep only the first N rows (0: all)")
+      ->capture_default_str();
+  pack->add_option("--drop-long-samples", pack_args->drop_long_samples,
+                   "sft, bfd: drop documents longer than S (false: stop with an error)")
+      ->capture_default_str();
+  pack->add_flag("--skip-bad-records", pack_args->skip_bad_records,
+                 "skip bad records (counted and reported) instead of stopping at the first");
+  pack->callback([pack_args] { run_pack(*pack_args); });
+
+  auto fold_args = std::make_shared<FoldArgs>();
+  CLI::App* fold = data->add_subcommand(
+      "fold",
+      "Fold each rollout group (one prompt, several completions) into one prefix-tree "
+      "sequence (SPEC 2.1), one JSON object per group");
+  fold->add_option("--input", fold_args->input,
+                   "rollouts JSONL: {\"prompt_ids\": [...], \"completions\": [[...], ...]}")
+      ->required()
+      ->check(CLI::ExistingFile);
+  fold->add_option("--out", fold_args->out, "output JSONL, one folded group per line")->required();
+  fold->add_option("--vocab-size", fold_args->vocab_size, "reject ids outside [0, V) (0: no check)")
+      ->capture_default_str();
+  fold->add_flag("--skip-bad-records", fold_args->skip_bad_records,
+                 "skip bad records (counted and reported) instead of stopping at the first");
+  fold->callback([fold_args] { run_fold(*fold_args); });
+
+  auto dump_args = std::make_shared<DumpArgs>();
+  CLI::App* dump = data->add_subcommand(
+      "dump",
+      "Write the first batches a training config's data: section produces, exactly as "
+      "the run sees them, one JSON object per batch");
+  dump->add_option("-c,--config", dump_args->config, "training config YAML (reads seed and data:)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  dump->add_option("--batches", dump_args->batches, "number of batches")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dump->add_option("--out", dump_args->out, "output JSONL, one batch per line")->required();
+  dump->add_option("--split", dump_args->split, "train or val (val is never shuffled)")
+      ->check(CLI::IsMember({"train", "val"}))
+      ->capture_default_str();
+  dump->add_option("--rank", dump_args->rank, "data-parallel rank")->capture_default_str();
+  dump->add_option("--world", dump_args->world, "data-parallel world size")->capture_default_str();
+  dump->callback([dump_args] { run_dump(*dump_args); });
+}
+
+}  // namespace sprig::tools

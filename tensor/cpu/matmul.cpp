@@ -22,6 +22,9 @@ namespace {
 
 // Batch sizes from this many products per thread are split over the batch.
 constexpr int64_t kProductsPerThread = 2;
+// Products below this many multiply-adds run on one thread: OpenMP's fork and join cost more than
+// the split saves (and much more on a busy machine, where waiting threads lose their cores).
+constexpr int64_t kParallelMacs = int64_t{1} << 24;
 
 // c [m, n] = (or +=) op(a) @ op(b) on row-major buffers.
 template <class T>
@@ -51,6 +54,7 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, b
   const int64_t k = trans_a ? a.size(1) : a.size(2);
   const int64_t b_stride = b.size(0) == 1 ? 0 : k * n;  // 0: b is shared by the batch
   const bool over_batch = batch >= kProductsPerThread * omp_get_max_threads();
+  Eigen::setNbThreads(m * n * k < kParallelMacs ? 1 : 0);  // 0: OpenMP's default
   visit_f32_f64(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();

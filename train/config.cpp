@@ -1,0 +1,163 @@
+#include "train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <stdexcept>
+
+namespace sprig {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("[config] " + message);
+}
+
+bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+
+// The valid keys of each section (the data section is checked by data/config.h).
+const std::map<std::string, std::vector<std::string>>& schema() {
+  static const std::map<std::string, std::vector<std::string>> s = {
+      {"", {"run_dir", "seed", "device", "model", "data", "train", "optimizer", "scheduler", "log",
+            "checkpoint", "val"}},
+      {"model", {"path", "config", "dtype"}},
+      {"train", {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm",
+                 "loss_normalization", "max_consecutive_skips"}},
+      {"optimizer", {"lr", "betas", "weight_decay", "eps"}},
+      {"scheduler", {"warmup_ratio", "warmup_steps", "min_lr_ratio"}},
+      {"log", {"every_steps"}},
+      {"checkpoint", {"every_steps", "keep_last"}},
+      {"val", {"every_steps"}},
+  };
+  return s;
+}
+
+void check_section(const YAML::Node& node, const std::string& section) {
+  if (!node.IsMap()) fail((section.empty() ? "the config" : section + ":") + " must be a mapping");
+  const std::vector<std::string>& keys = schema().at(section);
+  for (const auto& entry : node) {
+    const std::string key = entry.first.as<std::string>();
+    data::check_known_key(key, keys, section.empty() ? "" : section + ".");
+  }
+}
+
+// root[section][key] as T; an absent key gets `fallback`, which is also written into `root` so the
+// dumped config shows every value the run uses.
+template <class T> T get(YAML::Node& root, const std::string& section, const char* key,
+                         T fallback) {
+  if (!section.empty() && !present(root[section])) root[section] = YAML::Node(YAML::NodeType::Map);
+  YAML::Node sec = section.empty() ? root : root[section];
+  if (!present(sec[key])) {
+    sec[key] = fallback;
+    return fallback;
+  }
+  try {
+    return sec[key].as<T>();
+  } catch (const YAML::Exception&) {
+    fail((section.empty() ? "" : section + ".") + key + " has an invalid value '" +
+         YAML::Dump(sec[key]) + "'");
+  }
+}
+
+// Sets root[a][b]... = value for an override "a.b=value".
+void apply_override(YAML::Node& root, const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("override '" + text + "' must look like section.key=value");
+  const std::string path = text.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    fail("override '" + text + "' has an unparsable value: " + e.msg);
+  }
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  // yaml-cpp nodes are handles: walk down with a vector of them to assign in place.
+  std::vector<YAML::Node> chain = {root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsDefined() || next.IsNull()) chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    chain.push_back(chain.back()[parts[i]]);
+  }
+  chain.back()[parts.back()] = value;
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    fail("cannot open " + path);
+  } catch (const YAML::ParserException& e) {
+    fail(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  try {
+    if (!root.IsMap()) fail("the config must be a mapping");
+    for (const std::string& o : overrides) apply_override(root, o);
+    check_section(root, "");
+    for (const auto& [section, keys] : schema())
+      if (!section.empty() && present(root[section])) check_section(root[section], section);
+
+    TrainConfig c;
+    c.run_dir = get<std::string>(root, "", "run_dir", "");
+    if (c.run_dir.empty()) fail("run_dir is required");
+    c.seed = get<uint64_t>(root, "", "seed", 0);
+    c.device = get<std::string>(root, "", "device", "auto");
+    if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
+      fail("device must be auto, cpu or cuda, got '" + c.device + "'");
+    if (!present(root["model"])) fail("the model: section is required");
+    if (present(root["model"]["path"])) c.model_path = get<std::string>(root, "model", "path", "");
+    if (present(root["model"]["config"]))
+      c.model_config = get<std::string>(root, "model", "config", "");
+    if (c.model_path.empty() == c.model_config.empty())
+      fail("give exactly one of model.path (a checkpoint) or model.config (a fresh init)");
+    c.model_dtype = get<std::string>(root, "model", "dtype", "bf16");
+    if (c.model_dtype != "bf16" && c.model_dtype != "f32")
+      fail("model.dtype must be bf16 or f32, got '" + c.model_dtype + "'");
+    c.data = data::parse_data_config(root);
+
+    c.max_steps = get<int64_t>(root, "train", "max_steps", 0);
+    c.num_epochs = get<int64_t>(root, "train", "num_epochs", 1);
+    c.grad_accumulation_steps = get<int64_t>(root, "train", "grad_accumulation_steps", 1);
+    c.max_grad_norm = get<double>(root, "train", "max_grad_norm", 1.0);
+    c.loss_normalization = get<std::string>(root, "train", "loss_normalization", "mean");
+    c.max_consecutive_skips = get<int64_t>(root, "train", "max_consecutive_skips", 10);
+    if (c.max_steps < 0 || c.num_epochs <= 0 || c.grad_accumulation_steps <= 0)
+      fail("train.max_steps must be >= 0, train.num_epochs and train.grad_accumulation_steps > 0");
+    if (c.loss_normalization != "mean" && c.loss_normalization != "tokens")
+      fail("train.loss_normalization must be mean or tokens, got '" + c.loss_normalization + "'");
+
+    c.optimizer.lr = get<double>(root, "optimizer", "lr", 1e-4);
+    const auto betas = get<std::vector<double>>(root, "optimizer", "betas", {0.9, 0.999});
+    if (betas.size() != 2) fail("optimizer.betas must be a list of two numbers");
+    c.optimizer.beta1 = betas[0];
+    c.optimizer.beta2 = betas[1];
+    c.optimizer.weight_decay = get<double>(root, "optimizer", "weight_decay", 0.0);
+    c.optimizer.eps = get<double>(root, "optimizer", "eps", 1e-8);
+    if (c.optimizer.lr <= 0) fail("optimizer.lr must be positive");
+
+    c.warmup_steps = get<int64_t>(root, "scheduler", "warmup_steps", -1);
+    c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", 0.0);
+    c.min_lr_ratio = get<double>(root, "scheduler", "min_lr_ratio", 0.1);
+    if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) fail("scheduler.min_lr_ratio must be in [0, 1]");
+
+    c.log_every_steps = std::max<int64_t>(1, get<int64_t>(root, "log", "every_steps", 10));
+    c.checkpoint_every_steps = get<int64_t>(root, "checkpoint", "every_steps", 0);
+    c.keep_last = get<int64_t>(root, "checkpoint", "keep_last", 3);
+    c.val_every_steps = get<int64_t>(root, "val", "every_steps", 0);
+    c.resolved_yaml = YAML::Dump(root) + "\n";
+    return c;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(e.what()) + " (in " + path + ")");
+  }
+}
+
+}  // namespace sprig

@@ -1,0 +1,58 @@
+// TrainConfig: a training run's YAML config with `--a.b=value` overrides. Every section and key
+// is checked (an unknown key is an error naming the closest valid one), defaults are filled in,
+// and the resolved YAML is what the run directory records. Example:
+//   run_dir: runs/sft
+//   seed: 0
+//   device: auto                 # auto | cpu | cuda
+//   model: {path: ckpt/}         # or {config: config.json} for a fresh random init
+//   data: {...}                  # data/config.h
+//   train: {max_steps: 100, grad_accumulation_steps: 1, max_grad_norm: 1.0}
+//   optimizer: {lr: 1e-4, betas: [0.9, 0.999], weight_decay: 0.0, eps: 1e-8}
+//   scheduler: {warmup_ratio: 0.04, min_lr_ratio: 0.1}
+//   log: {every_steps: 10}
+//   checkpoint: {every_steps: 50, keep_last: 3}
+//   val: {every_steps: 50}
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/config.h"
+#include "train/optimizer.h"
+
+namespace sprig {
+
+struct TrainConfig {
+  std::string run_dir;
+  uint64_t seed = 0;
+  std::string device = "auto";
+  std::string model_path, model_config;  // exactly one is set
+  std::string model_dtype = "bf16";  // compute dtype on CUDA (CPU always trains in f32)
+  data::DataConfig data;
+
+  int64_t max_steps = 0;  // 0: num_epochs over the training data
+  int64_t num_epochs = 1;
+  int64_t grad_accumulation_steps = 1;
+  double max_grad_norm = 1.0;  // 0: no clipping
+  std::string loss_normalization = "mean";  // mean (per micro-batch) | tokens (over the window)
+  int64_t max_consecutive_skips = 10;
+
+  AdamWConfig optimizer;
+  int64_t warmup_steps = -1;  // -1: from warmup_ratio
+  double warmup_ratio = 0.0;
+  double min_lr_ratio = 0.1;
+
+  int64_t log_every_steps = 10;
+  int64_t checkpoint_every_steps = 0;  // 0: only the final checkpoint
+  int64_t keep_last = 3;
+  int64_t val_every_steps = 0;  // 0: no validation during training (only at the end if val set)
+
+  std::string resolved_yaml;  // the config after overrides and defaults
+};
+
+// Loads `path`, applies overrides ("a.b=value", value parsed as YAML), validates everything.
+// Throws std::invalid_argument with one sentence naming the key (and the file).
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+
+}  // namespace sprig

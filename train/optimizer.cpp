@@ -1,0 +1,81 @@
+#include "train/optimizer.h"
+
+#include <stdexcept>
+
+namespace sprig {
+
+AdamW::AdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config,
+             const std::map<std::string, Tensor>& masters)
+    : config_(config) {
+  for (auto& [name, p] : params) {
+    Slot s{name, p, {}, {}, {}};
+    auto it = masters.find(name);
+    if (it != masters.end()) {
+      s.master = it->second.to(p.device(), DType::f32).clone();
+    } else if (p.dtype() == DType::f32) {
+      s.master = p.value();
+    } else {
+      throw std::invalid_argument("[AdamW] parameter " + name + " is " + dtype_name(p.dtype()) +
+                                  " and has no fp32 master");
+    }
+    s.exp_avg = Tensor::zeros(p.shape(), DType::f32, p.device());
+    s.exp_avg_sq = Tensor::zeros(p.shape(), DType::f32, p.device());
+    slots_.push_back(std::move(s));
+  }
+}
+
+void AdamW::step(double lr) {
+  ++steps_;
+  AdamWParams hp{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, steps_};
+  for (Slot& s : slots_) {
+    if (!s.param.grad().defined()) continue;
+    const Tensor copy = s.master.shares_storage(s.param.value()) ? Tensor() : s.param.value();
+    adamw_step(s.master, s.param.grad(), s.exp_avg, s.exp_avg_sq, hp, copy);
+  }
+}
+
+std::vector<Tensor> AdamW::grads() const {
+  std::vector<Tensor> out;
+  for (const Slot& s : slots_)
+    if (s.param.grad().defined()) out.push_back(s.param.grad());
+  return out;
+}
+
+std::map<std::string, Tensor> AdamW::masters() const {
+  std::map<std::string, Tensor> out;
+  for (const Slot& s : slots_) out[s.name] = s.master;
+  return out;
+}
+
+std::map<std::string, Tensor> AdamW::moments() const {
+  std::map<std::string, Tensor> out;
+  for (const Slot& s : slots_) {
+    out[s.name + ".exp_avg"] = s.exp_avg;
+    out[s.name + ".exp_avg_sq"] = s.exp_avg_sq;
+  }
+  return out;
+}
+
+namespace {
+void restore(const std::map<std::string, Tensor>& from, const std::string& key, const Tensor& dst) {
+  auto it = from.find(key);
+  if (it == from.end()) throw std::runtime_error("the checkpoint has no \"" + key + "\"");
+  if (it->second.shape() != dst.shape())
+    throw std::runtime_error("the checkpoint's \"" + key + "\" has shape " +
+                             shape_str(it->second.shape()) + ", expected " + shape_str(dst.shape()));
+  dst.copy_(it->second);
+}
+}  // namespace
+
+void AdamW::load_state(const std::map<std::string, Tensor>& masters,
+                       const std::map<std::string, Tensor>& moments, int64_t steps) {
+  for (Slot& s : slots_) {
+    restore(masters, s.name, s.master);
+    restore(moments, s.name + ".exp_avg", s.exp_avg);
+    restore(moments, s.name + ".exp_avg_sq", s.exp_avg_sq);
+    if (!s.master.shares_storage(s.param.value())) s.param.value().copy_(s.master);
+  }
+  steps_ = steps;
+}
+
+}  // namespace sprig

@@ -1,16 +1,51 @@
-// `sprig bench ops`: throughput of sprig's kernels next to the ceiling measured in the same run.
+// `sprig bench`: benchmarks that print ratios against ceilings measured in the same run:
+// `sprig bench ops [--device cpu|cuda|auto] [--quick]` (tools/bench/ops_bench.h) and
+// `sprig bench data` (tools/bench_data.cpp).
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
 
+#include "tensor/cuda/kernels.h"
+#include "tools/bench/ops_bench.h"
 #include "tools/commands.h"
 
 namespace sprig::tools {
 
+namespace {
+
+// "auto" is CUDA device 0 when one is present, else the CPU.
+Device parse_device(const std::string& name) {
+  const bool has_cuda = cuda::device_count() > 0;
+  if (name == "cpu" || (name == "auto" && !has_cuda)) return Device::cpu();
+  if (!has_cuda) throw std::invalid_argument("[bench] --device cuda: no CUDA device is present");
+  return Device::cuda(0);
+}
+
+}  // namespace
+
 void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (ratios against measured ceilings)");
   bench->require_subcommand(1);
-  CLI::App* ops = bench->add_subcommand("ops", "GEMM TFLOP/s and memory-bound kernel GB/s");
-  ops->callback([] { std::cout << "bench ops\n"; });
+
+  struct OpsOptions {
+    std::string device = "auto";
+    bool quick = false;
+  };
+  auto opts = std::make_shared<OpsOptions>();
+  CLI::App* ops = bench->add_subcommand(
+      "ops",
+      "GEMM TFLOP/s against cuBLASLt (Eigen on CPU) and memory-bound kernel GB/s against "
+      "the copy bandwidth");
+  ops->add_option("--device", opts->device, "cpu, cuda or auto (cuda when present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  ops->add_flag("--quick", opts->quick, "smaller sizes and fewer repetitions (a smoke run)");
+  ops->callback(
+      [opts] { bench::run_ops_bench(parse_device(opts->device), opts->quick, std::cout); });
+
+  add_bench_data_command(*bench);
 }
 
 }  // namespace sprig::tools

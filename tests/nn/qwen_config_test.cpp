@@ -4,8 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
+
+#include "tests/nn/checkpoint_fixtures.h"
 
 namespace sprig {
 namespace {
@@ -255,9 +256,8 @@ TEST(QwenConfig, RejectsBadLayerTypes) {
 }
 
 TEST(QwenConfig, LoadNamesTheFile) {
-  const std::string dir = (std::filesystem::temp_directory_path() / "sprig_qwen_config").string();
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/config.json";
+  const testing::TempDir dir("qwen_config");
+  const std::string path = dir.path + "/config.json";
   std::ofstream(path) << R"({"model_type": "qwen2",)";
   try {
     QwenConfig::load(path);

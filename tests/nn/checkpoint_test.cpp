@@ -1,0 +1,207 @@
+// Checkpoint conversion with the real converter: HF (single file or sharded) -> sprig -> HF keeps
+// every tensor bit for bit and a config.json that parses to the same QwenConfig; mismatched weights
+// are all listed in one error and nothing is written; broken files fail with one sentence.
+#include "nn/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/nn/checkpoint_fixtures.h"
+#include "tests/test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::fs::exists;
+
+// The message of the std::runtime_error that converting throws, or "" when it converts.
+std::string convert_error(const std::string& in, const std::string& out) {
+  try {
+    convert_checkpoint(in, out);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_same_config(const QwenConfig& a, const QwenConfig& b) {
+  EXPECT_EQ(a.model_type, b.model_type);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
+  EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers);
+  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
+  EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
+  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.initializer_range, b.initializer_range);
+  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
+  EXPECT_EQ(a.attention_bias, b.attention_bias);
+  EXPECT_EQ(a.sliding_window_per_layer, b.sliding_window_per_layer);
+  EXPECT_EQ(a.dtype, b.dtype);
+}
+
+TEST(Checkpoint, ExpectedShapesFollowTheConfig) {
+  const QwenConfig c = QwenConfig::load(testing::kGoldenDir + "qwen3_tiny/config.json");
+  const auto shapes = expected_tensor_shapes(c);
+  EXPECT_EQ(shapes.size(), 1 + 2 * 11 + 1 + 1u);  // embed, 11 per layer, norm, lm_head
+  EXPECT_EQ(shapes.at("model.layers.1.self_attn.q_proj.weight"), (Shape{64, 48}));  // 4 x 16
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_proj.weight"), (Shape{32, 48}));  // 2 x 16
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.o_proj.weight"), (Shape{48, 64}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_norm.weight"), (Shape{16}));
+  EXPECT_EQ(shapes.at("lm_head.weight"), (Shape{96, 48}));
+  const QwenConfig tied = QwenConfig::load(testing::kGoldenDir + "qwen2_tiny/config.json");
+  EXPECT_FALSE(expected_tensor_shapes(tied).count("lm_head.weight"));
+  EXPECT_EQ(expected_tensor_shapes(tied).at("model.layers.0.self_attn.v_proj.bias"), (Shape{16}));
+}
+
+TEST(Checkpoint, ConvertsGoldenModelsBitForBit) {
+  const testing::TempDir tmp("ckpt_golden");
+  const std::string& root = tmp.path;
+  for (const std::string model : {"qwen3_tiny", "qwen2_tiny"}) {
+    const std::string golden = testing::kGoldenDir + model;
+    convert_checkpoint(golden, root + "/" + model);
+    testing::expect_same_tensors(golden + "/model.safetensors", root + "/" + model);
+    EXPECT_EQ(testing::entries_of(root + "/" + model),
+              (std::set<std::string>{"config.json", "model.safetensors"}));
+    expect_same_config(QwenConfig::load(root + "/" + model + "/config.json"),
+                       QwenConfig::load(golden + "/config.json"));
+  }
+  EXPECT_EQ(testing::entries_of(root), (std::set<std::string>{"qwen2_tiny", "qwen3_tiny"}));
+}
+
+TEST(Checkpoint, ConvertsShardedInput) {
+  const testing::TempDir tmp("ckpt_sharded");
+  const std::string& root = tmp.path;
+  testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", {}, {}, /*shards=*/2);
+  EXPECT_TRUE(exists(root + "/hf/model.safetensors.index.json"));
+  EXPECT_FALSE(exists(root + "/hf/model.safetensors"));
+  convert_checkpoint(root + "/hf", root + "/out");
+  testing::expect_same_tensors(testing::kGoldenDir + "qwen3_tiny/model.safetensors", root + "/out");
+  EXPECT_EQ(testing::entries_of(root + "/out"),
+            (std::set<std::string>{"config.json", "model.safetensors"}));
+  // The sharded layout loads to the same model as the single file.
+  const auto sharded = load_qwen(root + "/hf");
+  const auto single = load_qwen(testing::kGoldenDir + "qwen3_tiny");
+  for (const auto& [name, t] : single->state_dict())
+    EXPECT_EQ(testing::max_abs_diff(sharded->state_dict().at(name), t), 0.0) << name;
+}
+
+TEST(Checkpoint, ShardIndexMustMatchTheShards) {
+  const testing::TempDir tmp("ckpt_index");
+  const std::string& root = tmp.path;
+  testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", {}, {}, 2);
+  const std::string index_path = root + "/hf/model.safetensors.index.json";
+  nlohmann::json index = nlohmann::json::parse(testing::read_text(index_path));
+  index["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors";
+  index["weight_map"]["model.ghost.weight"] = "model-00002-of-00002.safetensors";
+  testing::write_text(index_path, index.dump());
+  const std::string msg = convert_error(root + "/hf", root + "/out");
+  EXPECT_NE(msg.find("is not mapped to this shard by " + index_path), std::string::npos) << msg;
+  testing::write_text(index_path, "{\"weight_map\": 3}");
+  EXPECT_EQ(convert_error(root + "/hf", root + "/out"),
+            index_path + ": has no \"weight_map\" object");
+  EXPECT_FALSE(exists(root + "/out"));
+}
+
+TEST(Checkpoint, ListsEveryMismatchAndWritesNothing) {
+  const testing::TempDir tmp("ckpt_mismatch");
+  const std::string& root = tmp.path;
+  testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", [](std::vector<RawTensor>& ts) {
+    std::erase_if(ts, [](const RawTensor& t) {
+      return t.name == "model.layers.0.mlp.down_proj.weight" || t.name == "model.norm.weight";
+    });
+    for (RawTensor& t : ts)
+      if (t.name == "model.layers.1.self_attn.q_norm.weight") t.shape = {2, 8};
+    RawTensor extra = ts[0];
+    extra.name = "model.layers.2.mlp.up_proj.weight";
+    ts.push_back(extra);
+  });
+  const std::string expected =
+      root +
+      "/hf: the weights do not match config.json: missing "
+      "model.layers.0.mlp.down_proj.weight model.norm.weight; unexpected "
+      "model.layers.2.mlp.up_proj.weight; wrong shape model.layers.1.self_attn.q_norm.weight "
+      "(expected [16], got [2, 8])";
+  EXPECT_EQ(convert_error(root + "/hf", root + "/out"), expected);
+  EXPECT_EQ(testing::entries_of(root), std::set<std::string>{"hf"});  // no out, no temporary
+
+  // An existing output directory is left exactly as it was.
+  testing::fs::create_directories(root + "/out");
+  testing::write_text(root + "/out/keep.txt", "old");
+  EXPECT_EQ(convert_error(root + "/hf", root + "/out"), expected);
+  EXPECT_EQ(testing::entries_of(root + "/out"), std::set<std::string>{"keep.txt"});
+  EXPECT_EQ(testing::read_text(root + "/out/keep.txt"), "old");
+  EXPECT_EQ(testing::entries_of(root), (std::set<std::string>{"hf", "out"}));
+}
+
+TEST(Checkpoint, TiedModelIgnoresRedundantHead) {
+  const testing::TempDir tmp("ckpt_tied");
+  const std::string& root = tmp.path;
+  testing::write_hf_checkpoint("qwen2_tiny", root + "/hf", [](std::vector<RawTensor>& ts) {
+    for (const RawTensor& t : std::vector<RawTensor>(ts))
+      if (t.name == "model.embed_tokens.weight") {
+        RawTensor head = t;
+        head.name = "lm_head.weight";
+        ts.push_back(head);
+      }
+  });
+  convert_checkpoint(root + "/hf", root + "/out");
+  testing::expect_same_tensors(testing::kGoldenDir + "qwen2_tiny/model.safetensors", root + "/out");
+}
+
+TEST(Checkpoint, BrokenFilesFailWithOneSentence) {
+  const testing::TempDir tmp("ckpt_broken");
+  const std::string& root = tmp.path;
+  for (const std::string& kind : testing::breakage_kinds()) {
+    const testing::BrokenCheckpoint broken = testing::broken_checkpoint(kind, root);
+    const std::string msg = convert_error(broken.dir, root + "/out");
+    EXPECT_EQ(msg.rfind(broken.message, 0), 0u) << kind << ": " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << kind << ": " << msg;
+    EXPECT_FALSE(exists(root + "/out")) << kind;
+    EXPECT_THROW(load_qwen(broken.dir), std::runtime_error) << kind;
+  }
+}
+
+TEST(Checkpoint, ExportToHfRoundTrips) {
+  const testing::TempDir tmp("ckpt_export");
+  const std::string& root = tmp.path;
+  const std::string golden = testing::kGoldenDir + "qwen3_tiny";
+  convert_checkpoint(golden, root + "/sprig");
+  convert_checkpoint(root + "/sprig", root + "/hf");
+  testing::expect_same_tensors(golden + "/model.safetensors", root + "/hf");
+  expect_same_config(QwenConfig::load(root + "/hf/config.json"),
+                     QwenConfig::load(golden + "/config.json"));
+  // What transformers' AutoConfig / from_pretrained need.
+  const nlohmann::json config = nlohmann::json::parse(testing::read_text(root + "/hf/config.json"));
+  EXPECT_EQ(config["architectures"], nlohmann::json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(config["model_type"], "qwen3");
+  EXPECT_EQ(config["torch_dtype"], "float32");
+  EXPECT_EQ(SafetensorsFile(root + "/hf/model.safetensors").metadata().at("format"), "pt");
+}
+
+TEST(Checkpoint, Bf16CheckpointKeepsItsBits) {
+  const testing::TempDir tmp("ckpt_bf16");
+  const std::string& root = tmp.path;
+  QwenConfig c = QwenConfig::load(testing::kGoldenDir + "qwen2_tiny/config.json");
+  c.dtype = DType::bf16;
+  c.raw.erase("torch_dtype");
+  Generator gen(5);
+  QwenForCausalLM model(c, gen);
+  model.to(Device::cpu(), DType::bf16);
+  save_qwen(model, root + "/saved");
+  convert_checkpoint(root + "/saved", root + "/hf");
+  testing::expect_same_tensors(root + "/saved/model.safetensors", root + "/hf");
+  EXPECT_EQ(SafetensorsFile(root + "/hf/model.safetensors").info("model.norm.weight").dtype,
+            StDType::BF16);
+  EXPECT_EQ(nlohmann::json::parse(testing::read_text(root + "/hf/config.json"))["torch_dtype"],
+            "bfloat16");
+  // Loading widens to f32 exactly.
+  const auto loaded = load_qwen(root + "/hf");
+  for (const auto& [name, p] : model.named_parameters())
+    EXPECT_EQ(testing::max_abs_diff(loaded->state_dict().at(name), p.value()), 0.0) << name;
+}
+
+}  // namespace
+}  // namespace sprig

@@ -87,8 +87,8 @@ void check_id(int64_t id, const char* key, int64_t vocab_size) {
 void check_known_key(const std::string& key, const std::vector<std::string>& keys,
                      const std::string& prefix) {
   if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
-  const std::string& closest = *std::min_element(
-      keys.begin(), keys.end(), [&](const std::string& x, const std::string& y) {
+  const std::string& closest =
+      *std::min_element(keys.begin(), keys.end(), [&](const std::string& x, const std::string& y) {
         return edit_distance(key, x) < edit_distance(key, y);
       });
   fail("unknown key " + prefix + key + " (did you mean " + prefix + closest + "?)");

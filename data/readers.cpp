@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "data/prefix_tree.h"
 
@@ -173,6 +174,32 @@ void read_jsonl(const std::string& path, const ReadOptions& options, BadRecords&
   if (in.bad()) throw std::invalid_argument("[data] error reading " + path);
 }
 
+// Checks an llm.c shard header; returns the bytes per token and the token count.
+std::pair<size_t, int64_t> read_shard_header(std::ifstream& in, const std::string& path) {
+  constexpr int32_t kMagic = 20240520;
+  constexpr size_t kHeaderInts = 256, kHeaderBytes = kHeaderInts * sizeof(int32_t);
+  const uintmax_t file_bytes = std::filesystem::file_size(path);
+  int32_t header[kHeaderInts] = {};
+  if (file_bytes < kHeaderBytes || !in.read(reinterpret_cast<char*>(header), kHeaderBytes))
+    throw std::invalid_argument(path + ": not a token shard (" + std::to_string(file_bytes) +
+                                " bytes, shorter than the 1024-byte header)");
+  if (header[0] != kMagic)
+    throw std::invalid_argument(path + ": not a token shard (magic " + std::to_string(header[0]) +
+                                ", expected 20240520)");
+  if (header[1] != 1 && header[1] != 2)
+    throw std::invalid_argument(path + ": unsupported token shard version " +
+                                std::to_string(header[1]) +
+                                " (1 = uint16 tokens, 2 = uint32 tokens)");
+  const size_t width = header[1] == 1 ? 2 : 4;
+  const int64_t count = header[2];
+  if (count < 0 || file_bytes != kHeaderBytes + static_cast<uintmax_t>(count) * width)
+    throw std::invalid_argument(
+        path + ": truncated token shard: the header promises " + std::to_string(count) +
+        " tokens (" + std::to_string(kHeaderBytes + count * width) + " bytes) but the file holds " +
+        std::to_string(file_bytes) + " bytes");
+  return {width, count};
+}
+
 }  // namespace
 
 DataFormat format_from_name(const std::string& name) {
@@ -217,29 +244,9 @@ void read_rollouts(const std::string& path, const ReadOptions& options, BadRecor
 
 void read_shard(const std::string& path, TargetForm form, const ReadOptions& options,
                 BadRecords& bad, const DocumentSink& sink) {
-  constexpr int32_t kMagic = 20240520;
-  constexpr size_t kHeaderInts = 256, kHeaderBytes = kHeaderInts * sizeof(int32_t);
   if (options.eot_id < 0) throw std::invalid_argument("[data] token shards need eot_id");
   std::ifstream in = open_file(path, std::ios::binary);
-  const uintmax_t file_bytes = std::filesystem::file_size(path);
-  int32_t header[kHeaderInts] = {};
-  if (file_bytes < kHeaderBytes || !in.read(reinterpret_cast<char*>(header), kHeaderBytes))
-    throw std::invalid_argument(path + ": not a token shard (" + std::to_string(file_bytes) +
-                                " bytes, shorter than the 1024-byte header)");
-  if (header[0] != kMagic)
-    throw std::invalid_argument(path + ": not a token shard (magic " + std::to_string(header[0]) +
-                                ", expected 20240520)");
-  if (header[1] != 1 && header[1] != 2)
-    throw std::invalid_argument(path + ": unsupported token shard version " +
-                                std::to_string(header[1]) +
-                                " (1 = uint16 tokens, 2 = uint32 tokens)");
-  const size_t width = header[1] == 1 ? 2 : 4;
-  const int64_t count = header[2];
-  if (count < 0 || file_bytes != kHeaderBytes + static_cast<uintmax_t>(count) * width)
-    throw std::invalid_argument(
-        path + ": truncated token shard: the header promises " + std::to_string(count) +
-        " tokens (" + std::to_string(kHeaderBytes + count * width) + " bytes) but the file holds " +
-        std::to_string(file_bytes) + " bytes");
+  const auto [width, count] = read_shard_header(in, path);
 
   Document doc;
   std::string problem;  // why the current document is bad, if it is

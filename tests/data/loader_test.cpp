@@ -158,5 +158,28 @@ TEST_F(Loader, BadDataStopsConstructionWithItsLocation) {
   EXPECT_EQ(loader.plan().documents, 1);
 }
 
+TEST(LoaderRollouts, FoldedGroupsShareRowsAndKeepTheirTrees) {
+  TempFile rollouts(
+      "{\"prompt_ids\": [1, 2], \"completions\": [[3], [4, 5]]}\n"
+      "{\"prompt_ids\": [6], \"completions\": [[7, 8, 9]]}\n"
+      "{\"prompt_ids\": [], \"completions\": [[10, 11, 12], [13, 14, 15]]}\n");
+  DataConfig config;
+  config.train = {rollouts.path()};
+  config.format = DataFormat::rollouts;
+  config.packing = Packing::fold;
+  config.seq_len = 10;
+  config.micro_batch_size = 2;
+  config.shuffle = false;
+  DataLoader loader(config);
+  const Batch b = loader.next();
+  EXPECT_EQ(testing::row(b.input_ids, 0), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 0}));
+  EXPECT_EQ(testing::row(b.position_ids, 1), (std::vector<int64_t>{0, 1, 2, 0, 1, 2, 3, 4, 5, 6}));
+  ASSERT_EQ(b.groups.size(), 3u);
+  EXPECT_EQ(b.groups[1].row, 0);
+  EXPECT_EQ(b.groups[1].offset, 5);
+  EXPECT_EQ(b.groups[2].row, 1);
+  EXPECT_EQ(b.groups[2].node_lengths, (std::vector<int64_t>{0, 3, 3}));
+}
+
 }  // namespace
 }  // namespace sprig::data

@@ -153,7 +153,9 @@ TEST(Packing, LongDocumentsDroppedOrRejected) {
 
 TEST(Packing, Errors) {
   const Corpus nothing = testing::labels_corpus({{}, {1, 2, 3}});
-  EXPECT_THROW(plan_rows(nothing, {Packing::sft, 2}), std::invalid_argument);     // zero packs
+  EXPECT_THROW(plan_rows(nothing, {Packing::sft, 2}), std::invalid_argument);  // zero packs
+  EXPECT_THROW(plan_rows(testing::loss_mask_corpus({{{}, {}}}), {Packing::dflash, 4}),
+               std::invalid_argument);
   EXPECT_THROW(plan_rows(nothing, {Packing::dflash, 4}), std::invalid_argument);  // wrong form
   EXPECT_THROW(plan_rows(nothing, {Packing::fold, 4}), std::invalid_argument);
   EXPECT_THROW(plan_rows(nothing, {Packing::sft, 0}), std::invalid_argument);

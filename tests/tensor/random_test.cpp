@@ -35,7 +35,6 @@ TEST(Random, MatchesThePhiloxReferenceVector) {
   Generator gen(0);
   EXPECT_EQ(draw_u32(gen, 4),
             (std::vector<uint32_t>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
-  EXPECT_EQ(gen.offset(), 1u);
 }
 
 TEST(Random, SameSeedSameStreamDifferentSeedsDiffer) {
@@ -51,7 +50,6 @@ TEST(Random, SetStateResumesAtABlockBoundary) {
   Generator gen(99);
   draw_u32(gen, 8);  // two full blocks
   const uint64_t seed = gen.seed(), offset = gen.offset();
-  EXPECT_EQ(offset, 2u);
   const std::vector<uint32_t> expected = draw_u32(gen, 10);
   Generator resumed(7);
   draw_u32(resumed, 3);  // a partly used buffer must not leak into the restored stream
@@ -80,10 +78,14 @@ TEST(Random, TensorDrawsAreReproducible) {
   const Tensor c = uniform({3, 5}, -1.0, 1.0, DType::f32, Device::cpu(), g1);
   EXPECT_NE(a.to_vector<float>(), c.to_vector<float>());
 
+  // manual_seed restarts the default stream, even when the last draw ended inside a block
+  // (5 uniforms consume 10 words).
   manual_seed(7);
-  const std::vector<double> first = normal({16}, 0.0, 1.0, DType::f64).to_vector<double>();
+  const std::vector<double> first = uniform({5}, 0.0, 1.0, DType::f64).to_vector<double>();
   manual_seed(7);
-  EXPECT_EQ(normal({16}, 0.0, 1.0, DType::f64).to_vector<double>(), first);
+  EXPECT_EQ(uniform({5}, 0.0, 1.0, DType::f64).to_vector<double>(), first);
+  Generator fresh(7);
+  EXPECT_EQ(uniform({5}, 0.0, 1.0, DType::f64, Device::cpu(), fresh).to_vector<double>(), first);
 }
 
 TEST(Random, UniformRangeAndMoments) {

@@ -18,27 +18,36 @@ const std::vector<std::string>& split_paths(const DataConfig& config, Split spli
   return split == Split::train ? config.train : config.val;
 }
 
+int64_t checked_rank(int64_t rank, int64_t world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw std::invalid_argument("[data] rank " + std::to_string(rank) + " is not in [0, " +
+                                std::to_string(world) + ")");
+  return rank;
+}
+
+int64_t positive(int64_t value, const char* name) {
+  if (value < 1)
+    throw std::invalid_argument(std::string("[data] ") + name + " must be positive, got " +
+                                std::to_string(value));
+  return value;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
 DataLoader::DataLoader(const DataConfig& config, Split split, int64_t rank, int64_t world,
                        int64_t prefetch)
-    : corpus_(load_corpus(split_paths(config, split), config.format, config.packing,
-                          config.read_options(), bad_)),
-      plan_(plan_rows(corpus_, config.pack_options())),
-      micro_batch_size_(config.micro_batch_size),
-      pad_id_(config.pad_id),
-      rank_(rank),
+    : rank_(checked_rank(rank, world)),
       world_(world),
-      prefetch_(prefetch),
+      micro_batch_size_(positive(config.micro_batch_size, "micro_batch_size")),
+      prefetch_(positive(prefetch, "prefetch")),
+      pad_id_(config.pad_id),
       shuffle_(config.shuffle && split == Split::train),
-      seed_(config.seed) {
-  if (world < 1 || rank < 0 || rank >= world)
-    throw std::invalid_argument("[data] rank " + std::to_string(rank) + " is not in [0, " +
-                                std::to_string(world) + ")");
-  if (micro_batch_size_ < 1 || prefetch_ < 1)
-    throw std::invalid_argument("[data] micro_batch_size and prefetch must be positive");
+      seed_(config.seed),
+      corpus_(load_corpus(split_paths(config, split), config.format, config.packing,
+                          config.read_options(), bad_)),
+      plan_(plan_rows(corpus_, config.pack_options())) {
   start({});
 }
 

@@ -57,12 +57,13 @@ class DataLoader {
   void stop();
   void produce(LoaderState at);
 
+  // Checked first, before the (possibly long) reading and packing.
+  int64_t rank_, world_, micro_batch_size_, prefetch_, pad_id_;
+  bool shuffle_;
+  uint64_t seed_;
   BadRecords bad_;
   Corpus corpus_;
   PackPlan plan_;
-  int64_t micro_batch_size_, pad_id_, rank_, world_, prefetch_;
-  bool shuffle_;
-  uint64_t seed_;
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // queue, stop or error changed

@@ -1,0 +1,199 @@
+// Training configs: parsing with defaults, `a.b=value` overrides, closest-key errors in every
+// section, bad values, and the resolved YAML a run records.
+#include "train/config.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+#include "tests/train/train_test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::contains;
+using testing::invalid_argument_message;
+using testing::TempDir;
+using testing::write_text;
+
+const char* kMinimal =
+    "run_dir: runs/x\n"
+    "model: {config: m.json}\n"
+    "data: {train: d.jsonl, packing: sft, seq_len: 32}\n";
+
+// The message of loading `yaml` (written to a file) with `overrides`; "" when it loads.
+std::string load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  TempDir dir;
+  write_text(dir / "c.yaml", yaml);
+  return invalid_argument_message([&] { load_train_config(dir / "c.yaml", overrides); });
+}
+
+TrainConfig load(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  TempDir dir;
+  write_text(dir / "c.yaml", yaml);
+  return load_train_config(dir / "c.yaml", overrides);
+}
+
+TEST(TrainConfig, FullConfigParses) {
+  const TrainConfig c = load(
+      "run_dir: runs/full\n"
+      "seed: 7\n"
+      "device: cpu\n"
+      "model: {path: ckpt/step_1, dtype: f32}\n"
+      "data:\n"
+      "  train: [a.jsonl, b.jsonl]\n"
+      "  val: v.jsonl\n"
+      "  format: rollouts\n"
+      "  packing: fold\n"
+      "  seq_len: 256\n"
+      "  micro_batch_size: 3\n"
+      "train: {max_steps: 40, num_epochs: 2, grad_accumulation_steps: 4, max_grad_norm: 0.5,\n"
+      "        loss_normalization: tokens, max_consecutive_skips: 2}\n"
+      "optimizer: {lr: 2.0e-4, betas: [0.8, 0.95], weight_decay: 0.01, eps: 1.0e-6}\n"
+      "scheduler: {warmup_steps: 5, warmup_ratio: 0.1, min_lr_ratio: 0.2}\n"
+      "log: {every_steps: 3}\n"
+      "checkpoint: {every_steps: 20, keep_last: 5}\n"
+      "val: {every_steps: 10}\n");
+  EXPECT_EQ(c.run_dir, "runs/full");
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.model_path, "ckpt/step_1");
+  EXPECT_EQ(c.model_config, "");
+  EXPECT_EQ(c.model_dtype, "f32");
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
+  EXPECT_EQ(c.data.val, std::vector<std::string>{"v.jsonl"});
+  EXPECT_EQ(c.data.format, data::DataFormat::rollouts);
+  EXPECT_EQ(c.data.packing, data::Packing::fold);
+  EXPECT_EQ(c.data.seq_len, 256);
+  EXPECT_EQ(c.data.micro_batch_size, 3);
+  EXPECT_EQ(c.data.seed, 7u);
+  EXPECT_EQ(c.max_steps, 40);
+  EXPECT_EQ(c.num_epochs, 2);
+  EXPECT_EQ(c.grad_accumulation_steps, 4);
+  EXPECT_EQ(c.max_grad_norm, 0.5);
+  EXPECT_EQ(c.loss_normalization, "tokens");
+  EXPECT_EQ(c.max_consecutive_skips, 2);
+  EXPECT_EQ(c.optimizer.lr, 2e-4);
+  EXPECT_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_EQ(c.optimizer.beta2, 0.95);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.01);
+  EXPECT_EQ(c.optimizer.eps, 1e-6);
+  EXPECT_EQ(c.warmup_steps, 5);
+  EXPECT_EQ(c.warmup_ratio, 0.1);
+  EXPECT_EQ(c.min_lr_ratio, 0.2);
+  EXPECT_EQ(c.log_every_steps, 3);
+  EXPECT_EQ(c.checkpoint_every_steps, 20);
+  EXPECT_EQ(c.keep_last, 5);
+  EXPECT_EQ(c.val_every_steps, 10);
+}
+
+TEST(TrainConfig, DefaultsFillEveryAbsentKey) {
+  const TrainConfig c = load(kMinimal);
+  EXPECT_EQ(c.seed, 0u);
+  EXPECT_EQ(c.device, "auto");
+  EXPECT_EQ(c.model_config, "m.json");
+  EXPECT_EQ(c.model_dtype, "bf16");
+  EXPECT_EQ(c.data.micro_batch_size, 1);
+  EXPECT_EQ(c.max_steps, 0);
+  EXPECT_EQ(c.num_epochs, 1);
+  EXPECT_EQ(c.grad_accumulation_steps, 1);
+  EXPECT_EQ(c.max_grad_norm, 1.0);
+  EXPECT_EQ(c.loss_normalization, "mean");
+  EXPECT_EQ(c.max_consecutive_skips, 10);
+  EXPECT_EQ(c.optimizer.lr, 1e-4);
+  EXPECT_EQ(c.optimizer.beta1, 0.9);
+  EXPECT_EQ(c.optimizer.beta2, 0.999);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.0);
+  EXPECT_EQ(c.optimizer.eps, 1e-8);
+  EXPECT_EQ(c.warmup_steps, -1);
+  EXPECT_EQ(c.warmup_ratio, 0.0);
+  EXPECT_EQ(c.min_lr_ratio, 0.1);
+  EXPECT_EQ(c.log_every_steps, 10);
+  EXPECT_EQ(c.checkpoint_every_steps, 0);
+  EXPECT_EQ(c.keep_last, 3);
+  EXPECT_EQ(c.val_every_steps, 0);
+}
+
+TEST(TrainConfig, OverridesReplaceAddAndTakeLists) {
+  const TrainConfig c =
+      load(kMinimal, {"train.max_steps=7", "val.every_steps=5", "optimizer.betas=[0.8,0.9]",
+                      "data.seq_len=64", "run_dir=elsewhere", "checkpoint.keep_last=1"});
+  EXPECT_EQ(c.max_steps, 7);
+  EXPECT_EQ(c.val_every_steps, 5);  // a section the file does not have
+  EXPECT_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_EQ(c.optimizer.beta2, 0.9);
+  EXPECT_EQ(c.data.seq_len, 64);
+  EXPECT_EQ(c.run_dir, "elsewhere");
+  EXPECT_EQ(c.keep_last, 1);
+  // Later overrides win; a value that is a mapping replaces the node.
+  EXPECT_EQ(load(kMinimal, {"train.max_steps=7", "train.max_steps=9"}).max_steps, 9);
+  EXPECT_EQ(load(kMinimal, {"log={every_steps: 4}"}).log_every_steps, 4);
+}
+
+TEST(TrainConfig, UnknownKeysSuggestTheClosestInEverySection) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"seeed=1", "unknown key seeed (did you mean seed?)"},
+      {"model.pth=x", "unknown key model.pth (did you mean model.path?)"},
+      {"data.seq_length=8", "unknown key data.seq_length (did you mean data.seq_len?)"},
+      {"train.max_step=8", "unknown key train.max_step (did you mean train.max_steps?)"},
+      {"optimizer.lrr=1", "unknown key optimizer.lrr (did you mean optimizer.lr?)"},
+      {"scheduler.min_lr=0", "unknown key scheduler.min_lr (did you mean scheduler.min_lr_ratio?)"},
+      {"log.every=3", "unknown key log.every (did you mean log.every_steps?)"},
+      {"checkpoint.keep=3", "unknown key checkpoint.keep (did you mean checkpoint.keep_last?)"},
+      {"val.every_step=3", "unknown key val.every_step (did you mean val.every_steps?)"},
+  };
+  for (const auto& [override_text, message] : cases)
+    EXPECT_TRUE(contains(load_error(kMinimal, {override_text}), "[config] " + message))
+        << override_text;
+  // The same check applies to keys written in the file, and the file is named.
+  const std::string in_file = load_error(std::string(kMinimal) + "optimizer: {lrr: 1}\n");
+  EXPECT_TRUE(contains(in_file, "unknown key optimizer.lrr (did you mean optimizer.lr?)"));
+  EXPECT_TRUE(contains(in_file, "c.yaml)"));
+}
+
+TEST(TrainConfig, BadValuesNameTheKey) {
+  EXPECT_TRUE(contains(load_error(kMinimal, {"train.max_steps=abc"}),
+                       "train.max_steps has an invalid value 'abc'"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"optimizer.betas=[0.9]"}),
+                       "optimizer.betas must be a list of two numbers"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"optimizer.lr=0"}), "optimizer.lr must be positive"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"device=gpu"}),
+                       "device must be auto, cpu or cuda, got 'gpu'"));
+  EXPECT_TRUE(
+      contains(load_error(kMinimal, {"model.path=ckpt"}), "give exactly one of model.path"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"model.dtype=f16"}),
+                       "model.dtype must be bf16 or f32, got 'f16'"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"train.loss_normalization=sum"}),
+                       "train.loss_normalization must be mean or tokens, got 'sum'"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"train.grad_accumulation_steps=0"}),
+                       "train.grad_accumulation_steps > 0"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"scheduler.min_lr_ratio=1.5"}),
+                       "scheduler.min_lr_ratio must be in [0, 1]"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"run_dir="}), "run_dir is required"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"max_steps"}),
+                       "override 'max_steps' must look like section.key=value"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"optimizer.betas=[0.9"}),
+                       "override 'optimizer.betas=[0.9' has an unparsable value"));
+  EXPECT_TRUE(
+      contains(load_error("run_dir: x\nmodel: {config: m.json}\n"), "missing the data: section"));
+  EXPECT_TRUE(contains(load_error("run_dir: x\nmodel: [1, 2\n"),
+                       "c.yaml:3: end of sequence flow not found"));
+  EXPECT_TRUE(
+      contains(invalid_argument_message([] { load_train_config("/nonexistent/c.yaml", {}); }),
+               "[config] cannot open /nonexistent/c.yaml"));
+}
+
+TEST(TrainConfig, ResolvedYamlRecordsOverridesAndDefaultsAndLoadsBack) {
+  const TrainConfig c = load(kMinimal, {"train.max_steps=7", "optimizer.betas=[0.8,0.9]"});
+  for (const char* text : {"max_steps: 7", "0.8", "num_epochs: 1", "lr: 0.0001",
+                           "min_lr_ratio: 0.1", "keep_last: 3", "device: auto"})
+    EXPECT_TRUE(contains(c.resolved_yaml, text));
+  // Loading the resolved YAML gives the same configuration (and the same YAML again).
+  const TrainConfig again = load(c.resolved_yaml);
+  EXPECT_EQ(again.resolved_yaml, c.resolved_yaml);
+  EXPECT_EQ(again.max_steps, 7);
+  EXPECT_EQ(again.optimizer.beta1, 0.8);
+  EXPECT_EQ(again.data.seq_len, 32);
+}
+
+}  // namespace
+}  // namespace sprig

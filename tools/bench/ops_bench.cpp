@@ -37,7 +37,7 @@ struct GemmShape {
 // Sizes, repetitions and ratio goals for one device.
 struct Config {
   DType dtype;             // activations
-  int64_t rows, hidden;    // rms_norm, swiglu and softmax act on [rows, hidden]
+  int64_t rows, hidden;    // rms_norm, swiglu, softmax and adamw act on [rows, hidden]
   Shape rope;              // [B, T, nH, D]
   int64_t ce_rows, vocab;  // cross-entropy logits [ce_rows, vocab]
   std::vector<GemmShape> gemms;
@@ -49,35 +49,35 @@ struct Config {
 Config config_for(Device device, bool quick) {
   const int64_t shrink = quick ? 4 : 1;
   if (device.is_cuda()) {
-    return {DType::bf16,
-            32768 / shrink,
-            2048,
-            {4, 4096 / shrink, 32, 128},
-            4096 / shrink,
-            151936,
-            {{4096, 1024, 3072, false},
-             {4096, 1024, 1024, false},
-             {4096, 1024, 3072, true},
-             {4096, 3072, 1024, true},
-             {4096, 1024, 151936, true}},
-            int64_t{1} << 30,
-            quick ? 1 : 3,
-            quick ? 3 : 20,
-            0.95,
-            0.80};
+    return {.dtype = DType::bf16,
+            .rows = 32768 / shrink,
+            .hidden = 2048,
+            .rope = {4, 4096 / shrink, 32, 128},
+            .ce_rows = 4096 / shrink,
+            .vocab = 151936,
+            .gemms = {{4096, 1024, 3072, false},
+                      {4096, 1024, 1024, false},
+                      {4096, 1024, 3072, true},
+                      {4096, 3072, 1024, true},
+                      {4096, 1024, 151936, true}},
+            .copy_bytes = int64_t{1} << 30,
+            .warmup = quick ? 1 : 3,
+            .reps = quick ? 3 : 20,
+            .gemm_goal = 0.95,
+            .memory_goal = 0.80};
   }
-  return {DType::f32,
-          2048 / shrink,
-          2048,
-          {2, 1024 / shrink, 16, 128},
-          256 / shrink,
-          16384,
-          {{512, 1024, 1024, false}, {512, 1024, 3072, true}},
-          int64_t{64} << 20,
-          1,
-          quick ? 3 : 7,
-          0.90,
-          0.50};
+  return {.dtype = DType::f32,
+          .rows = 2048 / shrink,
+          .hidden = 2048,
+          .rope = {2, 1024 / shrink, 16, 128},
+          .ce_rows = 256 / shrink,
+          .vocab = 16384,
+          .gemms = {{512, 1024, 1024, false}, {512, 1024, 3072, true}},
+          .copy_bytes = int64_t{64} << 20,
+          .warmup = 1,
+          .reps = quick ? 3 : 7,
+          .gemm_goal = 0.90,
+          .memory_goal = 0.50};
 }
 
 // A tensor whose rows all repeat one random row: cheap to create at benchmark sizes (values are
@@ -241,7 +241,7 @@ void run_ops_bench(Device device, bool quick, std::ostream& out) {
                      traffic({dloss, logits, targets, ce.lse}, {dlogits}),
                      [&] { cross_entropy_backward(dloss, logits, targets, ce.lse); });
 
-  const Shape params{c.rows * c.hidden};
+  const Shape params{c.rows, c.hidden};  // AdamW over rows * hidden parameters
   const Tensor param = random_rows(params, DType::f32, device, gen);
   const Tensor grad = random_rows(params, c.dtype, device, gen);
   const Tensor exp_avg = Tensor::zeros(params, DType::f32, device);

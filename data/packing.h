@@ -2,8 +2,9 @@
 // (and how many of their tokens) in row order; data/batch.h turns rows of a plan into tensors.
 //   dflash  in-order greedy, longer documents truncated to S           (SPEC §2.5)
 //   sft     in-order greedy, longer documents dropped or an error      (SPEC §2.3)
-//   bfd     best-fit decreasing, at least as tight as §2.4's knapsack  (SPEC §2.4 layout as sft)
-//   fold    in-order greedy over folded rollout groups (several trees per row)
+//   bfd     best-fit decreasing, at least as tight as SPEC §2.4's knapsack; rows laid out as sft's
+//           (long documents likewise)
+//   fold    in-order greedy over folded rollout groups (several trees per row; long groups as sft)
 #pragma once
 
 #include <cstdint>

@@ -62,8 +62,8 @@ Tensor f32(const Tensor& x) { return x.to(DType::f32).contiguous(); }
 }  // namespace
 
 AttentionMask compile_attention_mask(BatchMask mask) {
-  TileMap tiles = compile_tile_map(row_intervals(mask), cpu::kAttentionBlockM,
-                                   cpu::kAttentionBlockN);
+  TileMap tiles =
+      compile_tile_map(row_intervals(mask), cpu::kAttentionBlockM, cpu::kAttentionBlockN);
   return {std::move(mask), std::move(tiles)};
 }
 
@@ -72,8 +72,8 @@ AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor
   check_inputs(q, k, v, mask.mask);
   if (q.dtype() == DType::f64) return attention_reference_forward(q, k, v, mask.mask, scale);
   AttentionOutput r{Tensor::empty(q.shape()), Tensor::empty({q.size(0), q.size(2), q.size(1)})};
-  cpu::attention_forward(f32(q), f32(k), f32(v), mask.cpu_tiles, static_cast<float>(scale),
-                         r.out, r.lse);
+  cpu::attention_forward(f32(q), f32(k), f32(v), mask.cpu_tiles, static_cast<float>(scale), r.out,
+                         r.lse);
   r.out = r.out.to(q.dtype());
   return r;
 }
@@ -83,10 +83,9 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
                                   const AttentionMask& mask, double scale) {
   check_inputs(q, k, v, mask.mask);
   check_backward_inputs(q, out, lse, dout);
-  if (q.dtype() == DType::f64)
-    return attention_reference_backward(q, k, v, dout, mask.mask, scale);
+  if (q.dtype() == DType::f64) return attention_reference_backward(q, k, v, dout, mask.mask, scale);
   AttentionGrads g{Tensor::empty(q.shape()), Tensor::empty(k.shape()), Tensor::empty(v.shape())};
-  cpu::attention_backward(f32(q), f32(k), f32(v), f32(out), f32(lse), f32(dout), mask.cpu_tiles,
+  cpu::attention_backward(f32(q), f32(k), f32(v), f32(lse), f32(dout), mask.cpu_tiles,
                           static_cast<float>(scale), g.dq, g.dk, g.dv);
   return {g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
 }

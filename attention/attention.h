@@ -34,7 +34,8 @@ AttentionMask compile_attention_mask(BatchMask mask);
 
 AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const AttentionMask& mask, double scale);
-// out and lse are attention_forward's results for the same inputs; dout has out's shape.
+// out and lse are attention_forward's results for the same inputs; dout has out's shape. (The
+// CPU implementation reads lse only; FlashAttention-style GPU kernels also read out.)
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, const Tensor& dout,
                                   const AttentionMask& mask, double scale);

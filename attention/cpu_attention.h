@@ -21,14 +21,16 @@ constexpr int32_t kAttentionBlockM = 64, kAttentionBlockN = 64;
 
 // Tiled flash attention in fp32 (all tensors f32). Walks the tile map (any tile shape): empty
 // tiles are skipped, partial tiles read their keep bits. Extra memory is O(Tq) per head beyond
-// the outputs (the forward's online softmax; the backward's rowsum(dout * out)). OpenMP over
+// the outputs (the forward's online softmax; the backward's per-row delta and norm). OpenMP over
 // (batch, head, query tile) forward and for dQ, over (batch, kv head, key tile) for dK/dV, in the
 // map's LPT order; no two threads write the same output rows, so results are deterministic.
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const TileMap& map,
                        float scale, const Tensor& out, const Tensor& lse);
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, const TileMap& map, float scale,
-                        const Tensor& dq, const Tensor& dk, const Tensor& dv);
+// The backward recomputes delta = rowsum(dout * out) from its own probabilities (see
+// cpu_flash.cpp), so it needs lse but not out.
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
+                        const Tensor& dout, const TileMap& map, float scale, const Tensor& dq,
+                        const Tensor& dk, const Tensor& dv);
 
 // Dense reference: materialises the mask and computes plainly in the tensors' dtype (all f32 or
 // all f64): softmax of the masked scores, then the product with v. In f64 it is the reference the

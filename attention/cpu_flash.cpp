@@ -4,10 +4,14 @@
 // -inf by the keep bits on partial tiles, folded into a running row max m, row sum l and output
 // accumulator (online softmax); at the end out = acc / l and lse = m + log l (0 and -inf for rows
 // that saw no allowed key).
-// Backward (FlashAttention-2, two deterministic passes): P = exp(S - lse), dP = dO V^T,
-// dS = P * (dP - delta) with delta = rowsum(dO * O); the dQ pass walks query tiles
-// (dQ = scale * dS K), the dK/dV pass walks key tiles and the G query heads of each kv head
-// (dV = P^T dO, dK = scale * dS^T Q).
+// Backward, three deterministic passes over P = exp(S - lse) * norm and dP = dO V^T:
+//   1. per query tile: norm = 1 / rowsum(P) and delta = rowsum(P * dP) / rowsum(P);
+//   2. per query tile: dS = P * (dP - delta), dQ = scale * dS K;
+//   3. per key tile and the G query heads of its kv head: dV = P^T dO, dK = scale * dS^T Q.
+// In exact arithmetic norm = 1 and delta = rowsum(dO * O) (FlashAttention's preprocessing). In
+// fp32, delta from the forward's rounded O and P from the rounded lse make the gradients several
+// times less accurate than a naive dense implementation's; pass 1 makes every row of P sum to 1
+// and every row of dS sum to 0 as the naive softmax backward does, for ~30% more work.
 // GCC 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics headers when
 // Eigen's GEMM inlines them; the pragma covers those headers, included first by Eigen here.
 #pragma GCC diagnostic push
@@ -28,6 +32,7 @@ namespace {
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Rows = Eigen::Map<Matrix, 0, Eigen::OuterStride<>>;
 constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int32_t kPartial = static_cast<int32_t>(TileKind::partial);
 
 // A contiguous [B, T, H, D] f32 tensor, seen per head as T x D matrices with row stride H * D.
 struct Heads {
@@ -55,42 +60,55 @@ void apply_keep_bits(const TileMap& map, int32_t mask_idx, Matrix& s) {
       if (!map.allowed_in_partial(mask_idx, i, j)) s(i, j) = -kInf;
 }
 
-// Runs body(b, h, tile) for every (batch, head, tile) of one tile axis, in parallel, heads of
-// all batches interleaved inside the map's LPT order so the heaviest tiles start first.
+// Runs body(b, h, tile, line) for every (batch, head, tile) of one tile axis, in parallel, heads
+// of all batches interleaved inside the map's LPT order so the heaviest tiles start first; `line`
+// indexes the tile's entries in the TileList of that axis.
 template <class Body>
-void for_each_tile(int64_t batch, int64_t heads, const TileMap& map, const std::vector<int32_t>& order,
-                   int32_t tiles_per_row, Body body) {
+void for_each_tile(int64_t batch, int64_t heads, const TileMap& map,
+                   const std::vector<int32_t>& order, int32_t tiles_per_row, Body body) {
   const int64_t lanes = batch * heads, tasks = lanes * tiles_per_row;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t b = task % lanes / heads, h = task % heads, rank = task / lanes;
-    const int64_t mask_row = map.num_rows == 1 ? 0 : b;
-    body(b, h, order[mask_row * tiles_per_row + rank]);
+    const int64_t first = (map.num_rows == 1 ? 0 : b) * tiles_per_row;
+    const int32_t tile = order[first + rank];
+    body(b, h, tile, first + tile);
   }
+}
+
+// Rows (or keys) of the tile starting at `start`: `block`, or fewer at the end of `length`.
+int64_t tile_extent(int64_t start, int32_t block, int64_t length) {
+  return std::min<int64_t>(block, length - start);
 }
 
 // The inputs of the backward passes.
 struct Backward {
   Heads q, k, v, dout;
-  RowStats lse, delta;
+  RowStats lse, delta, norm;
   const TileMap& map;
   float scale;
   int64_t group;  // query heads per kv head
 
-  // P and dS of the tile pair (queries [q0, q0 + m), keys [k0, k0 + n)) of head h.
-  void tile(int64_t b, int64_t h, int64_t q0, int64_t m, int64_t k0, int64_t n, int32_t entry_kind,
-            int32_t mask_idx, Matrix& p, Matrix& ds) const {
+  // P = exp(S - lse) * norm (0 where masked) and dP = dO V^T of the tile pair (queries
+  // [q0, q0 + m), keys [k0, k0 + n)) of head h.
+  void probs(int64_t b, int64_t h, int64_t q0, int64_t m, int64_t k0, int64_t n, int32_t entry_kind,
+             int32_t mask_idx, Matrix& p, Matrix& dp) const {
     const int64_t kvh = h / group;
     p.noalias() = q.rows(b, h, q0, m) * k.rows(b, kvh, k0, n).transpose();
     p *= scale;
-    if (entry_kind == static_cast<int32_t>(TileKind::partial)) apply_keep_bits(map, mask_idx, p);
-    ds.noalias() = dout.rows(b, h, q0, m) * v.rows(b, kvh, k0, n).transpose();
+    if (entry_kind == kPartial) apply_keep_bits(map, mask_idx, p);
     for (int64_t i = 0; i < m; ++i) {
       // A fully masked row has lse = -inf; subtracting +inf instead keeps exp(-inf - inf) = 0.
       const float row_lse = *lse.at(b, h, q0 + i);
-      p.row(i) = (p.row(i).array() - (row_lse == -kInf ? kInf : row_lse)).exp();
-      ds.row(i) = p.row(i).array() * (ds.row(i).array() - *delta.at(b, h, q0 + i));
+      p.row(i) =
+          (p.row(i).array() - (row_lse == -kInf ? kInf : row_lse)).exp() * *norm.at(b, h, q0 + i);
     }
+    dp.noalias() = dout.rows(b, h, q0, m) * v.rows(b, kvh, k0, n).transpose();
+  }
+  // dS = P * (dP - delta), in place of dP.
+  void dscores(int64_t b, int64_t h, int64_t q0, const Matrix& p, Matrix& dp) const {
+    for (int64_t i = 0; i < p.rows(); ++i)
+      dp.row(i) = p.row(i).array() * (dp.row(i).array() - *delta.at(b, h, q0 + i));
   }
 };
 
@@ -102,20 +120,17 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const RowStats lse_rows(lse);
   const int64_t group = qh.H / kh.H, d = qh.D;
   const TileList& list = map.by_query;
-  for_each_tile(q.size(0), qh.H, map, map.q_order, map.num_q_tiles,
-                [&](int64_t b, int64_t h, int32_t t) {
+  auto query_tile = [&](int64_t b, int64_t h, int32_t t, int64_t line) {
     const int64_t q0 = static_cast<int64_t>(t) * map.block_m;
-    const int64_t m = std::min<int64_t>(map.block_m, qh.T - q0), kvh = h / group;
+    const int64_t m = tile_extent(q0, map.block_m, qh.T), kvh = h / group;
     const Matrix qs = qh.rows(b, h, q0, m) * scale;
     Matrix acc = Matrix::Zero(m, d), s;
     Eigen::VectorXf row_max = Eigen::VectorXf::Constant(m, -kInf);
     Eigen::VectorXf row_sum = Eigen::VectorXf::Zero(m);
-    const int64_t line = (map.num_rows == 1 ? 0 : b) * map.num_q_tiles + t;
     for (int32_t e = list.ptr[line]; e < list.ptr[line + 1]; ++e) {
-      const int64_t k0 = list.start[e], n = std::min<int64_t>(map.block_n, kh.T - k0);
+      const int64_t k0 = list.start[e], n = tile_extent(k0, map.block_n, kh.T);
       s.noalias() = qs * kh.rows(b, kvh, k0, n).transpose();
-      if (list.kind[e] == static_cast<int32_t>(TileKind::partial))
-        apply_keep_bits(map, list.mask_idx[e], s);
+      if (list.kind[e] == kPartial) apply_keep_bits(map, list.mask_idx[e], s);
       for (int64_t i = 0; i < m; ++i) {
         const float new_max = std::max(row_max[i], s.row(i).maxCoeff());
         if (new_max == -kInf) {  // no allowed key in this row yet
@@ -140,55 +155,67 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
         *lse_rows.at(b, h, q0 + i) = row_max[i] + std::log(row_sum[i]);
       }
     }
-  });
+  };
+  for_each_tile(q.size(0), qh.H, map, map.q_order, map.num_q_tiles, query_tile);
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, const TileMap& map, float scale,
-                        const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  const int64_t batch = q.size(0), tq = q.size(1), hq = q.size(2), hkv = k.size(2);
-  const Tensor delta = Tensor::empty({batch, hq, tq});
-  const Backward bw{Heads(q), Heads(k), Heads(v), Heads(dout), RowStats(lse), RowStats(delta),
-                    map, scale, hq / hkv};
-  const Heads oh(out), dqh(dq), dkh(dk), dvh(dv);
-#pragma omp parallel for collapse(2)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < hq; ++h)
-      for (int64_t i = 0; i < tq; ++i)
-        *bw.delta.at(b, h, i) = bw.dout.rows(b, h, i, 1).cwiseProduct(oh.rows(b, h, i, 1)).sum();
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
+                        const Tensor& dout, const TileMap& map, float scale, const Tensor& dq,
+                        const Tensor& dk, const Tensor& dv) {
+  const int64_t batch = q.size(0), tq = q.size(1), tk = k.size(1), hq = q.size(2), hkv = k.size(2),
+                d = q.size(3);
+  // norm starts at 1, so pass 1 sees the plain exp(S - lse); fully masked rows keep delta 0.
+  const Tensor delta = Tensor::zeros({batch, hq, tq}), norm = Tensor::ones({batch, hq, tq});
+  const Backward bw{Heads(q),        Heads(k),       Heads(v), Heads(dout), RowStats(lse),
+                    RowStats(delta), RowStats(norm), map,      scale,       hq / hkv};
+  const Heads dqh(dq), dkh(dk), dvh(dv);
+  const TileList &by_query = map.by_query, &by_key = map.by_key;
 
-  for_each_tile(batch, hq, map, map.q_order, map.num_q_tiles, [&](int64_t b, int64_t h, int32_t t) {
-    const TileList& list = map.by_query;
-    const int64_t q0 = static_cast<int64_t>(t) * map.block_m;
-    const int64_t m = std::min<int64_t>(map.block_m, tq - q0), kvh = h / bw.group;
-    Matrix acc = Matrix::Zero(m, bw.q.D), p, ds;
-    const int64_t line = (map.num_rows == 1 ? 0 : b) * map.num_q_tiles + t;
-    for (int32_t e = list.ptr[line]; e < list.ptr[line + 1]; ++e) {
-      const int64_t k0 = list.start[e], n = std::min<int64_t>(map.block_n, bw.k.T - k0);
-      bw.tile(b, h, q0, m, k0, n, list.kind[e], list.mask_idx[e], p, ds);
-      acc.noalias() += ds * bw.k.rows(b, kvh, k0, n);
+  auto normalise = [&](int64_t b, int64_t h, int32_t t, int64_t line) {  // pass 1
+    const int64_t q0 = static_cast<int64_t>(t) * map.block_m, m = tile_extent(q0, map.block_m, tq);
+    Eigen::VectorXd sum_p = Eigen::VectorXd::Zero(m), sum_p_dp = Eigen::VectorXd::Zero(m);
+    Matrix p, dp;
+    for (int32_t e = by_query.ptr[line]; e < by_query.ptr[line + 1]; ++e) {
+      const int64_t k0 = by_query.start[e], n = tile_extent(k0, map.block_n, tk);
+      bw.probs(b, h, q0, m, k0, n, by_query.kind[e], by_query.mask_idx[e], p, dp);
+      sum_p += p.rowwise().sum().cast<double>();
+      sum_p_dp += p.cwiseProduct(dp).rowwise().sum().cast<double>();
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (sum_p[i] == 0) continue;  // fully masked row: P = 0, so dS = 0
+      *bw.delta.at(b, h, q0 + i) = static_cast<float>(sum_p_dp[i] / sum_p[i]);
+      *bw.norm.at(b, h, q0 + i) = static_cast<float>(1.0 / sum_p[i]);
+    }
+  };
+  auto query_grads = [&](int64_t b, int64_t h, int32_t t, int64_t line) {  // pass 2
+    const int64_t q0 = static_cast<int64_t>(t) * map.block_m, m = tile_extent(q0, map.block_m, tq);
+    Matrix acc = Matrix::Zero(m, d), p, ds;
+    for (int32_t e = by_query.ptr[line]; e < by_query.ptr[line + 1]; ++e) {
+      const int64_t k0 = by_query.start[e], n = tile_extent(k0, map.block_n, tk);
+      bw.probs(b, h, q0, m, k0, n, by_query.kind[e], by_query.mask_idx[e], p, ds);
+      bw.dscores(b, h, q0, p, ds);
+      acc.noalias() += ds * bw.k.rows(b, h / bw.group, k0, n);
     }
     dqh.rows(b, h, q0, m) = acc * scale;
-  });
-
-  for_each_tile(batch, hkv, map, map.k_order, map.num_k_tiles,
-                [&](int64_t b, int64_t kvh, int32_t j) {
-    const TileList& list = map.by_key;
-    const int64_t k0 = static_cast<int64_t>(j) * map.block_n;
-    const int64_t n = std::min<int64_t>(map.block_n, bw.k.T - k0);
-    Matrix dk_acc = Matrix::Zero(n, bw.q.D), dv_acc = Matrix::Zero(n, bw.q.D), p, ds;
-    const int64_t line = (map.num_rows == 1 ? 0 : b) * map.num_k_tiles + j;
-    for (int32_t e = list.ptr[line]; e < list.ptr[line + 1]; ++e) {
-      const int64_t q0 = list.start[e], m = std::min<int64_t>(map.block_m, tq - q0);
+  };
+  auto key_grads = [&](int64_t b, int64_t kvh, int32_t j, int64_t line) {  // pass 3
+    const int64_t k0 = static_cast<int64_t>(j) * map.block_n, n = tile_extent(k0, map.block_n, tk);
+    Matrix dk_acc = Matrix::Zero(n, d), dv_acc = Matrix::Zero(n, d), p, ds;
+    for (int32_t e = by_key.ptr[line]; e < by_key.ptr[line + 1]; ++e) {
+      const int64_t q0 = by_key.start[e], m = tile_extent(q0, map.block_m, tq);
       for (int64_t h = kvh * bw.group; h < (kvh + 1) * bw.group; ++h) {
-        bw.tile(b, h, q0, m, k0, n, list.kind[e], list.mask_idx[e], p, ds);
+        bw.probs(b, h, q0, m, k0, n, by_key.kind[e], by_key.mask_idx[e], p, ds);
+        bw.dscores(b, h, q0, p, ds);
         dv_acc.noalias() += p.transpose() * bw.dout.rows(b, h, q0, m);
         dk_acc.noalias() += ds.transpose() * bw.q.rows(b, h, q0, m);
       }
     }
     dkh.rows(b, kvh, k0, n) = dk_acc * scale;
     dvh.rows(b, kvh, k0, n) = dv_acc;
-  });
+  };
+  for_each_tile(batch, hq, map, map.q_order, map.num_q_tiles, normalise);
+  for_each_tile(batch, hq, map, map.q_order, map.num_q_tiles, query_grads);
+  for_each_tile(batch, hkv, map, map.k_order, map.num_k_tiles, key_grads);
 }
 
 }  // namespace sprig::cpu

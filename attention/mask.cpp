@@ -48,8 +48,8 @@ void Mask::validate() const {
     fail("mask", "negative shape [" + std::to_string(q_len) + ", " + std::to_string(k_len) + "]");
   for (size_t i = 0; i < rects.size(); ++i) {
     const Rect& r = rects[i];
-    const std::string name = "rectangle " + std::to_string(i) + " [" + std::to_string(r.q0) +
-                             ", " + std::to_string(r.q1) + ") x [" + std::to_string(r.k0) + ", " +
+    const std::string name = "rectangle " + std::to_string(i) + " [" + std::to_string(r.q0) + ", " +
+                             std::to_string(r.q1) + ") x [" + std::to_string(r.k0) + ", " +
                              std::to_string(r.k1) + ")";
     if (r.q0 < 0 || r.q0 > r.q1 || r.q1 > q_len || r.k0 < 0 || r.k0 > r.k1 || r.k1 > k_len)
       fail("mask", name + " is not inside the mask shape [" + std::to_string(q_len) + ", " +
@@ -74,15 +74,15 @@ BatchMask::BatchMask(std::vector<Mask> rows) : rows_(std::move(rows)) {
 namespace {
 
 void check_window(const char* op, int64_t window) {
-  if (window < 0) fail(op, "sliding window must be >= 1 (or 0 for none), got " +
-                               std::to_string(window));
+  if (window < 0)
+    fail(op, "sliding window must be >= 1 (or 0 for none), got " + std::to_string(window));
 }
 
 void check_lengths(const char* op, const char* name, const std::vector<int64_t>& lengths) {
   for (size_t i = 0; i < lengths.size(); ++i)
     if (lengths[i] < 0)
-      fail(op, std::string(name) + "[" + std::to_string(i) + "] = " +
-                   std::to_string(lengths[i]) + " is negative");
+      fail(op, std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(lengths[i]) +
+                   " is negative");
 }
 
 Rect causal_square(int64_t start, int64_t length, int64_t window) {
@@ -104,8 +104,8 @@ Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> 
   const int64_t sum = std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0});
   const int64_t total = length.value_or(sum);
   if (sum > total)
-    fail("document_mask", "seq_lens sum to " + std::to_string(sum) + ", more than length " +
-                              std::to_string(total));
+    fail("document_mask",
+         "seq_lens sum to " + std::to_string(sum) + ", more than length " + std::to_string(total));
   Mask m{total, total, {}};
   int64_t start = 0;
   for (int64_t len : seq_lens) {
@@ -114,8 +114,10 @@ Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> 
     start += len;
   }
   if (start < total) {  // trailing padding joins the last document (or forms the only one)
-    if (m.rects.empty()) m.rects.push_back(causal_square(0, total, window));
-    else m.rects.back() = causal_square(m.rects.back().q0, total - m.rects.back().q0, window);
+    if (m.rects.empty())
+      m.rects.push_back(causal_square(0, total, window));
+    else
+      m.rects.back() = causal_square(m.rects.back().q0, total - m.rects.back().q0, window);
   }
   return m;
 }
@@ -137,10 +139,9 @@ Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
     for (size_t pos = 0; pos < path.size(); ++pos) {
       const int64_t u = path[pos];
       if (u < 0 || u >= num_nodes)
-        fail("prefix_tree_mask", "sample_paths[" + std::to_string(p) + "][" +
-                                     std::to_string(pos) + "] = " + std::to_string(u) +
-                                     " is not a node index in [0, " + std::to_string(num_nodes) +
-                                     ")");
+        fail("prefix_tree_mask", "sample_paths[" + std::to_string(p) + "][" + std::to_string(pos) +
+                                     "] = " + std::to_string(u) + " is not a node index in [0, " +
+                                     std::to_string(num_nodes) + ")");
       emit(u, u, RectKind::causal);
       for (size_t anc = 0; anc < pos; ++anc) emit(u, path[anc], RectKind::full);
     }

@@ -27,7 +27,7 @@ const char* rect_kind_name(RectKind kind);  // "full", "causal"
 struct Rect {
   int64_t q0 = 0, q1 = 0, k0 = 0, k1 = 0;
   RectKind kind = RectKind::full;
-  int64_t window = 0;  // 0: no window
+  int64_t window = 0;      // 0: no window
   int64_t band_shift = 0;  // query row q0 sits at key position k0 + band_shift
 
   // The half-open key span [lo, hi) allowed on query row q (q in [q0, q1)); empty when lo >= hi.
@@ -91,13 +91,13 @@ Mask block_diagonal(const std::vector<Mask>& parts);
 // when a window is set), and always the slots of its own block (all of them, or offsets <= i when
 // causal, as JetSpec).
 struct DFlashMaskSpec {
-  int64_t ctx_len = 0;  // S
-  int64_t block_size = 0;  // bs >= 1
+  int64_t ctx_len = 0;           // S
+  int64_t block_size = 0;        // bs >= 1
   std::vector<int64_t> anchors;  // N anchors, each in [0, max(S - bs, 0)]
-  std::vector<bool> keep;  // N flags; a dropped block keeps only its own slots
+  std::vector<bool> keep;        // N flags; a dropped block keeps only its own slots
   bool causal = false;
   std::vector<int64_t> seq_lens;  // document lengths summing to S; empty: no documents
-  int64_t sliding_window = 0;  // 0: none
+  int64_t sliding_window = 0;     // 0: none
 };
 Mask dflash_mask(const DFlashMaskSpec& spec);
 

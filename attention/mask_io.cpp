@@ -36,7 +36,8 @@ class Fields {
   }
   int64_t window() const {
     const int64_t w = optional_integer("sliding_window").value_or(0);
-    if (has("sliding_window") && w < 1) bad("sliding_window must be >= 1, got " + std::to_string(w));
+    if (has("sliding_window") && w < 1)
+      bad("sliding_window must be >= 1, got " + std::to_string(w));
     return w;
   }
   bool boolean(const char* key, bool fallback) const {
@@ -56,9 +57,12 @@ class Fields {
   std::vector<bool> flags(const char* key) const {
     std::vector<bool> out;
     for (const json& item : array(key)) {
-      if (item.is_boolean()) out.push_back(item.get<bool>());
-      else if (item.is_number_integer() && (item == 0 || item == 1)) out.push_back(item == 1);
-      else bad(std::string("field \"") + key + "\" must hold booleans or 0/1, got " + item.dump());
+      if (item.is_boolean())
+        out.push_back(item.get<bool>());
+      else if (item.is_number_integer() && (item == 0 || item == 1))
+        out.push_back(item == 1);
+      else
+        bad(std::string("field \"") + key + "\" must hold booleans or 0/1, got " + item.dump());
     }
     return out;
   }
@@ -111,8 +115,9 @@ Mask parse_mask_spec(const std::string& json_text) {
     return prefix_tree_mask(f.integers("node_lengths"), f.integer_lists("sample_paths"));
   }
   if (kind == "dflash") {
-    const Fields f(spec, kind, {"ctx_len", "block_size", "anchors", "keep", "causal", "seq_lens",
-                                "sliding_window"});
+    const Fields f(
+        spec, kind,
+        {"ctx_len", "block_size", "anchors", "keep", "causal", "seq_lens", "sliding_window"});
     DFlashMaskSpec d;
     d.ctx_len = f.integer("ctx_len");
     d.block_size = f.integer("block_size");

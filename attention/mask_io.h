@@ -21,7 +21,7 @@
 namespace sprig {
 
 Mask parse_mask_spec(const std::string& json_text);  // errors "[mask] ..."
-Mask load_mask_spec(const std::string& path);  // errors "<path>: [mask] ..."
+Mask load_mask_spec(const std::string& path);        // errors "<path>: [mask] ..."
 
 // Writes the tensor "mask": U8 [q_len, k_len], 1 where allowed.
 void save_mask_safetensors(const Mask& mask, const std::string& path);

@@ -42,10 +42,12 @@ RowIntervals row_intervals(const BatchMask& mask) {
       std::sort(s.begin(), s.end());
       for (size_t i = 0; i < s.size(); ++i) {
         const size_t n = out.bounds.size();
-        const bool extends = n > 2 * static_cast<size_t>(out.row_ptr.back()) &&
-                             s[i].first <= out.bounds[n - 1];
-        if (extends) out.bounds[n - 1] = std::max(out.bounds[n - 1], s[i].second);
-        else out.bounds.insert(out.bounds.end(), {s[i].first, s[i].second});
+        const bool extends =
+            n > 2 * static_cast<size_t>(out.row_ptr.back()) && s[i].first <= out.bounds[n - 1];
+        if (extends)
+          out.bounds[n - 1] = std::max(out.bounds[n - 1], s[i].second);
+        else
+          out.bounds.insert(out.bounds.end(), {s[i].first, s[i].second});
       }
       out.row_ptr.push_back(static_cast<int32_t>(out.bounds.size() / 2));
     }
@@ -103,10 +105,11 @@ void classify_query_tile(const RowIntervals& iv, int32_t r, int32_t t, TileMap& 
   std::vector<int32_t> full_tiles;
   for (int32_t j = 0, f = 0, h = 0; j < map.num_k_tiles; ++j) {
     f += full[j], h += touch[j];
-    if (f == rows) full_tiles.push_back(j);
+    if (f == rows)
+      full_tiles.push_back(j);
     else if (h > 0) {  // partial: record its keep bits
-      const int32_t p = static_cast<int32_t>(map.bits.size() / (static_cast<size_t>(bm) *
-                                                                 map.words_per_row));
+      const int32_t p =
+          static_cast<int32_t>(map.bits.size() / (static_cast<size_t>(bm) * map.words_per_row));
       push_entry(map.by_query, j * bn, TileKind::partial, p);
       map.bits.resize(map.bits.size() + static_cast<size_t>(bm) * map.words_per_row, 0);
       for (int32_t row = 0; row < rows; ++row) {

@@ -21,8 +21,8 @@ namespace sprig {
 // i in [row_ptr[r*q_len + q], row_ptr[r*q_len + q + 1]).
 struct RowIntervals {
   int32_t num_rows = 0, q_len = 0, k_len = 0;  // num_rows: the BatchMask's (1 when shared)
-  std::vector<int32_t> row_ptr;  // [num_rows * q_len + 1]
-  std::vector<int32_t> bounds;  // [2 * intervals]
+  std::vector<int32_t> row_ptr;                // [num_rows * q_len + 1]
+  std::vector<int32_t> bounds;                 // [2 * intervals]
 
   int64_t allowed_elements() const;  // sum of all interval lengths
 };
@@ -34,9 +34,9 @@ enum class TileKind : int32_t { partial = 0, full = 1 };
 // (r, t) of mask row r is index r * lines_per_row + t. In each line the partial entries come first,
 // then the full ones, each group ascending in the other tile index.
 struct TileList {
-  std::vector<int32_t> ptr;  // [num_rows * lines_per_row + 1]
-  std::vector<int32_t> start;  // per entry: first key (query list) or first query (key list)
-  std::vector<int32_t> kind;  // per entry: TileKind
+  std::vector<int32_t> ptr;       // [num_rows * lines_per_row + 1]
+  std::vector<int32_t> start;     // per entry: first key (query list) or first query (key list)
+  std::vector<int32_t> kind;      // per entry: TileKind
   std::vector<int32_t> mask_idx;  // per entry: partial tile index into TileMap::bits, -1 if full
 
   int32_t count(int64_t line) const { return ptr[line + 1] - ptr[line]; }
@@ -46,8 +46,8 @@ struct TileMap {
   int32_t num_rows = 0, q_len = 0, k_len = 0;
   int32_t block_m = 0, block_n = 0, num_q_tiles = 0, num_k_tiles = 0;
   int32_t words_per_row = 0;  // ceil(block_n / 64)
-  TileList by_query;  // lines = query tiles
-  TileList by_key;  // lines = key tiles (the transpose, for dK/dV)
+  TileList by_query;          // lines = query tiles
+  TileList by_key;            // lines = key tiles (the transpose, for dK/dV)
   // Keep bits of every partial tile p: row i of the tile (query p's start + i), word w holds
   // keys start + 64w .. start + 64w + 63, bit c for key start + 64w + c. Rows past q_len and keys
   // past k_len are 0. Index: (p * block_m + i) * words_per_row + w.
@@ -63,7 +63,8 @@ struct TileMap {
   }
   bool allowed_in_partial(int32_t mask_idx, int32_t row, int32_t col) const {
     return (bits[(static_cast<size_t>(mask_idx) * block_m + row) * words_per_row + col / 64] >>
-            (col % 64)) & 1u;
+            (col % 64)) &
+           1u;
   }
 };
 

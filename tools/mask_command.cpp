@@ -16,8 +16,9 @@ void add_mask_command(CLI::App& app) {
     int64_t tile = 64;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("mask", "Build an attention mask from a JSON spec, dump it "
-                                             "dense (safetensors) and draw it (PNG)");
+  CLI::App* cmd = app.add_subcommand("mask",
+                                     "Build an attention mask from a JSON spec, dump it "
+                                     "dense (safetensors) and draw it (PNG)");
   cmd->add_option("--spec", opt->spec, "mask spec (JSON): causal, documents, prefix_tree, dflash")
       ->required();
   cmd->add_option("--out", opt->out, "output safetensors file (tensor \"mask\", U8 [Q, K])")

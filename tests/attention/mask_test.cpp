@@ -1,8 +1,9 @@
 // Mask builders: every SPEC §3 example that has a mask (exact rectangles and dense rows), random
 // masks against SPEC's predicates restated independently, and bad arguments.
+#include "attention/mask.h"
+
 #include <gtest/gtest.h>
 
-#include "attention/mask.h"
 #include "tests/attention/mask_test_util.h"
 #include "tests/test_util.h"
 
@@ -21,7 +22,8 @@ using Rows = std::vector<std::string>;
 constexpr RectKind C = RectKind::causal, F = RectKind::full;
 
 // The rectangles of a mask as (q0, q1, k0, k1, kind) without windows.
-std::vector<Rect> plain(std::initializer_list<std::tuple<int64_t, int64_t, int64_t, int64_t, RectKind>> r) {
+std::vector<Rect> plain(
+    std::initializer_list<std::tuple<int64_t, int64_t, int64_t, int64_t, RectKind>> r) {
   std::vector<Rect> out;
   for (auto [q0, q1, k0, k1, kind] : r) out.push_back({q0, q1, k0, k1, kind});
   return out;
@@ -31,8 +33,9 @@ TEST(Mask, E1FoldedPrefixTree) {
   const Mask m = prefix_tree_mask({3, 2, 3}, {{0, 1}, {0, 2}});
   EXPECT_EQ(m.q_len, 8);
   EXPECT_EQ(m.k_len, 8);
-  EXPECT_EQ(m.rects, plain({{0, 3, 0, 3, C}, {3, 5, 3, 5, C}, {3, 5, 0, 3, F}, {5, 8, 5, 8, C},
-                            {5, 8, 0, 3, F}}));
+  EXPECT_EQ(
+      m.rects,
+      plain({{0, 3, 0, 3, C}, {3, 5, 3, 5, C}, {3, 5, 0, 3, F}, {5, 8, 5, 8, C}, {5, 8, 0, 3, F}}));
   EXPECT_EQ(dense_rows(m), (Rows{"10000000", "11000000", "11100000", "11110000", "11111000",
                                  "11100100", "11100110", "11100111"}));
 }
@@ -51,8 +54,14 @@ TEST(Mask, E2FoldEdgeCases) {
 TEST(Mask, E3DepthThreeTree) {
   const Mask m = prefix_tree_mask({2, 1, 1, 2}, {{0, 1, 2}, {0, 1, 3}});
   EXPECT_EQ(m.q_len, 6);
-  EXPECT_EQ(m.rects, plain({{0, 2, 0, 2, C}, {2, 3, 2, 3, C}, {2, 3, 0, 2, F}, {3, 4, 3, 4, C},
-                            {3, 4, 0, 2, F}, {3, 4, 2, 3, F}, {4, 6, 4, 6, C}, {4, 6, 0, 2, F},
+  EXPECT_EQ(m.rects, plain({{0, 2, 0, 2, C},
+                            {2, 3, 2, 3, C},
+                            {2, 3, 0, 2, F},
+                            {3, 4, 3, 4, C},
+                            {3, 4, 0, 2, F},
+                            {3, 4, 2, 3, F},
+                            {4, 6, 4, 6, C},
+                            {4, 6, 0, 2, F},
                             {4, 6, 2, 3, F}}));
   EXPECT_EQ(dense_rows(m), (Rows{"100000", "110000", "111000", "111100", "111010", "111011"}));
 }
@@ -60,8 +69,9 @@ TEST(Mask, E3DepthThreeTree) {
 TEST(Mask, E3TreeAndVarlen) {
   const Mask tree = prefix_tree_mask({4, 2, 3}, {{0, 1}, {0, 2}});
   EXPECT_EQ(tree.q_len, 9);
-  EXPECT_EQ(tree.rects, plain({{0, 4, 0, 4, C}, {4, 6, 4, 6, C}, {4, 6, 0, 4, F}, {6, 9, 6, 9, C},
-                               {6, 9, 0, 4, F}}));
+  EXPECT_EQ(
+      tree.rects,
+      plain({{0, 4, 0, 4, C}, {4, 6, 4, 6, C}, {4, 6, 0, 4, F}, {6, 9, 6, 9, C}, {6, 9, 0, 4, F}}));
   const Mask varlen = document_mask({3, 5, 2});
   EXPECT_EQ(varlen.q_len, 10);
   EXPECT_EQ(varlen.rects, plain({{0, 3, 0, 3, C}, {3, 8, 3, 8, C}, {8, 10, 8, 10, C}}));
@@ -87,8 +97,8 @@ TEST(Mask, E6TargetMaskFollowsDocIds) {
     const Mask m = document_mask(seq_lens);
     for (int64_t q = 0; q < 10; ++q)
       for (int64_t k = 0; k < 10; ++k)
-        EXPECT_EQ(m.allowed(q, k), testing::doc_id(seq_lens, q) == testing::doc_id(seq_lens, k) &&
-                                       k <= q)
+        EXPECT_EQ(m.allowed(q, k),
+                  testing::doc_id(seq_lens, q) == testing::doc_id(seq_lens, k) && k <= q)
             << q << "," << k;
   }
   // Padding beyond the real lengths [4, 3] joins the last document, as the packer folds it.
@@ -145,7 +155,7 @@ TEST(Mask, DFlashZeroLengthDocumentsNeverSplit) {
 TEST(Mask, RandomDFlashMatchesSpecPredicate) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
-    const DFlashMaskSpec s = testing::random_dflash(1 + rng() % 40, rng);
+    const DFlashMaskSpec s = testing::random_dflash(1 + rng() % 40, 1 + rng() % 8, rng);
     const Mask m = dflash_mask(s);
     ASSERT_EQ(m.q_len, static_cast<int64_t>(s.anchors.size()) * s.block_size);
     ASSERT_EQ(m.k_len, s.ctx_len + m.q_len);
@@ -190,11 +200,15 @@ TEST(Mask, BatchMaskRows) {
   const BatchMask per_row({causal_mask(4), document_mask({2, 2})});
   EXPECT_EQ(per_row.num_rows(), 2);
   EXPECT_FALSE(per_row.row(1).allowed(2, 1));
-  EXPECT_EQ(invalid_argument_message([] { BatchMask({causal_mask(4), causal_mask(5)}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              BatchMask({causal_mask(4), causal_mask(5)});
+            }),
             "[mask] batch rows have different shapes: [4, 4] and [5, 5]");
   EXPECT_EQ(invalid_argument_message([] { BatchMask(std::vector<Mask>{}); }),
             "[mask] a batch mask needs at least one mask");
-  EXPECT_EQ(invalid_argument_message([] { BatchMask(Mask{4, 4, {{0, 5, 0, 4}}}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              BatchMask(Mask{4, 4, {{0, 5, 0, 4}}});
+            }),
             "[mask] rectangle 0 [0, 5) x [0, 4) is not inside the mask shape [4, 4]");
 }
 
@@ -203,21 +217,37 @@ TEST(Mask, BadBuilderArguments) {
             "[causal_mask] length must be >= 0, got -1");
   EXPECT_EQ(invalid_argument_message([] { causal_mask(4, -2); }),
             "[causal_mask] sliding window must be >= 1 (or 0 for none), got -2");
-  EXPECT_EQ(invalid_argument_message([] { document_mask({3, 4}, 6); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              document_mask({3, 4}, 6);
+            }),
             "[document_mask] seq_lens sum to 7, more than length 6");
-  EXPECT_EQ(invalid_argument_message([] { document_mask({3, -1}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              document_mask({3, -1});
+            }),
             "[document_mask] seq_lens[1] = -1 is negative");
-  EXPECT_EQ(invalid_argument_message([] { prefix_tree_mask({2, 2}, {{0, 2}}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              prefix_tree_mask({2, 2}, {{0, 2}});
+            }),
             "[prefix_tree_mask] sample_paths[0][1] = 2 is not a node index in [0, 2)");
-  EXPECT_EQ(invalid_argument_message([] { prefix_tree_mask({2, -2}, {{0, 1}}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              prefix_tree_mask({2, -2}, {{0, 1}});
+            }),
             "[prefix_tree_mask] node_lengths[1] = -2 is negative");
-  EXPECT_EQ(invalid_argument_message([] { dflash_mask({10, 3, {2, 8}, {true, true}, false, {}, 0}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              dflash_mask({10, 3, {2, 8}, {true, true}, false, {}, 0});
+            }),
             "[dflash_mask] anchors[1] = 8 is outside [0, max(ctx_len - block_size, 0)] = [0, 7]");
-  EXPECT_EQ(invalid_argument_message([] { dflash_mask({10, 3, {2}, {true, false}, false, {}, 0}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              dflash_mask({10, 3, {2}, {true, false}, false, {}, 0});
+            }),
             "[dflash_mask] keep has 2 entries for 1 anchors");
-  EXPECT_EQ(invalid_argument_message([] { dflash_mask({10, 0, {}, {}, false, {}, 0}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              dflash_mask({10, 0, {}, {}, false, {}, 0});
+            }),
             "[dflash_mask] block_size must be >= 1, got 0");
-  EXPECT_EQ(invalid_argument_message([] { dflash_mask({10, 3, {2}, {true}, false, {4, 5}, 0}); }),
+  EXPECT_EQ(invalid_argument_message([] {
+              dflash_mask({10, 3, {2}, {true}, false, {4, 5}, 0});
+            }),
             "[dflash_mask] seq_lens sum to 9, expected ctx_len 10");
 }
 

@@ -41,8 +41,8 @@ inline bool dflash_allowed(const DFlashMaskSpec& s, int64_t q, int64_t kv) {
   const bool ctx_vis = kv < S && kv < a &&
                        (s.sliding_window == 0 || (a + i) - kv < s.sliding_window) &&
                        (s.seq_lens.empty() || doc_id(s.seq_lens, kv) == doc_id(s.seq_lens, a));
-  const bool noise_vis = kv >= S && (kv - S) / s.block_size == j &&
-                         (!s.causal || (kv - S) % s.block_size <= i);
+  const bool noise_vis =
+      kv >= S && (kv - S) / s.block_size == j && (!s.causal || (kv - S) % s.block_size <= i);
   return (ctx_vis && s.keep[j]) || noise_vis;
 }
 
@@ -97,8 +97,8 @@ struct RandomTree {
 // one; one path per leaf (root to leaf), as the fold emits them.
 inline RandomTree random_tree(int64_t total, std::mt19937& rng) {
   RandomTree t;
-  t.node_lengths = random_lengths(total, std::uniform_int_distribution<int64_t>(1, 6)(rng),
-                                  false, rng);
+  t.node_lengths =
+      random_lengths(total, std::uniform_int_distribution<int64_t>(1, 6)(rng), false, rng);
   const int64_t nodes = static_cast<int64_t>(t.node_lengths.size());
   std::vector<int64_t> parent(nodes, -1);
   std::vector<bool> leaf(nodes, true);
@@ -115,12 +115,12 @@ inline RandomTree random_tree(int64_t total, std::mt19937& rng) {
   return t;
 }
 
-// A random DFlash spec over a context of `ctx_len` tokens (sorted anchors, dropped blocks at the
-// end, random documents, causal flag and window).
-inline DFlashMaskSpec random_dflash(int64_t ctx_len, std::mt19937& rng) {
+// A random DFlash spec over a context of `ctx_len` tokens with about ctx_len / 2 slots (sorted
+// anchors, dropped blocks at the end, random documents, causal flag and window).
+inline DFlashMaskSpec random_dflash(int64_t ctx_len, int64_t block_size, std::mt19937& rng) {
   DFlashMaskSpec s;
   s.ctx_len = ctx_len;
-  s.block_size = std::uniform_int_distribution<int64_t>(1, 8)(rng);
+  s.block_size = block_size;
   const int64_t blocks = std::max<int64_t>(1, ctx_len / 2 / s.block_size);
   std::uniform_int_distribution<int64_t> anchor(0, std::max<int64_t>(ctx_len - s.block_size, 0));
   const int64_t kept = std::uniform_int_distribution<int64_t>(blocks / 2, blocks)(rng);
@@ -138,27 +138,36 @@ inline DFlashMaskSpec random_dflash(int64_t ctx_len, std::mt19937& rng) {
 enum class MaskKind { causal, sliding_window, documents, prefix_trees, dflash, no_keys };
 inline const char* mask_kind_name(MaskKind k) {
   switch (k) {
-    case MaskKind::causal: return "causal";
-    case MaskKind::sliding_window: return "sliding_window";
-    case MaskKind::documents: return "documents";
-    case MaskKind::prefix_trees: return "prefix_trees";
-    case MaskKind::dflash: return "dflash";
-    case MaskKind::no_keys: return "no_keys";
+    case MaskKind::causal:
+      return "causal";
+    case MaskKind::sliding_window:
+      return "sliding_window";
+    case MaskKind::documents:
+      return "documents";
+    case MaskKind::prefix_trees:
+      return "prefix_trees";
+    case MaskKind::dflash:
+      return "dflash";
+    case MaskKind::no_keys:
+      return "no_keys";
   }
   return "";
 }
-inline const std::vector<MaskKind> kAllMaskKinds = {
-    MaskKind::causal,       MaskKind::sliding_window, MaskKind::documents,
-    MaskKind::prefix_trees, MaskKind::dflash,         MaskKind::no_keys};
+inline const std::vector<MaskKind> kAllMaskKinds = {MaskKind::causal,    MaskKind::sliding_window,
+                                                    MaskKind::documents, MaskKind::prefix_trees,
+                                                    MaskKind::dflash,    MaskKind::no_keys};
 
-// A random mask of the kind over length t (queries and keys; dflash: a context of t tokens).
+// A random mask of the kind over length t (queries and keys; dflash: a context of t tokens and
+// blocks of 1 + t % 7 slots, so masks of one t share their shape).
 // no_keys is a document mask whose last documents see nothing (fully masked rows).
 inline Mask random_mask(MaskKind kind, int64_t t, std::mt19937& rng) {
   switch (kind) {
-    case MaskKind::causal: return causal_mask(t);
+    case MaskKind::causal:
+      return causal_mask(t);
     case MaskKind::sliding_window:
       return causal_mask(t, std::uniform_int_distribution<int64_t>(1, 80)(rng));
-    case MaskKind::documents: return document_mask(random_lengths(t, 1 + rng() % 5, true, rng));
+    case MaskKind::documents:
+      return document_mask(random_lengths(t, 1 + rng() % 5, true, rng));
     case MaskKind::prefix_trees: {
       std::vector<Mask> trees;
       for (int64_t len : random_lengths(t, 1 + rng() % 2, false, rng)) {
@@ -167,11 +176,12 @@ inline Mask random_mask(MaskKind kind, int64_t t, std::mt19937& rng) {
       }
       return block_diagonal(trees);
     }
-    case MaskKind::dflash: return dflash_mask(random_dflash(t, rng));
+    case MaskKind::dflash:
+      return dflash_mask(random_dflash(t, 1 + t % 7, rng));
     case MaskKind::no_keys: {
       const int64_t seen = t / 2;
-      return block_diagonal({document_mask(random_lengths(seen, 2, true, rng)),
-                             Mask{t - seen, t - seen, {}}});
+      return block_diagonal(
+          {document_mask(random_lengths(seen, 2, true, rng)), Mask{t - seen, t - seen, {}}});
     }
   }
   return {};

@@ -32,10 +32,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& dout, const TileMap& map, float scale, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv);
 
-// Dense reference: materialises the mask and computes plainly in the tensors' dtype (all f32 or
-// all f64): softmax of the masked scores, then the product with v. In f64 it is the reference the
-// tests measure against; in f32 it is the naive same-precision implementation of FlashAttention's
-// error rule.
+// Dense reference: materialises the mask and the [Tq, Tk] scores of each head and runs the
+// textbook formulas (Eigen GEMMs, row softmax) in the tensors' dtype (all f32 or all f64). In f64
+// it is the reference the tests measure against; in f32 it is the naive same-precision
+// implementation of FlashAttention's error rule.
 void attention_reference_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                  const BatchMask& mask, double scale, const Tensor& out,
                                  const Tensor& lse);

@@ -101,6 +101,10 @@ void CheckpointManager::save(const QwenConfig& config, const std::map<std::strin
     if (steps[i] != final_dir) fs::remove_all(steps[i]);
 }
 
+bool CheckpointManager::has_checkpoint() const {
+  return fs::exists(fs::path(checkpoints_dir()) / "latest");
+}
+
 std::optional<LoadedCheckpoint> CheckpointManager::load_latest() const {
   const fs::path root = checkpoints_dir();
   const fs::path latest = root / "latest";

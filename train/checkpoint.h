@@ -42,6 +42,7 @@ class CheckpointManager {
   // The checkpoint `latest` names, or nothing when there is none. Throws std::runtime_error with
   // one sentence when `latest` or the checkpoint it names is unreadable or corrupt.
   std::optional<LoadedCheckpoint> load_latest() const;
+  bool has_checkpoint() const;  // whether `latest` exists
   std::string checkpoints_dir() const;
 
  private:

@@ -145,11 +145,18 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
   if (c.data.packing == data::Packing::dflash)
     throw std::invalid_argument("[train] sft needs labels: use data.packing sft, bfd or fold");
   const Device device = resolve_device(c.device);
-  fs::create_directories(c.run_dir);
+  CheckpointManager checkpoints(c.run_dir, c.keep_last);
+  // Refused before anything in the run directory is touched.
+  if (!resume && checkpoints.has_checkpoint())
+    throw std::runtime_error(c.run_dir + " already holds checkpoints: pass --resume to continue "
+                             "the run, or choose another run_dir");
   {
+    std::error_code error;
+    fs::create_directories(c.run_dir, error);
     std::ofstream probe(fs::path(c.run_dir) / "config.resolved.yaml");
-    if (!(probe << c.resolved_yaml))
-      throw std::runtime_error("run_dir " + c.run_dir + " is not writable");
+    if (error || !(probe << c.resolved_yaml))
+      throw std::runtime_error("run_dir " + c.run_dir + " is not writable" +
+                               (error ? ": " + error.message() : std::string()));
   }
 
   std::unique_ptr<QwenForCausalLM> model = build_model(c);
@@ -175,13 +182,9 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
                                         : c.num_epochs * ((loader.batches_per_epoch() + G - 1) / G);
   const int64_t warmup = c.warmup_steps >= 0 ? std::max<int64_t>(c.warmup_steps, 1)
                                              : warmup_from_ratio(c.warmup_ratio, total);
-  CheckpointManager checkpoints(c.run_dir, c.keep_last);
   TrainerState state;
   state.rng_seed = c.seed;
-  std::optional<LoadedCheckpoint> ck = checkpoints.load_latest();
-  if (ck && !resume)
-    throw std::runtime_error(c.run_dir + " already holds checkpoints: pass --resume to continue "
-                             "the run, or choose another run_dir");
+  const std::optional<LoadedCheckpoint> ck = resume ? checkpoints.load_latest() : std::nullopt;
   if (ck) {
     optimizer.load_state(ck->model, ck->optimizer, ck->state.step);
     state = ck->state;

@@ -1,0 +1,191 @@
+// What `train_sft` does with bad runs and bad input: the non-finite guard (updates skipped and
+// counted, the run stopped after too many in a row), and one clear error, before any checkpoint
+// is touched, for missing or unreadable model and data, a vocabulary mismatch, a run directory
+// that cannot be written, a corrupt checkpoint on resume and a run directory already in use.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "nn/checkpoint.h"
+#include "tests/train/train_test_util.h"
+#include "train/sft.h"
+
+namespace sprig {
+namespace {
+
+using testing::contains;
+using testing::read_text;
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+// The message of the exception train_sft throws ("" when it returns).
+std::string train_error(const TrainConfig& config, bool resume = false) {
+  try {
+    train_sft(config, resume);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[e.path().string()] = read_text(e.path().string());
+  return files;
+}
+
+// Runs `config` until the guard stops it; returns the per-step losses and the message.
+std::pair<std::vector<double>, std::string> run_until_stopped(const TrainConfig& config) {
+  std::vector<double> losses;
+  try {
+    train_sft(config, false, [&](int64_t, double loss) { losses.push_back(loss); });
+  } catch (const std::runtime_error& e) {
+    return {losses, e.what()};
+  }
+  return {losses, ""};
+}
+
+const std::vector<std::string> kGuardOverrides = {
+    "train.max_steps=20", "train.max_consecutive_skips=3", "checkpoint.every_steps=1",
+    "checkpoint.keep_last=10", "log.every_steps=1"};
+
+std::vector<std::string> with(std::vector<std::string> overrides,
+                              const std::vector<std::string>& more) {
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  return overrides;
+}
+
+TEST(NonFiniteGuard, NonFiniteGradientsSkipUpdatesAndAreCounted) {
+  TempDir dir;
+  // An absurd learning rate: the first update blows the weights up; every later gradient is NaN
+  // (the loss stays finite: the RMS norms rescale the huge activations).
+  const TrainConfig config = testing::tiny_config(
+      dir, with(kGuardOverrides, {"optimizer.lr=1e30", "scheduler.warmup_steps=0"}));
+  const auto [losses, message] = run_until_stopped(config);
+  EXPECT_EQ(message, "stopping: 4 consecutive steps had a non-finite loss or gradient");
+  EXPECT_EQ(losses.size(), 4u);  // the fifth step (fourth skip in a row) stopped the run
+
+  // Skipped steps leave weights and moments alone, and are counted.
+  const std::string ckpt = config.run_dir + "/checkpoints/step_0000000";
+  const auto weights_after_1 = testing::read_tensors(ckpt + "1/model.safetensors");
+  const auto moments_after_1 = testing::read_tensors(ckpt + "1/optimizer.safetensors");
+  for (int step = 2; step <= 4; ++step) {
+    const std::string at = ckpt + std::to_string(step);
+    testing::expect_bit_identical(testing::read_tensors(at + "/model.safetensors"),
+                                  weights_after_1);
+    testing::expect_bit_identical(testing::read_tensors(at + "/optimizer.safetensors"),
+                                  moments_after_1);
+    const auto state = nlohmann::json::parse(read_text(at + "/trainer_state.json"));
+    EXPECT_EQ(state.at("skipped_steps").get<int64_t>(), step - 1);
+  }
+  std::vector<int64_t> logged_skips;
+  std::ifstream metrics(config.run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    logged_skips.push_back(nlohmann::json::parse(line).at("skipped_steps").get<int64_t>());
+  EXPECT_EQ(logged_skips, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+TEST(NonFiniteGuard, NonFiniteLossesStopTheRun) {
+  TempDir dir;
+  // A starting checkpoint whose final norm holds a NaN: every loss is NaN.
+  Generator gen(1);
+  QwenForCausalLM model(QwenConfig::load(testing::source_path("train/configs/tiny_qwen3.json")),
+                        gen);
+  model.model.norm->weight.value().fill_(NAN);
+  save_qwen(model, dir / "nan_model");
+  const TrainConfig config = testing::tiny_config(
+      dir, with(kGuardOverrides, {"model={path: " + (dir / "nan_model") + "}"}));
+  const auto [losses, message] = run_until_stopped(config);
+  EXPECT_EQ(message, "stopping: 4 consecutive steps had a non-finite loss or gradient");
+  ASSERT_EQ(losses.size(), 3u);
+  for (double loss : losses) EXPECT_TRUE(std::isnan(loss));
+  const auto state = nlohmann::json::parse(
+      read_text(config.run_dir + "/checkpoints/step_00000003/trainer_state.json"));
+  EXPECT_EQ(state.at("skipped_steps").get<int64_t>(), 3);
+}
+
+TEST(BadInput, MissingModel) {
+  TempDir dir;
+  EXPECT_EQ(train_error(testing::tiny_config(dir, {"model={path: /nonexistent/ckpt}"})),
+            "model.path /nonexistent/ckpt is not a directory");
+  EXPECT_EQ(train_error(testing::tiny_config(dir, {"model={config: /nonexistent/config.json}"})),
+            "model.config /nonexistent/config.json does not exist");
+  fs::create_directories(dir / "empty_ckpt");
+  EXPECT_TRUE(contains(
+      train_error(testing::tiny_config(dir, {"model={path: " + (dir / "empty_ckpt") + "}"})),
+      dir / "empty_ckpt/config.json: cannot open the model config"));
+}
+
+TEST(BadInput, UnreadableModelWeights) {
+  TempDir dir;
+  const TrainConfig first = testing::tiny_config(dir, {"train.max_steps=1"});
+  train_sft(first, false);
+  const std::string ckpt = first.run_dir + "/checkpoints/step_00000001";
+  fs::resize_file(ckpt + "/model.safetensors", 100);
+  const std::string message = train_error(
+      testing::tiny_config(dir, {"model={path: " + ckpt + "}", "run_dir=" + (dir / "second")}));
+  EXPECT_TRUE(contains(message, ckpt + "/model.safetensors: "));
+  EXPECT_TRUE(contains(message, "truncated"));
+}
+
+TEST(BadInput, MissingDataAndVocabularyMismatch) {
+  TempDir dir;
+  EXPECT_EQ(train_error(testing::tiny_config(dir, {"data.train=/nonexistent/docs.jsonl"})),
+            "[data] cannot open /nonexistent/docs.jsonl: No such file or directory");
+  // The tiny model has 64 tokens; id 70 on line 2 does not exist.
+  testing::write_text(dir / "docs.jsonl",
+                      "{\"input_ids\": [1, 2, 3, 4]}\n{\"input_ids\": [1, 70, 3, 4]}\n");
+  EXPECT_EQ(train_error(testing::tiny_config(dir, {"data.train=" + (dir / "docs.jsonl")})),
+            dir / "docs.jsonl" + ":2: \"input_ids\"[1] = 70 is not a token id in [0, 64)");
+  EXPECT_EQ(train_error(testing::tiny_config(dir, {"data.vocab_size=100"})),
+            "[train] data.vocab_size 100 exceeds the model's vocabulary of 64");
+}
+
+TEST(BadInput, RunDirectoryThatCannotBeWritten) {
+  TempDir dir;
+  testing::write_text(dir / "file", "not a directory");
+  EXPECT_EQ(train_error(testing::tiny_config(dir, {"run_dir=" + (dir / "file/run")})),
+            "run_dir " + (dir / "file/run") + " is not writable: Not a directory");
+}
+
+TEST(BadInput, CorruptCheckpointOnResumeDamagesNothing) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_config(
+      dir, {"train.max_steps=2", "checkpoint.every_steps=1", "checkpoint.keep_last=3"});
+  train_sft(config, false);
+  const std::string checkpoints = config.run_dir + "/checkpoints";
+  fs::resize_file(checkpoints + "/step_00000002/model.safetensors", 1000);
+  const auto before = snapshot(checkpoints);
+
+  const TrainConfig longer = testing::tiny_config(
+      dir, {"train.max_steps=4", "checkpoint.every_steps=1", "checkpoint.keep_last=3"});
+  const std::string message = train_error(longer, /*resume=*/true);
+  EXPECT_TRUE(contains(message, "checkpoint " + checkpoints + "/step_00000002 is corrupt: "));
+  EXPECT_TRUE(contains(message, "the file is truncated"));
+  EXPECT_EQ(snapshot(checkpoints), before);
+
+  // `latest` naming a checkpoint that is not there.
+  testing::write_text(checkpoints + "/latest", "step_00000009\n");
+  const auto renamed = snapshot(checkpoints);
+  EXPECT_EQ(train_error(longer, true),
+            checkpoints + "/latest names a checkpoint \"step_00000009\" that does not exist");
+  EXPECT_EQ(snapshot(checkpoints), renamed);
+}
+
+TEST(BadInput, StartingOverAnExistingRunIsRefusedUntouched) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_config(dir, {"train.max_steps=1"});
+  train_sft(config, false);
+  const auto before = snapshot(config.run_dir);
+  const TrainConfig other = testing::tiny_config(dir, {"train.max_steps=3", "seed=9"});
+  EXPECT_EQ(train_error(other), config.run_dir +
+                                    " already holds checkpoints: pass --resume to continue the "
+                                    "run, or choose another run_dir");
+  EXPECT_EQ(snapshot(config.run_dir), before);  // config.resolved.yaml and metrics included
+}
+
+}  // namespace
+}  // namespace sprig

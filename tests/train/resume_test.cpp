@@ -1,0 +1,116 @@
+// Exact resume on the CPU: a run of 2N steps and a run interrupted after N steps then resumed give
+// bit-identical per-step losses, metrics, weights, optimizer state and trainer state, with and
+// without gradient accumulation.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/train/train_test_util.h"
+#include "train/sft.h"
+
+namespace sprig {
+namespace {
+
+using testing::read_text;
+using testing::TempDir;
+
+// What a run of the tiny config leaves behind.
+struct RunRecord {
+  std::map<int64_t, double> losses;                 // per step, from on_step
+  std::vector<std::pair<int64_t, double>> metrics;  // (step, loss) of metrics.jsonl
+  std::string checkpoint;                           // the latest checkpoint's directory
+};
+
+RunRecord record_of(const std::string& run_dir, std::map<int64_t, double> losses) {
+  RunRecord r{std::move(losses), {}, {}};
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto rec = nlohmann::json::parse(line);
+    r.metrics.emplace_back(rec.at("step").get<int64_t>(), rec.at("loss").get<double>());
+  }
+  std::string name;
+  std::ifstream(run_dir + "/checkpoints/latest") >> name;
+  r.checkpoint = run_dir + "/checkpoints/" + name;
+  return r;
+}
+
+struct Interrupted {};
+
+struct ResumeCase {
+  int64_t grad_accumulation_steps;
+  std::string loss_normalization;
+};
+
+class Resume : public ::testing::TestWithParam<ResumeCase> {};
+
+TEST_P(Resume, InterruptedAndResumedRunEqualsAStraightRun) {
+  constexpr int64_t N = 3;
+  const std::vector<std::string> overrides = {
+      "train.max_steps=" + std::to_string(2 * N),
+      "train.grad_accumulation_steps=" + std::to_string(GetParam().grad_accumulation_steps),
+      "train.loss_normalization=" + GetParam().loss_normalization,
+      "checkpoint.every_steps=" + std::to_string(N), "log.every_steps=1"};
+
+  TempDir straight_dir;
+  const TrainConfig straight_config = testing::tiny_config(straight_dir, overrides);
+  std::map<int64_t, double> straight_losses;
+  train_sft(straight_config, false,
+            [&](int64_t step, double loss) { straight_losses[step] = loss; });
+  const RunRecord straight = record_of(straight_config.run_dir, straight_losses);
+  ASSERT_EQ(straight.losses.size(), static_cast<size_t>(2 * N));
+
+  // The same run stopped during step N + 1 (after the checkpoint of step N), then resumed.
+  TempDir split_dir;
+  const TrainConfig split_config = testing::tiny_config(split_dir, overrides);
+  std::map<int64_t, double> split_losses;
+  EXPECT_THROW(train_sft(split_config, false,
+                         [&](int64_t step, double loss) {
+                           if (step == N + 1) throw Interrupted{};
+                           split_losses[step] = loss;
+                         }),
+               Interrupted);
+  ASSERT_EQ(split_losses.size(), static_cast<size_t>(N));
+  const TrainSummary summary =
+      train_sft(split_config, true, [&](int64_t step, double loss) { split_losses[step] = loss; });
+  EXPECT_EQ(summary.steps, 2 * N);
+  const RunRecord split = record_of(split_config.run_dir, split_losses);
+
+  EXPECT_EQ(split.losses, straight.losses);    // exact doubles
+  EXPECT_EQ(split.metrics, straight.metrics);  // the records after the interruption were replaced
+  testing::expect_bit_identical(testing::read_tensors(split.checkpoint + "/model.safetensors"),
+                                testing::read_tensors(straight.checkpoint + "/model.safetensors"));
+  testing::expect_bit_identical(
+      testing::read_tensors(split.checkpoint + "/optimizer.safetensors"),
+      testing::read_tensors(straight.checkpoint + "/optimizer.safetensors"));
+  EXPECT_EQ(read_text(split.checkpoint + "/trainer_state.json"),
+            read_text(straight.checkpoint + "/trainer_state.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, Resume,
+                         ::testing::Values(ResumeCase{1, "mean"}, ResumeCase{2, "mean"},
+                                           ResumeCase{2, "tokens"}),
+                         [](const auto& info) {
+                           return "accumulate" +
+                                  std::to_string(info.param.grad_accumulation_steps) + "_" +
+                                  info.param.loss_normalization;
+                         });
+
+TEST(Resume, WithoutCheckpointsStartsFreshAndKeepsTheNewestK) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_config(
+      dir, {"train.max_steps=4", "checkpoint.every_steps=1", "checkpoint.keep_last=2"});
+  std::vector<int64_t> steps;
+  train_sft(config, /*resume=*/true, [&](int64_t step, double) { steps.push_back(step); });
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
+  std::vector<std::string> names;
+  for (const auto& e : testing::fs::directory_iterator(config.run_dir + "/checkpoints"))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step_00000003", "step_00000004"}));
+  EXPECT_EQ(read_text(config.run_dir + "/checkpoints/latest"), "step_00000004\n");
+  // A finished run resumed does nothing more.
+  EXPECT_EQ(train_sft(config, true).steps, 4);
+}
+
+}  // namespace
+}  // namespace sprig

@@ -135,6 +135,24 @@ ScoreItem parse_score_record(const json& rec, int64_t vocab, const std::string& 
                            "\"prompt_ids\" and \"completions\"");
 }
 
+// A progress line on stderr, ended by finish() or when its scope exits (so an error message
+// starts on a line of its own).
+class ProgressLine {
+ public:
+  ~ProgressLine() { finish(); }
+  void show(const std::string& text) {
+    std::cerr << "\r" << text << std::flush;
+    shown_ = true;
+  }
+  void finish() {
+    if (shown_) std::cerr << "\n";
+    shown_ = false;
+  }
+
+ private:
+  bool shown_ = false;
+};
+
 void run_score(const std::string& model_dir, const std::string& input, const std::string& out,
                const Placement& placement) {
   auto model = load_placed(model_dir, placement);
@@ -146,6 +164,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   double nll_sum = 0;
   int64_t nll_count = 0, line_no = 0;
   std::string line;
+  ProgressLine progress;
   while (std::getline(in, line)) {
     ++line_no;
     const std::string where = input + ":" + std::to_string(line_no);
@@ -171,9 +190,9 @@ void run_score(const std::string& model_dir, const std::string& input, const std
     const Tensor logits = model->logits(hidden).value();  // (1, T, V)
     entries.push_back({"logits." + std::to_string(entries.size()),
                        logits.select(0, 0).to(Device::cpu(), DType::f32)});
-    std::cerr << "\rscored " << entries.size() << " records" << std::flush;
+    progress.show("scored " + std::to_string(entries.size()) + " records");
   }
-  std::cerr << "\n";
+  progress.finish();
   if (entries.empty()) throw std::runtime_error(input + ": no records");
   save_safetensors(out, entries);
   std::cout << "records: " << entries.size() << "\nscored tokens: " << nll_count

@@ -5,17 +5,23 @@
 
 #include <set>
 
+#include "tests/nn/reference_decoding.h"
 #include "tests/test_util.h"
 
 namespace sprig {
 namespace {
 
 QwenConfig tiny_config(const std::string& type, int64_t window = 0) {
-  nlohmann::json j = {{"model_type", type},           {"vocab_size", 50},
-                      {"hidden_size", 32},            {"intermediate_size", 48},
-                      {"num_hidden_layers", 2},       {"num_attention_heads", 4},
-                      {"num_key_value_heads", 2},     {"head_dim", 8},
-                      {"rope_theta", 10000.0},        {"initializer_range", 0.2},
+  nlohmann::json j = {{"model_type", type},
+                      {"vocab_size", 50},
+                      {"hidden_size", 32},
+                      {"intermediate_size", 48},
+                      {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 8},
+                      {"rope_theta", 10000.0},
+                      {"initializer_range", 0.2},
                       {"tie_word_embeddings", type == "qwen2"}};
   if (window > 0) {
     j["use_sliding_window"] = true;
@@ -23,21 +29,6 @@ QwenConfig tiny_config(const std::string& type, int64_t window = 0) {
     j["max_window_layers"] = 1;  // layer 1 slides
   }
   return QwenConfig::from_json(j);
-}
-
-std::vector<int64_t> reference_greedy(const QwenForCausalLM& model, std::vector<int64_t> seq,
-                                      int64_t steps) {
-  NoGradGuard no_grad;
-  std::vector<int64_t> out;
-  for (int64_t s = 0; s < steps; ++s) {
-    const int64_t T = static_cast<int64_t>(seq.size());
-    const Tensor ids = Tensor::from_vector(seq, {1, T});
-    const Tensor logits = model.logits(model.hidden(causal_input(ids, model.config()))).value();
-    const int64_t next = static_cast<int64_t>(argmax(logits.select(1, T - 1).reshape({-1}), 0).item());
-    out.push_back(next);
-    seq.push_back(next);
-  }
-  return out;
 }
 
 class GenerateTest : public ::testing::TestWithParam<std::pair<std::string, int64_t>> {};
@@ -48,7 +39,7 @@ TEST_P(GenerateTest, CachedDecodingEqualsFullForwards) {
   const std::vector<int64_t> prompt = {3, 14, 15, 9, 26, 5};
   const std::vector<int64_t> cached = generate_greedy(model, prompt, 12);
   ASSERT_EQ(cached.size(), 12u);
-  EXPECT_EQ(cached, reference_greedy(model, prompt, 12));
+  EXPECT_EQ(cached, testing::reference_greedy(model, prompt, 12));
   // Not a constant sequence: the test would pass trivially otherwise.
   EXPECT_GT(std::set<int64_t>(cached.begin(), cached.end()).size(), 1u);
 }

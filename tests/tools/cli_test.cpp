@@ -1,0 +1,231 @@
+// End-to-end tests of the `sprig` executable (SPRIG_BIN) on the golden tiny Qwen3:
+// `convert --from-hf` then `score` reproduces PyTorch's logits and loss; packed documents and
+// folded rollouts score like their sequences alone; `generate` equals full-forward argmax decoding;
+// bad records and bad checkpoints stop with one sentence (file:line for records) and exit code 1.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "nn/checkpoint.h"
+#include "tests/nn/checkpoint_fixtures.h"
+#include "tests/nn/reference_decoding.h"
+#include "tests/test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::fs::exists;
+
+struct RunResult {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string out, err;
+};
+
+// Runs `sprig <args>` with stdout and stderr captured in files under `dir`.
+RunResult run_sprig(const std::string& args, const std::string& dir) {
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  const int status =
+      std::system((std::string(SPRIG_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = testing::read_text(out);
+  r.err = testing::read_text(err);
+  return r;
+}
+
+// The last line of a stream's text (a progress line may come before an error).
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '\n') t.pop_back();
+  const size_t nl = t.find_last_of("\r\n");
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+std::string ids_json(const std::vector<int64_t>& ids) { return nlohmann::json(ids).dump(); }
+
+// Every test starts from the golden Qwen3 converted by the CLI into `model`.
+class SprigCli : public ::testing::Test {
+ protected:
+  SprigCli()
+      : tmp_("cli_" +
+             std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    const RunResult r =
+        run_sprig("convert --from-hf " + testing::kGoldenDir + "qwen3_tiny --out " + model, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "wrote " + model + " from " + testing::kGoldenDir + "qwen3_tiny\n");
+  }
+
+  // Scores `lines` (joined with newlines) and returns the run and the output file path.
+  RunResult score(const std::string& text, const std::string& name = "records.jsonl") {
+    testing::write_text(dir + "/" + name, text);
+    return run_sprig("score --device cpu --model " + model + " --input " + dir + "/" + name +
+                         " --out " + logits_path,
+                     dir);
+  }
+
+  testing::TempDir tmp_;
+  const std::string& dir = tmp_.path;
+  const std::string model = dir + "/model", logits_path = dir + "/logits.safetensors";
+};
+
+TEST_F(SprigCli, ScoreReproducesGoldenLogitsAndLoss) {
+  const SafetensorsFile expected(testing::kGoldenDir + "qwen3_tiny_expected.safetensors");
+  const Tensor ids = expected.load("input_ids"), golden = expected.load("logits");  // (2, 13, 96)
+  std::string text;
+  for (int64_t b = 0; b < 2; ++b)
+    text += "{\"input_ids\": " + ids_json(ids.select(0, b).to_vector<int64_t>()) + "}\n";
+  const RunResult r = score(text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  const SafetensorsFile out(logits_path);
+  ASSERT_EQ(out.tensors().size(), 2u);
+  double nll = 0;
+  int64_t count = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    const Tensor logits = out.load("logits." + std::to_string(b));
+    ASSERT_EQ(logits.shape(), (Shape{13, 96}));
+    EXPECT_EQ(logits.dtype(), DType::f32);
+    const Tensor want = golden.select(0, b);
+    const double scale = testing::max_abs_diff(want, Tensor::zeros({13, 96}, DType::f64));
+    EXPECT_LE(testing::max_abs_diff(logits.to(DType::f64), want) / scale, 1e-5);
+    // Next-token NLL from the written logits, in f64.
+    const std::vector<double> z = logits.to_vector<double>();
+    const std::vector<int64_t> seq = ids.select(0, b).to_vector<int64_t>();
+    for (int64_t t = 0; t + 1 < 13; ++t, ++count) {
+      double m = -INFINITY, s = 0;
+      for (int64_t v = 0; v < 96; ++v) m = std::max(m, z[t * 96 + v]);
+      for (int64_t v = 0; v < 96; ++v) s += std::exp(z[t * 96 + v] - m);
+      nll += m + std::log(s) - z[t * 96 + seq[t + 1]];
+    }
+  }
+  nll /= static_cast<double>(count);
+  const double golden_loss = expected.load("loss").item();
+  EXPECT_NEAR(nll, golden_loss, 1e-5 * golden_loss);
+
+  const std::string marker = "mean next-token NLL: ";
+  const size_t at = r.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NEAR(std::stod(r.out.substr(at + marker.size())), nll, 1e-5 * nll) << r.out;
+  EXPECT_NE(r.out.find("records: 2\nscored tokens: 24\n"), std::string::npos) << r.out;
+}
+
+TEST_F(SprigCli, PackedDocumentsScoreLikeEachDocumentAlone) {
+  const std::vector<std::vector<int64_t>> docs = {
+      {5, 17, 3, 88, 40}, {9, 9, 61, 2, 70, 33, 12, 95, 0}, {44, 7, 19}};
+  std::string text = "{\"documents\": " + nlohmann::json(docs).dump() + "}\n";
+  for (const auto& d : docs) text += "{\"input_ids\": " + ids_json(d) + "}\n";
+  const RunResult r = score(text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const SafetensorsFile out(logits_path);
+  const Tensor packed = out.load("logits.0");
+  ASSERT_EQ(packed.shape(), (Shape{17, 96}));
+  int64_t row = 0;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(docs[i].size());
+    EXPECT_TRUE(testing::all_close(packed.narrow(0, row, n),
+                                   out.load("logits." + std::to_string(i + 1)), 1e-5, 1e-5))
+        << "document " << i;
+    row += n;
+  }
+}
+
+TEST_F(SprigCli, FoldedRolloutsScoreLikeEachCompletionAlone) {
+  const std::vector<int64_t> prompt = {11, 52, 7, 3, 90, 41};
+  const std::vector<std::vector<int64_t>> completions = {
+      {6, 6, 20, 1}, {73, 2, 2, 58, 31, 8, 95}, {14}};
+  std::string text = "{\"prompt_ids\": " + ids_json(prompt) +
+                     ", \"completions\": " + nlohmann::json(completions).dump() + "}\n";
+  for (const auto& c : completions) {
+    std::vector<int64_t> seq = prompt;
+    seq.insert(seq.end(), c.begin(), c.end());
+    text += "{\"input_ids\": " + ids_json(seq) + "}\n";
+  }
+  const RunResult r = score(text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const SafetensorsFile out(logits_path);
+  const Tensor folded = out.load("logits.0");  // [prompt | c0 | c1 | c2]
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  ASSERT_EQ(folded.shape(), (Shape{P + 4 + 7 + 1, 96}));
+  int64_t row = P;
+  for (size_t j = 0; j < completions.size(); ++j) {
+    const Tensor alone = out.load("logits." + std::to_string(j + 1));
+    const int64_t n = static_cast<int64_t>(completions[j].size());
+    EXPECT_TRUE(testing::all_close(folded.narrow(0, 0, P), alone.narrow(0, 0, P), 1e-5, 1e-5))
+        << "prompt rows against completion " << j;
+    EXPECT_TRUE(testing::all_close(folded.narrow(0, row, n), alone.narrow(0, P, n), 1e-5, 1e-5))
+        << "completion " << j;
+    row += n;
+  }
+}
+
+TEST_F(SprigCli, GenerateEqualsFullForwardArgmax) {
+  const RunResult r = run_sprig(
+      "generate --device cpu --model " + model + " --prompt-ids 3,14,15,9 --max-new-tokens 10",
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto reference = load_qwen(model);
+  const std::vector<int64_t> want = testing::reference_greedy(*reference, {3, 14, 15, 9}, 10);
+  std::string expected;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (i > 0) expected += ",";
+    expected += std::to_string(want[i]);
+  }
+  EXPECT_EQ(r.out, expected + "\n");
+}
+
+TEST_F(SprigCli, BadRecordsStopAtFileAndLine) {
+  const std::string good = "{\"input_ids\": [1, 2, 3]}\n";
+  const std::string file = dir + "/records.jsonl";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {good + "{\"input_ids\": [4, 96]}\n",
+       file + ":2: token id 96 in \"input_ids\" is outside the vocabulary [0, 96)"},
+      {good + "\n{\"documents\": [[1], [-1]]}\n",
+       file + ":3: token id -1 in \"documents\" is outside the vocabulary [0, 96)"},
+      {good + "{\"input_ids\": []}\n",
+       file + ":2: \"input_ids\" must be a non-empty list of token ids"},
+      {good + "{\"input_ids\": [1, 2.5]}\n", file + ":2: \"input_ids\" holds a non-integer 2.5"},
+      {good + "{}\n", file + ":2: a record needs \"input_ids\", \"documents\", or \"prompt_ids\" "
+                             "and \"completions\""},
+      {good + "[1, 2]\n", file + ":2: a record must be a JSON object"},
+      {good + "{\"input_ids\": [1, 2,]}\n" + good, file + ":2: malformed JSON ("},
+      {good + good + "{\"input_ids\": [1, 2", file + ":3: malformed JSON ("},
+  };
+  for (const auto& [text, message] : cases) {
+    const RunResult r = score(text);
+    EXPECT_EQ(r.exit_code, 1) << text;
+    const std::string line = last_line(r.err);
+    EXPECT_EQ(line.rfind("sprig: " + message, 0), 0u) << line;
+    EXPECT_FALSE(exists(logits_path)) << text;
+  }
+  const RunResult truncated = score(good + "{\"input_ids\": [1, 2");
+  EXPECT_NE(last_line(truncated.err).find("; the last line looks truncated"), std::string::npos)
+      << truncated.err;
+  const RunResult empty = score("\n\n");
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_EQ(empty.err, "sprig: " + file + ": no records\n");
+}
+
+TEST_F(SprigCli, BadCheckpointsFailWithOneSentence) {
+  testing::write_text(dir + "/ok.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+  for (const std::string& kind : testing::breakage_kinds()) {
+    const testing::BrokenCheckpoint broken = testing::broken_checkpoint(kind, dir);
+    for (const std::string& args :
+         {"convert --from-hf " + broken.dir + " --out " + dir + "/out",
+          "score --device cpu --model " + broken.dir + " --input " + dir + "/ok.jsonl --out " +
+              logits_path,
+          "generate --device cpu --model " + broken.dir + " --prompt-ids 1,2"}) {
+      const RunResult r = run_sprig(args, dir);
+      EXPECT_EQ(r.exit_code, 1) << args;  // an error exit, not a crash
+      EXPECT_EQ(r.err.rfind("sprig: " + broken.message, 0), 0u) << args << "\n" << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_EQ(r.out, "") << args;
+    }
+    EXPECT_FALSE(exists(dir + "/out")) << kind;
+    EXPECT_FALSE(exists(logits_path)) << kind;
+  }
+}
+
+}  // namespace
+}  // namespace sprig

@@ -2,14 +2,16 @@
 // Backward rule: dq, dk, dv are activation gradients, written with `=`.
 //
 // 1. preprocess: delta = rowsum(dout * out) in fp32 and lse_log2 = lse * log2(e), with +inf
-//    where lse = -inf so that fully masked rows get P = 2^(s - inf) = 0.
+//    where lse = -inf so that fully masked rows get P = 2^(s - inf) = 0 (and, with atomics, a
+//    memset zeroes the fp32 dQ accumulator).
 // 2. dK/dV: one CTA per (key tile, kv head, batch row) over the by_key list, 8 warps of 16 keys.
 //    It loops over the G query heads of its kv head and the query tiles of each, so dK and dV
 //    stay in registers without atomics, and K and V are loaded once. Per (query tile, head):
 //    S^T = K Q^T, P^T = 2^(S^T scale log2(e) - lse_log2), dV += P^T dO, dP^T = V dO^T,
 //    dS^T = P^T (dP^T - delta), dK += dS^T Q: P^T and dS^T are A operands straight from their
 //    accumulators. With atomics, dS^T also goes to shared memory and dQ += dS K is added to an fp32
-//    accumulator with float2 atomics; 3. a convert kernel scales it and casts it to dq.
+//    accumulator with vector reductions (red.global.add.v2.f32); 3. a convert kernel scales it
+//    and casts it to dq.
 // Deterministic mode: 2. skips dQ, and a query-tile-major kernel over the by_query list computes
 //    S, P, dP and dS again per tile and dQ += dS K in registers, then stores dq.
 //
@@ -180,8 +182,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
                      int64_t(head) * D + col0 + 2 * t;
 #pragma unroll
         for (int n = 0; n < K::kDqNT; ++n)
-          atomicAdd(reinterpret_cast<float2*>(dst + 8 * n),
-                    make_float2(dq[0][n][2 * h], dq[0][n][2 * h + 1]));
+          red_add_f32x2(dst + 8 * n, dq[0][n][2 * h], dq[0][n][2 * h + 1]);
       }
     }
   }
@@ -214,7 +215,8 @@ template <class T, int D> struct DqKernel {
 };
 
 template <class T, int D>
-__global__ void __launch_bounds__(DqKernel<T, D>::kThreads) flash_bwd_dq_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(DqKernel<T, D>::kThreads)
+    flash_bwd_dq_kernel(const BwdParams p) {
   using K = DqKernel<T, D>;
   extern __shared__ __align__(128) unsigned char smem[];
   SmemCarver carve(smem);
@@ -282,14 +284,6 @@ __global__ void __launch_bounds__(DqKernel<T, D>::kThreads) flash_bwd_dq_kernel(
              p.q_len - q0 - row0, p.scale);
 }
 
-// Sets the dynamic shared memory limit of `kernel` and launches it.
-template <class Kernel>
-void launch(Kernel kernel, unsigned grid, int threads, int smem, cudaStream_t stream,
-            const BwdParams& p) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<grid, threads, smem, stream>>>(p);
-}
-
 }  // namespace
 
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -340,11 +334,12 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
           head_dim);
     using Dkdv = DkdvKernel<T, head_dim>;
     if (dkdv_grid > 0)
-      launch(flash_bwd_dkdv_kernel<T, head_dim>, dkdv_grid, Dkdv::kThreads, Dkdv::kSmemBytes,
-             stream, p);
+      launch_with_smem(flash_bwd_dkdv_kernel<T, head_dim>, dkdv_grid, Dkdv::kThreads,
+                       Dkdv::kSmemBytes, stream, p);
     using Dq = DqKernel<T, head_dim>;
     if (deterministic && dq_grid > 0)
-      launch(flash_bwd_dq_kernel<T, head_dim>, dq_grid, Dq::kThreads, Dq::kSmemBytes, stream, p);
+      launch_with_smem(flash_bwd_dq_kernel<T, head_dim>, dq_grid, Dq::kThreads, Dq::kSmemBytes,
+                       stream, p);
     if (!deterministic && rows > 0)
       flash_bwd_convert_dq_kernel<T><<<grid_for(dq.numel(), 256), 256, 0, stream>>>(
           dq_accum.data<float>(), static_cast<T*>(dq.data_ptr()), p.scale, dq.numel());

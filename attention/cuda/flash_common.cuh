@@ -91,6 +91,11 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));
 }
 
+// dst[0] += a, dst[1] += b in global memory: one vector reduction, no value returned.
+__device__ __forceinline__ void red_add_f32x2(float* dst, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(dst), "f"(a), "f"(b) : "memory");
+}
+
 // ---- cp.async ---------------------------------------------------------------------------------
 
 // 16 bytes global -> shared, bypassing L1; zero-fills when !valid (src is then not read).
@@ -340,6 +345,14 @@ template <class F> void dispatch_flash(DType dtype, int64_t head_dim, F&& f) {
   };
   if (dtype == DType::bf16) with_head_dim(__nv_bfloat16{});
   else with_head_dim(__half{});
+}
+
+// Launches `kernel` with `smem` bytes of dynamic shared memory (raising its limit first).
+template <class Kernel, class Params>
+void launch_with_smem(Kernel kernel, unsigned grid, int threads, int smem, cudaStream_t stream,
+                      const Params& params) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<grid, threads, smem, stream>>>(params);
 }
 
 inline TileListView list_view(const DeviceTileMap& map, bool by_key) {

@@ -187,10 +187,8 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   if (grid == 0) return;
   dispatch_flash(q.dtype(), q.size(3), [&](auto tag, auto head_dim) {
     using K = FwdKernel<decltype(tag), head_dim>;
-    const auto kernel = flash_fwd_kernel<decltype(tag), head_dim>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    K::kSmemBytes));
-    kernel<<<grid, K::kThreads, K::kSmemBytes, stream>>>(p);
+    launch_with_smem(flash_fwd_kernel<decltype(tag), head_dim>, grid, K::kThreads, K::kSmemBytes,
+                     stream, p);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -70,6 +70,8 @@ template <class T, int D> struct DkdvKernel {
   // dQ = dS K: the kBM x D tile as (kBM / 16) row tiles x kDqSplit column slices, one per warp.
   static constexpr int kDqRowTiles = kBM / 16, kDqSplit = kConfig.warps / kDqRowTiles;
   static constexpr int kDqNT = D / kDqSplit / 8;
+  static_assert(kBM % kSub == 0 && kDqRowTiles * kDqSplit == kConfig.warps && kDqNT * 8 == 64,
+                "whole sub-tiles; one 64-column page of dQ per warp");
   using QTile = SmemTile<kBM, D>;
   using KTile = SmemTile<kBN, D>;
   using DsTile = SmemTile<kBN, kBM>;  // dS^T
@@ -209,6 +211,7 @@ template <class T, int D> struct DqKernel {
   static constexpr int kThreads = 32 * (kBM / 16);
   static constexpr int kSub = 64, kSubNT = kSub / 8;  // keys, n8 tiles of a sub-tile
   static constexpr int kDT = D / 8, kWords = kBN / 64;
+  static_assert(kBN % kSub == 0 && kSub == 64, "a sub-tile's keep bits are one word");
   using QTile = SmemTile<kBM, D>;
   using KTile = SmemTile<kBN, D>;
   static constexpr int kSmemBytes = 2 * QTile::kBytes + 2 * KTile::kBytes;

@@ -25,6 +25,8 @@ template <class T, int D> struct FwdKernel {
   static constexpr int kSub = 4096 / D, kSubNT = kSub / 8;  // keys and n8 tiles of a sub-tile
   static constexpr int kDT = D / 8;  // n8 tiles of O
   static constexpr int kWords = kBN / 64;  // keep-bit words per tile row
+  static_assert(kBM == 16 * kMT * kConfig.warps && kBN % kSub == 0 && 64 % kSub == 0,
+                "whole m16 tiles per warp; a sub-tile's keep bits lie in one word");
   using QTile = SmemTile<kBM, D>;
   using KTile = SmemTile<kBN, D>;
   static constexpr int kSmemBytes = QTile::kBytes + 3 * KTile::kBytes;  // Q, 2 x K, V

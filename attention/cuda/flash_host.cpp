@@ -1,6 +1,7 @@
 // Host side of the CUDA flash attention, built with or without CUDA: tile shapes, the upload of
 // tile maps, grid sizes and the launchers' argument checks (flash.h, flash_plan.h).
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -109,9 +110,13 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
 
 using NamedTensors = std::initializer_list<std::pair<const Tensor*, const char*>>;
 
-void check_contiguous(const char* op, NamedTensors ts) {
-  for (auto [t, name] : ts)
+// Contiguous; 16-bit tensors 16-byte aligned too (the kernels move them in 16-byte chunks).
+void check_layout(const char* op, NamedTensors ts) {
+  for (auto [t, name] : ts) {
     if (!t->is_contiguous()) fail(op, std::string(name) + " must be contiguous");
+    if (dtype_size(t->dtype()) == 2 && reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0)
+      fail(op, std::string(name) + " must be 16-byte aligned");
+  }
 }
 
 void check_map(const char* op, const DeviceTileMap& map, FlashPass pass, const Tensor& q,
@@ -158,7 +163,7 @@ void check_flash_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_inputs(op, q, k, v);
   check_tensor(op, out, "out", q.shape(), q.dtype());
   check_tensor(op, lse, "lse", lse_shape(q), DType::f32);
-  check_contiguous(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&lse, "lse"}});
+  check_layout(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&lse, "lse"}});
   check_map(op, map, FlashPass::forward, q, k);
   check_scale(op, scale);
   check_devices(op, map, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&lse, "lse"}});
@@ -178,7 +183,7 @@ void check_flash_backward(const Tensor& q, const Tensor& k, const Tensor& v, con
   const NamedTensors all = {
       {&q, "q"},       {&k, "k"},   {&v, "v"},   {&out, "out"}, {&lse, "lse"},
       {&dout, "dout"}, {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
-  check_contiguous(op, all);
+  check_layout(op, all);
   check_map(op, map, FlashPass::backward, q, k);
   check_scale(op, scale);
   check_devices(op, map, all);

@@ -47,8 +47,8 @@ unsigned flash_grid_size(const char* op, int64_t heads, int64_t batch, int64_t l
 std::vector<int32_t> pack_tile_entries(const TileList& list);
 
 // Argument checks of the launchers (throw std::invalid_argument "[op] ..."): dtypes, shapes,
-// head dim, GQA ratio, contiguity, the map's shape and tile shape, the scale, and last that every
-// tensor lives on one CUDA device.
+// head dim, GQA ratio, contiguity and 16-byte alignment, the map's shape and tile shape, the
+// scale, and last that every tensor lives on one CUDA device.
 void check_flash_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                          const DeviceTileMap& map, double scale, const Tensor& out,
                          const Tensor& lse);

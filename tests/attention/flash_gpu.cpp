@@ -206,6 +206,7 @@ void check(const Problem& p, uint64_t seed) {
 
   expect_flash_rule("out", f.out, naive.out, ref.out);
   expect_flash_rule("lse", f.lse, naive.lse, ref.lse);
+  EXPECT_LE(max_abs_diff(f.lse, ref.lse), 1e-3);  // scores stay fp32: far tighter than the rule
   expect_flash_rule("dq", f.dq, naive.dq, ref.dq);
   expect_flash_rule("dk", f.dk, naive.dk, ref.dk);
   expect_flash_rule("dv", f.dv, naive.dv, ref.dv);

@@ -179,6 +179,10 @@ TEST(FlashTiles, ArgumentChecks) {
   a.out = Tensor::zeros({17, 2, 4, 64}, DType::bf16).transpose(0, 1);
   EXPECT_EQ(a.forward(), fwd + "out must be contiguous");
   a = Args{};
+  a.k = Tensor::zeros({2 * 17 * 2 * 64 + 1}, DType::bf16).narrow(0, 1, 2 * 17 * 2 * 64).view(
+      {2, 17, 2, 64});
+  EXPECT_EQ(a.forward(), fwd + "k must be 16-byte aligned");
+  a = Args{};
   a.fwd = cuda::upload_tile_map(causal_map(16, {128, 128}), Device::cpu());
   EXPECT_EQ(a.forward(), fwd + "tile map is for 16 queries x 16 keys, inputs have 17 x 17");
   a = Args{};

@@ -2,9 +2,13 @@
 // (attention/cpu_attention.h).
 #include "attention/attention.h"
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "attention/cpu_attention.h"
+#include "attention/cuda/flash.h"
 #include "tensor/ops/dispatch.h"
 
 namespace sprig {
@@ -24,8 +28,6 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Batch
   detail::check_same_dtype(kOp, q, k);
   detail::check_same_dtype(kOp, q, v);
   detail::check_same_device(kOp, {&q, &k, &v});
-  if (!q.device().is_cpu())
-    fail(kOp, "only CPU tensors are supported in this build, got " + q.device().str());
   if (k.size(0) != q.size(0) || k.size(3) != q.size(3))
     fail(kOp, "k must have q's batch and head dim, got q " + shape_str(q.shape()) + " and k " +
                   shape_str(k.shape()));
@@ -59,17 +61,59 @@ void check_reference_dtype(const Tensor& q) {
 
 Tensor f32(const Tensor& x) { return x.to(DType::f32).contiguous(); }
 
+// The dtype the CUDA kernels run in: bf16/f16 as they are, everything else as bf16.
+DType kernel_dtype(const Tensor& q) {
+  return q.dtype() == DType::f16 ? DType::f16 : DType::bf16;
+}
+Tensor for_kernel(const Tensor& x, DType dtype) { return x.to(dtype).contiguous(); }
+
+}  // namespace
+
+// Device tile maps by (device index, pass, head dim).
+struct DeviceTileCache {
+  std::mutex mutex;
+  std::map<std::tuple<int, int, int64_t>, cuda::DeviceTileMap> maps;
+};
+
+namespace {
+
+const cuda::DeviceTileMap& device_tiles(const AttentionMask& mask, cuda::FlashPass pass,
+                                        int64_t head_dim, Device device) {
+  std::lock_guard<std::mutex> lock(mask.device_tiles->mutex);
+  const auto key = std::make_tuple(device.index, static_cast<int>(pass), head_dim);
+  auto it = mask.device_tiles->maps.find(key);
+  if (it == mask.device_tiles->maps.end()) {
+    const cuda::TileShape shape = cuda::flash_tile_shape(pass, head_dim);
+    const TileMap map = compile_tile_map(mask.intervals, shape.block_m, shape.block_n);
+    it = mask.device_tiles->maps.emplace(key, cuda::upload_tile_map(map, device)).first;
+  }
+  return it->second;
+}
+
 }  // namespace
 
 AttentionMask compile_attention_mask(BatchMask mask) {
-  TileMap tiles =
-      compile_tile_map(row_intervals(mask), cpu::kAttentionBlockM, cpu::kAttentionBlockN);
-  return {std::move(mask), std::move(tiles)};
+  RowIntervals intervals = row_intervals(mask);
+  TileMap tiles = compile_tile_map(intervals, cpu::kAttentionBlockM, cpu::kAttentionBlockN);
+  return {std::move(mask), std::move(intervals), std::move(tiles),
+          std::make_shared<DeviceTileCache>()};
 }
 
 AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const AttentionMask& mask, double scale) {
   check_inputs(q, k, v, mask.mask);
+  if (q.device().is_cuda()) {
+    const DType dt = kernel_dtype(q);
+    const Tensor qk = for_kernel(q, dt);
+    AttentionOutput r{Tensor::empty(q.shape(), dt, q.device()),
+                      Tensor::empty({q.size(0), q.size(2), q.size(1)}, DType::f32, q.device())};
+    cuda::flash_attention_forward(
+        qk, for_kernel(k, dt), for_kernel(v, dt),
+        device_tiles(mask, cuda::FlashPass::forward, q.size(3), q.device()), scale, r.out, r.lse,
+        cuda::current_stream(q.device().index));
+    r.out = r.out.to(q.dtype());
+    return r;
+  }
   if (q.dtype() == DType::f64) return attention_reference_forward(q, k, v, mask.mask, scale);
   AttentionOutput r{Tensor::empty(q.shape()), Tensor::empty({q.size(0), q.size(2), q.size(1)})};
   cpu::attention_forward(f32(q), f32(k), f32(v), mask.cpu_tiles, static_cast<float>(scale), r.out,
@@ -83,6 +127,17 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
                                   const AttentionMask& mask, double scale) {
   check_inputs(q, k, v, mask.mask);
   check_backward_inputs(q, out, lse, dout);
+  if (q.device().is_cuda()) {
+    const DType dt = kernel_dtype(q);
+    AttentionGrads g{Tensor::empty(q.shape(), dt, q.device()), Tensor::empty(k.shape(), dt, k.device()),
+                     Tensor::empty(v.shape(), dt, v.device())};
+    cuda::flash_attention_backward(
+        for_kernel(q, dt), for_kernel(k, dt), for_kernel(v, dt), for_kernel(out, dt),
+        lse.contiguous(), for_kernel(dout, dt),
+        device_tiles(mask, cuda::FlashPass::backward, q.size(3), q.device()), scale, g.dq, g.dk,
+        g.dv, cuda::current_stream(q.device().index));
+    return {g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
+  }
   if (q.dtype() == DType::f64) return attention_reference_backward(q, k, v, dout, mask.mask, scale);
   AttentionGrads g{Tensor::empty(q.shape()), Tensor::empty(k.shape()), Tensor::empty(v.shape())};
   cpu::attention_backward(f32(q), f32(k), f32(v), f32(lse), f32(dout), mask.cpu_tiles,

@@ -8,7 +8,12 @@
 //
 // CPU dtypes: f32 runs the tiled flash implementation (bf16/f16 inputs compute in f32 and come
 // back in their dtype, lse f32); f64 runs the dense f64 reference (gradient checks; lse f64).
+// CUDA: the flash kernels (attention/cuda/flash.h) at head dims 64 and 128; bf16/f16 inputs run
+// as they are, f32 inputs are rounded to bf16 for the kernels (fp32 accumulation) and the results
+// come back in f32, as FlexAttention-based pipelines do.
 #pragma once
+
+#include <memory>
 
 #include "attention/mask.h"
 #include "attention/tile_map.h"
@@ -25,10 +30,16 @@ struct AttentionGrads {
   Tensor dq, dk, dv;
 };
 
-// A batch's mask compiled for attention: the description and the tile map of the CPU kernels.
+// A batch's mask compiled for attention: the description, its row intervals and the tile map of
+// the CPU kernels; the tile maps of the CUDA kernels are compiled and uploaded on first use (per
+// device, pass and head dim) and then shared by every layer.
+struct DeviceTileCache;  // attention.cpp
+
 struct AttentionMask {
   BatchMask mask;
+  RowIntervals intervals;
   TileMap cpu_tiles;
+  std::shared_ptr<DeviceTileCache> device_tiles;  // filled lazily, thread-safe
 };
 AttentionMask compile_attention_mask(BatchMask mask);
 

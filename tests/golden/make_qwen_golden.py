@@ -22,16 +22,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 MODELS = {
     # Qwen3: q/k norm, GQA 4:2, explicit head_dim (heads * head_dim != hidden), untied head.
+    # Head dims are 64, one the CUDA flash kernels serve, so the GPU tests can use these too.
     "qwen3_tiny": dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], vocab_size=96,
                        hidden_size=48, intermediate_size=80, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
                        attention_bias=False, hidden_act="silu", max_position_embeddings=128,
                        initializer_range=0.02, torch_dtype="float32"),
     # Qwen2: q/k/v biases, tied embeddings, head_dim = hidden / heads.
     "qwen2_tiny": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], vocab_size=80,
-                       hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                       hidden_size=128, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=2, num_key_value_heads=1, rms_norm_eps=1e-6,
                        rope_theta=1000000.0, tie_word_embeddings=True, hidden_act="silu",
                        max_position_embeddings=128, initializer_range=0.02,
                        use_sliding_window=False, torch_dtype="float32"),
@@ -48,13 +49,14 @@ def make_params(cfg, gen):
     nH, nKV, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg)
     qwen2 = cfg["model_type"] == "qwen2"
 
-    def w(*shape, std=0.15):
+    def w(*shape, std=None):  # default: 1 / sqrt(fan-in), so activations stay O(1)
+        std = std if std is not None else 1.0 / math.sqrt(shape[-1])
         return torch.randn(*shape, generator=gen, dtype=torch.float64) * std
 
     def norm(n):
         return 1.0 + w(n, std=0.1)
 
-    p = {"model.embed_tokens.weight": w(V, H, std=0.5)}
+    p = {"model.embed_tokens.weight": w(V, H)}
     for i in range(cfg["num_hidden_layers"]):
         pre = f"model.layers.{i}."
         p[pre + "input_layernorm.weight"] = norm(H)
@@ -75,7 +77,7 @@ def make_params(cfg, gen):
         p[pre + "mlp.down_proj.weight"] = w(H, I)
     p["model.norm.weight"] = norm(H)
     if not cfg["tie_word_embeddings"]:
-        p["lm_head.weight"] = w(V, H, std=0.3)
+        p["lm_head.weight"] = w(V, H)
     return p
 
 

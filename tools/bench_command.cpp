@@ -46,6 +46,7 @@ void add_bench_command(CLI::App& app) {
       [opts] { bench::run_ops_bench(parse_device(opts->device), opts->quick, std::cout); });
 
   add_bench_data_command(*bench);
+  add_bench_qwen_step_command(*bench);
 }
 
 }  // namespace sprig::tools

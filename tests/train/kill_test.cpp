@@ -1,0 +1,175 @@
+// A real `sprig train sft` process killed (SIGKILL) at many moments, several of them while a
+// checkpoint is being written, resumes from its last complete checkpoint and ends with weights
+// and metrics bit-identical to an uninterrupted run. Also: a corrupt checkpoint ends the process
+// with one sentence on stderr and a non-zero exit status.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/train/train_test_util.h"
+#include "train/sft.h"
+
+namespace sprig {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Starts `sprig args...` with stdout and stderr appended to `log`.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv_storage = {SPRIG_BIN};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid`; returns its exit status, or -signal when a signal ended it.
+int wait_for(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+bool exited(pid_t pid, int& status) {
+  int raw = 0;
+  if (::waitpid(pid, &raw, WNOHANG) != pid) return false;
+  status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -WTERMSIG(raw);
+  return true;
+}
+
+// Whether a checkpoint save started at or after `since` is in progress (or was cut short): its
+// temporary directory exists. Leftovers of earlier killed saves are older.
+bool saving_since(const std::string& checkpoints, fs::file_time_type since) {
+  std::error_code ec;
+  for (fs::directory_iterator it(checkpoints, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(".tmp-step_", 0) == 0 &&
+        fs::last_write_time(it->path(), ec) >= since)
+      return true;
+  return false;
+}
+
+// Kills `pid` as soon as it is writing a checkpoint. Returns false when the process ended first
+// (its exit status in `status`).
+bool kill_during_save(pid_t pid, const std::string& checkpoints, fs::file_time_type since,
+                      int& status) {
+  while (!saving_since(checkpoints, since)) {
+    if (exited(pid, status)) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  ::kill(pid, SIGKILL);
+  status = wait_for(pid);
+  return true;
+}
+
+// Kills `pid` after `delay`. Returns false when the process ended first.
+bool kill_after(pid_t pid, std::chrono::milliseconds delay, int& status) {
+  const auto deadline = Clock::now() + delay;
+  while (Clock::now() < deadline) {
+    if (exited(pid, status)) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ::kill(pid, SIGKILL);
+  status = wait_for(pid);
+  return true;
+}
+
+std::vector<std::pair<int64_t, double>> logged_losses(const std::string& run_dir) {
+  std::vector<std::pair<int64_t, double>> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto rec = nlohmann::json::parse(line);
+    out.emplace_back(rec.at("step").get<int64_t>(), rec.at("loss").get<double>());
+  }
+  return out;
+}
+
+TEST(Kill, KilledRunResumesToTheUninterruptedResult) {
+  TempDir dir;
+  const std::string config_path = testing::write_tiny_config(dir);
+  const std::vector<std::string> overrides = {"train.max_steps=10", "checkpoint.every_steps=1",
+                                              "checkpoint.keep_last=2", "log.every_steps=1"};
+  std::vector<std::string> reference_overrides = overrides;
+  reference_overrides.push_back("run_dir=" + (dir / "reference"));
+  const TrainConfig reference = load_train_config(config_path, reference_overrides);
+  train_sft(reference, false);
+
+  const std::string run_dir = dir / "run", checkpoints = run_dir + "/checkpoints",
+                    log = dir / "sprig.log";
+  const auto sprig_args = [&](bool resume) {
+    std::vector<std::string> args = {"train", "sft", "-c", config_path};
+    for (const std::string& o : overrides) args.push_back("--" + o);
+    if (resume) args.push_back("--resume");
+    return args;
+  };
+  // Alternately killed in the middle of a checkpoint save and at a random moment.
+  Generator gen(7);
+  int kills = 0, kills_during_save = 0, status = 0;
+  for (int round = 0; round < 8; ++round) {
+    const fs::file_time_type start = fs::file_time_type::clock::now();
+    const pid_t pid = spawn(sprig_args(round > 0), log);
+    const bool during_save = round % 2 == 0;
+    const bool killed =
+        during_save ? kill_during_save(pid, checkpoints, start, status)
+                    : kill_after(pid, std::chrono::milliseconds(gen.next_int(1, 400)), status);
+    if (!killed) {  // it finished first
+      ASSERT_EQ(status, 0) << testing::read_text(log);
+      break;
+    }
+    ++kills;
+    kills_during_save += during_save && saving_since(checkpoints, start);
+  }
+  // Finishes the run (nothing left to do when it already finished).
+  ASSERT_EQ(wait_for(spawn(sprig_args(true), log)), 0) << testing::read_text(log);
+
+  std::cout << kills << " kills, " << kills_during_save << " of them inside a checkpoint save\n";
+  EXPECT_GE(kills, 4);
+  EXPECT_GE(kills_during_save, 2) << "too few kills landed inside a checkpoint save";
+  EXPECT_TRUE(testing::contains(testing::read_text(log), "resumed from "));
+  EXPECT_FALSE(saving_since(checkpoints, fs::file_time_type::min()));  // leftovers replaced
+  testing::expect_bit_identical(testing::latest_weights(run_dir),
+                                testing::latest_weights(reference.run_dir));
+  EXPECT_EQ(logged_losses(run_dir), logged_losses(reference.run_dir));
+}
+
+TEST(Kill, CorruptCheckpointEndsTheProcessWithOneSentence) {
+  TempDir dir;
+  const std::string config_path = testing::write_tiny_config(dir);
+  const std::string log = dir / "sprig.log";
+  ASSERT_EQ(wait_for(spawn({"train", "sft", "-c", config_path, "--train.max_steps=1"}, log)), 0);
+  const std::string model = dir / "run/checkpoints/step_00000001/model.safetensors";
+  fs::resize_file(model, 64);
+  const std::string before = testing::read_text(model);
+  fs::remove(log);
+  EXPECT_EQ(
+      wait_for(spawn({"train", "sft", "-c", config_path, "--train.max_steps=2", "--resume"}, log)),
+      1);
+  const std::string output = testing::read_text(log);
+  EXPECT_EQ(
+      output.rfind("sprig: checkpoint " + (dir / "run/checkpoints/step_00000001") + " is corrupt: ",
+                   0),
+      0u)
+      << output;
+  EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
+  EXPECT_EQ(testing::read_text(model), before);
+}
+
+}  // namespace
+}  // namespace sprig

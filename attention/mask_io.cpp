@@ -1,8 +1,6 @@
 // JSON mask specs, dense safetensors dumps and PNG pictures of masks (see mask_io.h).
 #include "attention/mask_io.h"
 
-#include <png.h>
-
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tensor/png.h"
 #include "tensor/safetensors.h"
 
 namespace sprig {
@@ -171,13 +170,7 @@ MaskImage render_mask(const Mask& mask, int64_t tile) {
 
 void save_mask_png(const Mask& mask, const std::string& path, int64_t tile) {
   const MaskImage img = render_mask(mask, tile);
-  png_image png{};
-  png.version = PNG_IMAGE_VERSION;
-  png.width = static_cast<png_uint_32>(img.width);
-  png.height = static_cast<png_uint_32>(img.height);
-  png.format = PNG_FORMAT_GRAY;
-  if (!png_image_write_to_file(&png, path.c_str(), 0, img.pixels.data(), 0, nullptr))
-    throw std::runtime_error(path + ": cannot write the PNG (" + png.message + ")");
+  write_png(path, img.width, img.height, 1, img.pixels);
 }
 
 }  // namespace sprig

@@ -11,6 +11,7 @@ void add_bench_qwen_step_command(CLI::App& bench);  // tools/bench_qwen_step.cpp
 void add_data_command(CLI::App& app);  // tools/data_command.cpp
 void add_mask_command(CLI::App& app);  // tools/mask_command.cpp
 void add_model_commands(CLI::App& app);  // tools/model_commands.cpp: convert, score, generate
+void add_plot_command(CLI::App& app);  // tools/plot_command.cpp
 void add_train_command(CLI::App& app);  // tools/train_command.cpp
 
 }  // namespace sprig::tools

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   sprig::tools::add_data_command(app);
   sprig::tools::add_mask_command(app);
   sprig::tools::add_model_commands(app);
+  sprig::tools::add_plot_command(app);
   sprig::tools::add_train_command(app);
   try {
     app.parse(argc, argv);

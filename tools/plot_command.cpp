@@ -1,0 +1,30 @@
+// `sprig plot RUN_DIR [--out curves.png]`: the loss (and val_loss) and lr curves of a training run
+// (train/plot.h).
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "tools/commands.h"
+#include "train/plot.h"
+
+namespace sprig::tools {
+
+void add_plot_command(CLI::App& app) {
+  struct Options {
+    std::string run_dir, out;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "plot", "Draw the loss, val_loss and lr curves of a run's metrics.jsonl as a PNG");
+  cmd->add_option("run_dir", opt->run_dir, "training run directory (holds metrics.jsonl)")
+      ->required();
+  cmd->add_option("--out", opt->out, "output PNG (default: RUN_DIR/curves.png)");
+  cmd->callback([opt] {
+    const std::string out = opt->out.empty() ? opt->run_dir + "/curves.png" : opt->out;
+    plot_run(opt->run_dir, out);
+    std::cout << "curves of " << opt->run_dir << " written to " << out << "\n";
+  });
+}
+
+}  // namespace sprig::tools

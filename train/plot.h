@@ -1,0 +1,33 @@
+// Training curves (`sprig plot`): the loss (and validation loss) and the learning rate of a run's
+// metrics.jsonl against the step, drawn as a PNG with axes, ticks and a legend.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sprig {
+
+// The logged series of one run; NaN where a record has no value (a skipped step's loss, val_loss
+// on records without validation).
+struct Metrics {
+  std::vector<double> step, loss, val_loss, lr;
+};
+
+// Reads <run_dir>/metrics.jsonl. Throws std::runtime_error when it is missing, has a malformed
+// line (file:line), or holds no record.
+Metrics read_metrics(const std::string& run_dir);
+
+// An RGB picture, row-major, 3 bytes per pixel.
+struct RgbImage {
+  int64_t width = 0, height = 0;
+  std::vector<uint8_t> pixels;
+};
+
+// Two panels sharing the step axis: loss and val_loss on top, lr below. `title` heads the picture.
+RgbImage render_curves(const Metrics& metrics, const std::string& title);
+
+// read_metrics + render_curves (titled with the run directory) + a PNG at `out_png`.
+void plot_run(const std::string& run_dir, const std::string& out_png);
+
+}  // namespace sprig

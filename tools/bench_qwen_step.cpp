@@ -1,10 +1,12 @@
 // `sprig bench step-qwen` (hidden; driven by tools/bench/qwen_step_vs_torch.py): the wall time of
 // one forward + backward of a Qwen model on next-token cross-entropy, for the same checkpoint and
 // tokens that the script gives PyTorch. Prints the loss (so both sides can be seen to compute the
-// same thing) and the median, minimum and per-phase times over the repetitions.
+// same thing) and the median, minimum and per-phase wall times over the repetitions, and the median
+// process CPU time of a step (all threads; less disturbed than wall time on a shared machine).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -25,6 +27,8 @@ struct StepOptions {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -51,20 +55,22 @@ void run_step_bench(const StepOptions& o) {
   const Tensor labels = shift_labels(ids);
   const double supervised = static_cast<double>(ids.size(0) * (ids.size(1) - 1));
 
-  std::vector<double> forward_s, backward_s, step_s;
+  std::vector<double> forward_s, backward_s, step_s, cpu_s;
   double loss_value = 0;
   for (int64_t r = -1; r < o.reps; ++r) {  // r = -1: warm-up (allocations, page faults)
     model->zero_grad();
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = cpu_seconds();
     const Var loss = sum_all(model->token_losses(model->hidden(in), labels)) / supervised;
     loss_value = loss.value().item();
     const double forward = seconds_since(start);
     loss.backward();
-    const double step = seconds_since(start);
+    const double step = seconds_since(start), cpu = cpu_seconds() - cpu_start;
     if (r < 0) continue;
     forward_s.push_back(forward);
     backward_s.push_back(step - forward);
     step_s.push_back(step);
+    cpu_s.push_back(cpu);
   }
   std::cout << "model " << o.model << ": " << model->num_parameters() << " parameters, batch "
             << ids.size(0) << " x " << ids.size(1) << "\n"
@@ -73,7 +79,8 @@ void run_step_bench(const StepOptions& o) {
             << " s (medians)\n"
             << "step " << median(step_s) << " s median, "
             << *std::min_element(step_s.begin(), step_s.end()) << " s min over " << o.reps
-            << " reps\n";
+            << " reps\n"
+            << "cpu " << median(cpu_s) << " s per step (median, all threads)\n";
 }
 
 }  // namespace

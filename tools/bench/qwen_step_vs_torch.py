@@ -6,7 +6,8 @@ parameters) with random weights through tests/golden/make_qwen_golden.py's PyTor
 implementation, writes it as a Hugging Face checkpoint plus the token ids to a temporary
 directory, times PyTorch's forward + backward of the mean next-token cross-entropy, then times
 `sprig bench step-qwen` on the same files, both on the same number of threads. Prints both
-losses (they must agree), both median step times and the speed ratio (target: sprig >= 1.0x).
+losses (they must agree), both median step times and the speed ratio (target: sprig >= 1.0x),
+and the ratio of process CPU time per step, which other jobs on a shared machine disturb less.
 
 Usage (Debian's python3-torch with libopenblas0-pthread):
     /usr/bin/python3 tools/bench/qwen_step_vs_torch.py --sprig build/tools/sprig
@@ -32,23 +33,25 @@ CONFIG = dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], vocab_size
 
 
 def torch_step_times(torch, golden, params, ids, reps):
-    """Median and minimum seconds of forward + backward, and the loss."""
+    """Median and minimum wall seconds of forward + backward, median CPU seconds, and the loss."""
     p = {k: v.float().requires_grad_() for k, v in params.items()}
     B, T = ids.shape
     pos = torch.arange(T).expand(B, T)
-    times, loss = [], None
+    times, cpu, loss = [], [], None
     for r in range(reps + 1):  # the first run warms up
         for t in p.values():
             t.grad = None
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         logits = golden.forward(CONFIG, p, ids, pos)
         loss = torch.nn.functional.cross_entropy(
             logits[:, :-1].reshape(-1, CONFIG["vocab_size"]), ids[:, 1:].reshape(-1))
         loss.backward()
         if r > 0:
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - cpu_start)
     times.sort()
-    return times[len(times) // 2], times[0], loss.item()
+    cpu.sort()
+    return times[len(times) // 2], times[0], cpu[len(cpu) // 2], loss.item()
 
 
 def sprig_step(sprig, model_dir, ids_path, reps, threads):
@@ -58,7 +61,8 @@ def sprig_step(sprig, model_dir, ids_path, reps, threads):
                          text=True).stdout
     loss = float(re.search(r"^loss (\S+)", out, re.M).group(1))
     median, minimum = map(float, re.search(r"^step (\S+) s median, (\S+) s min", out, re.M).groups())
-    return median, minimum, loss, out
+    cpu = float(re.search(r"^cpu (\S+) s", out, re.M).group(1))
+    return median, minimum, cpu, loss, out
 
 
 def main():
@@ -89,17 +93,19 @@ def main():
         ids_path = os.path.join(tmp, "ids.safetensors")
         golden.save_safetensors(ids_path, {"input_ids": ids})
 
-        t_med, t_min, t_loss = torch_step_times(torch, golden, params, ids, args.reps)
-        s_med, s_min, s_loss, s_out = sprig_step(args.sprig, model_dir, ids_path, args.reps,
+        t_med, t_min, t_cpu, t_loss = torch_step_times(torch, golden, params, ids, args.reps)
+        s_med, s_min, s_cpu, s_loss, s_out = sprig_step(args.sprig, model_dir, ids_path, args.reps,
                                                  args.threads)
     n = sum(v.numel() for v in params.values())
     print(f"Qwen3 {n / 1e6:.2f}M parameters, batch {args.batch} x {args.seq}, "
           f"{args.threads} threads, median of {args.reps} steps (forward + backward)")
-    print(f"PyTorch {torch.__version__}: loss {t_loss:.6f}, step {t_med:.3f} s (min {t_min:.3f})")
-    print(f"sprig: loss {s_loss:.6f}, step {s_med:.3f} s (min {s_min:.3f})")
+    print(f"PyTorch {torch.__version__}: loss {t_loss:.6f}, step {t_med:.3f} s (min {t_min:.3f}), "
+          f"cpu {t_cpu:.3f} s")
+    print(f"sprig: loss {s_loss:.6f}, step {s_med:.3f} s (min {s_min:.3f}), cpu {s_cpu:.3f} s")
     print(s_out.strip())
     if abs(s_loss - t_loss) > 1e-4 * abs(t_loss):
         sys.exit(f"the losses differ: sprig {s_loss} vs PyTorch {t_loss}")
+    print(f"PyTorch CPU time / sprig CPU time per step: {t_cpu / s_cpu:.2f}x")
     print(f"sprig speed / PyTorch speed: {t_med / s_med:.2f}x (target >= 1.0x)")
 
 

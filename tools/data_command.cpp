@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -93,6 +94,9 @@ struct PackArgs {
 };
 
 void run_pack(const PackArgs& a) {
+  if (a.vocab_size > 0 && a.pad_id >= a.vocab_size)
+    throw std::invalid_argument("[data] --pad-id " + std::to_string(a.pad_id) +
+                                " is not a token id in [0, " + std::to_string(a.vocab_size) + ")");
   const PackOptions pack{packing_from_name(a.mode), a.seq_len, a.drop_long_samples, a.max_packs};
   BadRecords bad;
   const Corpus corpus = load_corpus({a.input}, format_from_name(a.format), pack.mode,
@@ -111,9 +115,10 @@ struct FoldArgs {
   bool skip_bad_records = false;
 };
 
+// Every group is folded before the output is opened: a bad record leaves no partial file.
 void run_fold(const FoldArgs& a) {
-  std::ofstream out = open_output(a.out);
   BadRecords bad;
+  std::string lines;
   int64_t groups = 0;
   read_rollouts(a.input, {a.vocab_size, -1, a.skip_bad_records}, bad, [&](Document&& doc) {
     std::vector<int64_t> positions(doc.input_ids.size());
@@ -124,9 +129,11 @@ void run_fold(const FoldArgs& a) {
     j["position_ids"] = positions;
     j["node_lengths"] = doc.node_lengths;
     j["sample_paths"] = tree_sample_paths(doc.node_lengths);
-    out << j.dump() << '\n';
+    lines += j.dump() + '\n';
     ++groups;
   });
+  std::ofstream out = open_output(a.out);
+  out << lines;
   std::cout << "wrote " << a.out << ": " << groups << " folded rollout groups\n";
   if (bad.count) std::cout << bad.summary() << "\n";
 }
@@ -174,7 +181,9 @@ void add_data_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"dflash", "sft", "bfd"}));
   pack->add_option("--out", pack_args->out, "output JSONL, one packed row per line")->required();
-  pack->add_option("--pad-id", pack_args->pad_id, "token id of padding")->capture_default_str();
+  pack->add_option("--pad-id", pack_args->pad_id, "token id of padding")
+      ->check(CLI::Range(0, std::numeric_limits<int32_t>::max()))
+      ->capture_default_str();
   pack->add_option("--format", pack_args->format, "documents or shards")
       ->check(CLI::IsMember({"documents", "shards"}))
       ->capture_default_str();

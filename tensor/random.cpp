@@ -22,11 +22,11 @@ std::array<uint32_t, 4> Generator::block(uint64_t counter) const {
 }
 
 uint32_t Generator::next_u32() {
-  if (used_ == 4) {
-    buffer_ = block(offset_++);
-    used_ = 0;
+  if (offset_ / 4 != cached_block_) {
+    cached_block_ = offset_ / 4;
+    buffer_ = block(cached_block_);
   }
-  return buffer_[used_++];
+  return buffer_[offset_++ % 4];
 }
 
 double Generator::next_uniform() {

@@ -1,6 +1,7 @@
 // Seeded random numbers: a counter-based Philox4x32-10 generator whose state is (seed, offset), so
 // the same seed gives the same stream on every machine and device, and the state is two integers
-// a checkpoint can store. Values are drawn on the host and moved to the tensor's device.
+// (seed, words consumed) a checkpoint can store and resume exactly, even in the middle of a block.
+// Values are drawn on the host and moved to the tensor's device.
 #pragma once
 
 #include <array>
@@ -14,8 +15,12 @@ class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
   uint64_t seed() const { return seed_; }
-  uint64_t offset() const { return offset_; }  // number of 128-bit blocks consumed
-  void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
+  uint64_t offset() const { return offset_; }  // number of 32-bit words consumed
+  void set_state(uint64_t seed, uint64_t offset) {
+    seed_ = seed;
+    offset_ = offset;
+    cached_block_ = UINT64_MAX;
+  }
 
   uint32_t next_u32();
   double next_uniform();  // [0, 1) with 53 random bits
@@ -26,7 +31,7 @@ class Generator {
   std::array<uint32_t, 4> block(uint64_t counter) const;
   uint64_t seed_ = 0, offset_ = 0;
   std::array<uint32_t, 4> buffer_{};
-  int used_ = 4;  // words of buffer_ already handed out
+  uint64_t cached_block_ = UINT64_MAX;  // index of the 128-bit block held in buffer_
 };
 
 // The process-wide default generator (seeded with 0 until manual_seed is called).

@@ -139,13 +139,18 @@ inline BrokenCheckpoint broken_checkpoint(const std::string& kind, const std::st
     return {dir, weights + ": tensor \"" + victim + "\": data overlaps the previous tensor"};
   }
   if (kind == "wrong_shape") {
-    write_hf_checkpoint("qwen3_tiny", dir, [](std::vector<RawTensor>& ts) {
+    std::string hidden;
+    write_hf_checkpoint("qwen3_tiny", dir, [&](std::vector<RawTensor>& ts) {
       for (RawTensor& t : ts)
-        if (t.name == "model.norm.weight") t.shape = {6, 8};
+        if (t.name == "model.norm.weight") {
+          hidden = std::to_string(t.shape[0]);
+          t.shape = {1, t.shape[0]};
+        }
     });
     return {dir, dir +
                      ": the weights do not match config.json: wrong shape model.norm.weight "
-                     "(expected [48], got [6, 8])"};
+                     "(expected [" +
+                     hidden + "], got [1, " + hidden + "])"};
   }
   if (kind == "missing_tensor") {
     write_hf_checkpoint("qwen3_tiny", dir, [](std::vector<RawTensor>& ts) {

@@ -43,17 +43,37 @@ void expect_same_config(const QwenConfig& a, const QwenConfig& b) {
 }
 
 TEST(Checkpoint, ExpectedShapesFollowTheConfig) {
-  const QwenConfig c = QwenConfig::load(testing::kGoldenDir + "qwen3_tiny/config.json");
+  // Qwen3 with heads * head_dim (64) != hidden (48), GQA 4:2, untied.
+  const QwenConfig c = QwenConfig::from_json({{"model_type", "qwen3"},
+                                              {"vocab_size", 96},
+                                              {"hidden_size", 48},
+                                              {"intermediate_size", 80},
+                                              {"num_hidden_layers", 2},
+                                              {"num_attention_heads", 4},
+                                              {"num_key_value_heads", 2},
+                                              {"head_dim", 16}});
   const auto shapes = expected_tensor_shapes(c);
   EXPECT_EQ(shapes.size(), 1 + 2 * 11 + 1 + 1u);  // embed, 11 per layer, norm, lm_head
-  EXPECT_EQ(shapes.at("model.layers.1.self_attn.q_proj.weight"), (Shape{64, 48}));  // 4 x 16
-  EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_proj.weight"), (Shape{32, 48}));  // 2 x 16
+  EXPECT_EQ(shapes.at("model.layers.1.self_attn.q_proj.weight"), (Shape{64, 48}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_proj.weight"), (Shape{32, 48}));
   EXPECT_EQ(shapes.at("model.layers.0.self_attn.o_proj.weight"), (Shape{48, 64}));
   EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_norm.weight"), (Shape{16}));
+  EXPECT_EQ(shapes.at("model.layers.1.mlp.down_proj.weight"), (Shape{48, 80}));
   EXPECT_EQ(shapes.at("lm_head.weight"), (Shape{96, 48}));
-  const QwenConfig tied = QwenConfig::load(testing::kGoldenDir + "qwen2_tiny/config.json");
-  EXPECT_FALSE(expected_tensor_shapes(tied).count("lm_head.weight"));
-  EXPECT_EQ(expected_tensor_shapes(tied).at("model.layers.0.self_attn.v_proj.bias"), (Shape{16}));
+  // Qwen2, tied: q/k/v biases, no q/k norms, no lm_head.
+  const QwenConfig tied = QwenConfig::from_json({{"model_type", "qwen2"},
+                                                 {"vocab_size", 80},
+                                                 {"hidden_size", 32},
+                                                 {"intermediate_size", 64},
+                                                 {"num_hidden_layers", 1},
+                                                 {"num_attention_heads", 4},
+                                                 {"num_key_value_heads", 2},
+                                                 {"tie_word_embeddings", true}});
+  const auto tied_shapes = expected_tensor_shapes(tied);
+  EXPECT_EQ(tied_shapes.size(), 1 + 12 + 1u);  // embed, 12 per layer, norm
+  EXPECT_EQ(tied_shapes.at("model.layers.0.self_attn.v_proj.bias"), (Shape{16}));
+  EXPECT_FALSE(tied_shapes.count("lm_head.weight"));
+  EXPECT_FALSE(tied_shapes.count("model.layers.0.self_attn.q_norm.weight"));
 }
 
 TEST(Checkpoint, ConvertsGoldenModelsBitForBit) {
@@ -113,17 +133,20 @@ TEST(Checkpoint, ListsEveryMismatchAndWritesNothing) {
       return t.name == "model.layers.0.mlp.down_proj.weight" || t.name == "model.norm.weight";
     });
     for (RawTensor& t : ts)
-      if (t.name == "model.layers.1.self_attn.q_norm.weight") t.shape = {2, 8};
+      if (t.name == "model.layers.1.self_attn.q_norm.weight") t.shape = {1, t.shape[0]};
     RawTensor extra = ts[0];
     extra.name = "model.layers.2.mlp.up_proj.weight";
     ts.push_back(extra);
   });
+  const std::string d =
+      std::to_string(QwenConfig::load(testing::kGoldenDir + "qwen3_tiny/config.json").head_dim);
   const std::string expected =
       root +
       "/hf: the weights do not match config.json: missing "
       "model.layers.0.mlp.down_proj.weight model.norm.weight; unexpected "
       "model.layers.2.mlp.up_proj.weight; wrong shape model.layers.1.self_attn.q_norm.weight "
-      "(expected [16], got [2, 8])";
+      "(expected [" +
+      d + "], got [1, " + d + "])";
   EXPECT_EQ(convert_error(root + "/hf", root + "/out"), expected);
   EXPECT_EQ(testing::entries_of(root), std::set<std::string>{"hf"});  // no out, no temporary
 

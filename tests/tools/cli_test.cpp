@@ -57,47 +57,49 @@ class SprigCli : public ::testing::Test {
     EXPECT_EQ(r.out, "wrote " + model + " from " + testing::kGoldenDir + "qwen3_tiny\n");
   }
 
-  // Scores `lines` (joined with newlines) and returns the run and the output file path.
-  RunResult score(const std::string& text, const std::string& name = "records.jsonl") {
-    testing::write_text(dir + "/" + name, text);
-    return run_sprig("score --device cpu --model " + model + " --input " + dir + "/" + name +
-                         " --out " + logits_path,
+  // Scores the JSONL `text` into logits_path.
+  RunResult score(const std::string& text) {
+    testing::write_text(dir + "/records.jsonl", text);
+    return run_sprig("score --device cpu --model " + model + " --input " + dir +
+                         "/records.jsonl --out " + logits_path,
                      dir);
   }
 
   testing::TempDir tmp_;
   const std::string& dir = tmp_.path;
   const std::string model = dir + "/model", logits_path = dir + "/logits.safetensors";
+  const int64_t vocab = QwenConfig::load(testing::kGoldenDir + "qwen3_tiny/config.json").vocab_size;
 };
 
 TEST_F(SprigCli, ScoreReproducesGoldenLogitsAndLoss) {
   const SafetensorsFile expected(testing::kGoldenDir + "qwen3_tiny_expected.safetensors");
-  const Tensor ids = expected.load("input_ids"), golden = expected.load("logits");  // (2, 13, 96)
+  const Tensor ids = expected.load("input_ids"), golden = expected.load("logits");  // (B, T, V)
+  const int64_t B = golden.size(0), T = golden.size(1), V = golden.size(2);
   std::string text;
-  for (int64_t b = 0; b < 2; ++b)
+  for (int64_t b = 0; b < B; ++b)
     text += "{\"input_ids\": " + ids_json(ids.select(0, b).to_vector<int64_t>()) + "}\n";
   const RunResult r = score(text);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   const SafetensorsFile out(logits_path);
-  ASSERT_EQ(out.tensors().size(), 2u);
+  ASSERT_EQ(out.tensors().size(), static_cast<size_t>(B));
   double nll = 0;
   int64_t count = 0;
-  for (int64_t b = 0; b < 2; ++b) {
+  for (int64_t b = 0; b < B; ++b) {
     const Tensor logits = out.load("logits." + std::to_string(b));
-    ASSERT_EQ(logits.shape(), (Shape{13, 96}));
+    ASSERT_EQ(logits.shape(), (Shape{T, V}));
     EXPECT_EQ(logits.dtype(), DType::f32);
     const Tensor want = golden.select(0, b);
-    const double scale = testing::max_abs_diff(want, Tensor::zeros({13, 96}, DType::f64));
+    const double scale = testing::max_abs_diff(want, Tensor::zeros({T, V}, DType::f64));
     EXPECT_LE(testing::max_abs_diff(logits.to(DType::f64), want) / scale, 1e-5);
     // Next-token NLL from the written logits, in f64.
     const std::vector<double> z = logits.to_vector<double>();
     const std::vector<int64_t> seq = ids.select(0, b).to_vector<int64_t>();
-    for (int64_t t = 0; t + 1 < 13; ++t, ++count) {
+    for (int64_t t = 0; t + 1 < T; ++t, ++count) {
       double m = -INFINITY, s = 0;
-      for (int64_t v = 0; v < 96; ++v) m = std::max(m, z[t * 96 + v]);
-      for (int64_t v = 0; v < 96; ++v) s += std::exp(z[t * 96 + v] - m);
-      nll += m + std::log(s) - z[t * 96 + seq[t + 1]];
+      for (int64_t v = 0; v < V; ++v) m = std::max(m, z[t * V + v]);
+      for (int64_t v = 0; v < V; ++v) s += std::exp(z[t * V + v] - m);
+      nll += m + std::log(s) - z[t * V + seq[t + 1]];
     }
   }
   nll /= static_cast<double>(count);
@@ -108,7 +110,10 @@ TEST_F(SprigCli, ScoreReproducesGoldenLogitsAndLoss) {
   const size_t at = r.out.find(marker);
   ASSERT_NE(at, std::string::npos) << r.out;
   EXPECT_NEAR(std::stod(r.out.substr(at + marker.size())), nll, 1e-5 * nll) << r.out;
-  EXPECT_NE(r.out.find("records: 2\nscored tokens: 24\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("records: " + std::to_string(B) +
+                       "\nscored tokens: " + std::to_string(count) + "\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(SprigCli, PackedDocumentsScoreLikeEachDocumentAlone) {
@@ -120,7 +125,7 @@ TEST_F(SprigCli, PackedDocumentsScoreLikeEachDocumentAlone) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const SafetensorsFile out(logits_path);
   const Tensor packed = out.load("logits.0");
-  ASSERT_EQ(packed.shape(), (Shape{17, 96}));
+  ASSERT_EQ(packed.shape(), (Shape{17, vocab}));
   int64_t row = 0;
   for (size_t i = 0; i < docs.size(); ++i) {
     const int64_t n = static_cast<int64_t>(docs[i].size());
@@ -147,7 +152,7 @@ TEST_F(SprigCli, FoldedRolloutsScoreLikeEachCompletionAlone) {
   const SafetensorsFile out(logits_path);
   const Tensor folded = out.load("logits.0");  // [prompt | c0 | c1 | c2]
   const int64_t P = static_cast<int64_t>(prompt.size());
-  ASSERT_EQ(folded.shape(), (Shape{P + 4 + 7 + 1, 96}));
+  ASSERT_EQ(folded.shape(), (Shape{P + 4 + 7 + 1, vocab}));
   int64_t row = P;
   for (size_t j = 0; j < completions.size(); ++j) {
     const Tensor alone = out.load("logits." + std::to_string(j + 1));
@@ -179,10 +184,12 @@ TEST_F(SprigCli, BadRecordsStopAtFileAndLine) {
   const std::string good = "{\"input_ids\": [1, 2, 3]}\n";
   const std::string file = dir + "/records.jsonl";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {good + "{\"input_ids\": [4, 96]}\n",
-       file + ":2: token id 96 in \"input_ids\" is outside the vocabulary [0, 96)"},
+      {good + "{\"input_ids\": [4, " + std::to_string(vocab) + "]}\n",
+       file + ":2: token id " + std::to_string(vocab) + " in \"input_ids\" is outside the " +
+           "vocabulary [0, " + std::to_string(vocab) + ")"},
       {good + "\n{\"documents\": [[1], [-1]]}\n",
-       file + ":3: token id -1 in \"documents\" is outside the vocabulary [0, 96)"},
+       file + ":3: token id -1 in \"documents\" is outside the vocabulary [0, " +
+           std::to_string(vocab) + ")"},
       {good + "{\"input_ids\": []}\n",
        file + ":2: \"input_ids\" must be a non-empty list of token ids"},
       {good + "{\"input_ids\": [1, 2.5]}\n", file + ":2: \"input_ids\" holds a non-integer 2.5"},

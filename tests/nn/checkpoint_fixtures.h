@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -59,8 +60,8 @@ inline std::vector<RawTensor> raw_tensors(const SafetensorsFile& file) {
 }
 
 // Writes `dir` as an HF checkpoint: the golden model's config.json (edited by `edit_config`) and
-// its tensors (edited by `edit_tensors`), in one file or, with `shards` = 2, in two shards plus
-// model.safetensors.index.json.
+// its tensors (edited by `edit_tensors`, bytes untouched), in one file or split over `shards`
+// files named by model.safetensors.index.json.
 inline void write_hf_checkpoint(
     const std::string& model, const std::string& dir,
     const std::function<void(std::vector<RawTensor>&)>& edit_tensors = {},

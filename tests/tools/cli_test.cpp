@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "nn/checkpoint.h"
 #include "tests/nn/checkpoint_fixtures.h"

@@ -45,6 +45,7 @@ void add_bench_command(CLI::App& app) {
   ops->callback(
       [opts] { bench::run_ops_bench(parse_device(opts->device), opts->quick, std::cout); });
 
+  add_bench_attention_command(*bench);
   add_bench_data_command(*bench);
   add_bench_qwen_step_command(*bench);
 }

@@ -6,6 +6,7 @@ namespace CLI { class App; }
 namespace sprig::tools {
 
 void add_bench_command(CLI::App& app);  // tools/bench_command.cpp
+void add_bench_attention_command(CLI::App& bench);  // tools/bench_attention.cpp
 void add_bench_data_command(CLI::App& bench);  // tools/bench_data.cpp: `sprig bench data`
 void add_bench_qwen_step_command(CLI::App& bench);  // tools/bench_qwen_step.cpp: step-qwen
 void add_data_command(CLI::App& app);  // tools/data_command.cpp

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The check to run on a GPU machine (DESIGN §8), in under 8 minutes on one H200: CUDA build into
-# build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops` on the device. Full logs go
-# to ${OUT:-gpu_out}/; the benchmark table and a summary of every step are printed last. Exits
-# non-zero when a step fails. Environment: SPRIG_BUILD_DIR (default <repo>/build-gpu), SPRIG_JOBS.
+# build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops` on the device, then the
+# attention benchmark against PyTorch (tools/bench/attention_vs_torch.py; up to 4 more minutes,
+# most of it FlexAttention's compilation). Full logs go to ${OUT:-gpu_out}/; the benchmark
+# tables and a summary of every step are printed last. Exits non-zero when a step fails.
+# Environment: SPRIG_BUILD_DIR (default <repo>/build-gpu), SPRIG_JOBS.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,10 +32,13 @@ if ((failed == 0)); then
   step gpu-tests ctest.log 120 ctest --test-dir "$SPRIG_BUILD_DIR" -L gpu --no-tests=error \
     --output-on-failure -j 4
   step bench bench_ops.log 60 "$sprig" bench ops --device cuda
+  step attention bench_attention.log 240 python3 "$repo/tools/bench/attention_vs_torch.py" \
+    --sprig "$sprig" --reps 10
 fi
 
 echo "== sprig gpu_check on ${gpu%%$'\n'*}"
 [[ ! -s "$out/bench_ops.log" ]] || cat "$out/bench_ops.log"
+[[ ! -s "$out/bench_attention.log" ]] || cat "$out/bench_attention.log"
 [[ ! -s "$out/ctest.log" ]] || sed -n '/tests passed/,$p' "$out/ctest.log"
 printf '%s\n' "${summary[@]}"
 exit "$failed"

@@ -75,6 +75,15 @@ def dense_mask(torch, spec):
     return allowed_fn(torch, spec)(torch.arange(nq)[:, None], torch.arange(nk)[None, :])
 
 
+def count_allowed(torch, spec, device="cpu", chunk=1024):
+    """Allowed elements of the mask, evaluated `chunk` query rows at a time."""
+    nq, nk = mask_shape(spec)
+    allowed = allowed_fn(torch, spec, device)
+    keys = torch.arange(nk, device=device)[None, :]
+    return sum(int(allowed(torch.arange(q0, min(q0 + chunk, nq), device=device)[:, None],
+                           keys).sum()) for q0 in range(0, nq, chunk))
+
+
 def time_median(fn, warmup, reps, sync=lambda: None):
     """Median wall seconds of fn() over `reps` calls after `warmup` untimed calls."""
     import time

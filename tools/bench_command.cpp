@@ -47,6 +47,7 @@ void add_bench_command(CLI::App& app) {
 
   add_bench_attention_command(*bench);
   add_bench_data_command(*bench);
+  add_bench_step_command(*bench);
   add_bench_qwen_step_command(*bench);
 }
 

@@ -8,4 +8,4 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${SPRIG_BUILD_DIR:-$repo/build}"
 
 "$repo/tools/build.sh"
-exec "$build_dir/tools/sprig" bench ops "$@"
+exec "$build_dir/tools/sprig" demo "$@"

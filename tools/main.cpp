@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   sprig::tools::add_bench_command(app);
   sprig::tools::add_data_command(app);
+  sprig::tools::add_demo_command(app);
   sprig::tools::add_mask_command(app);
   sprig::tools::add_model_commands(app);
   sprig::tools::add_plot_command(app);

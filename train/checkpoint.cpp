@@ -61,9 +61,10 @@ std::string CheckpointManager::checkpoints_dir() const {
   return (fs::path(run_dir_) / "checkpoints").string();
 }
 
-void CheckpointManager::save(const QwenConfig& config, const std::map<std::string, Tensor>& model,
-                             const std::map<std::string, Tensor>& optimizer,
-                             const TrainerState& state) const {
+std::string CheckpointManager::save(const QwenConfig& config,
+                                    const std::map<std::string, Tensor>& model,
+                                    const std::map<std::string, Tensor>& optimizer,
+                                    const TrainerState& state) const {
   const fs::path root = checkpoints_dir();
   fs::create_directories(root);
   const std::string name = step_name(state.step);
@@ -79,8 +80,8 @@ void CheckpointManager::save(const QwenConfig& config, const std::map<std::strin
                    {"skipped_steps", state.skipped_steps},
                    {"tokens", state.tokens}};
   write_text(tmp / "trainer_state.json", st.dump(2) + "\n");
-  for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors",
-                        "trainer_state.json"})
+  for (const char* f :
+       {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
     fsync_path(tmp / f);
   fsync_path(tmp);
   fs::remove_all(final_dir);
@@ -99,6 +100,7 @@ void CheckpointManager::save(const QwenConfig& config, const std::map<std::strin
   std::sort(steps.begin(), steps.end());
   for (size_t i = 0; i + static_cast<size_t>(keep_last_) < steps.size(); ++i)
     if (steps[i] != final_dir) fs::remove_all(steps[i]);
+  return final_dir.string();
 }
 
 bool CheckpointManager::has_checkpoint() const {

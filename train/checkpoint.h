@@ -36,8 +36,9 @@ class CheckpointManager {
  public:
   CheckpointManager(std::string run_dir, int64_t keep_last);
 
-  // Writes step_<state.step> atomically, switches `latest`, then prunes old checkpoints.
-  void save(const QwenConfig& config, const std::map<std::string, Tensor>& model,
+  // Writes step_<state.step> atomically, switches `latest`, then prunes old checkpoints. Returns
+  // the checkpoint's directory.
+  std::string save(const QwenConfig& config, const std::map<std::string, Tensor>& model,
             const std::map<std::string, Tensor>& optimizer, const TrainerState& state) const;
   // The checkpoint `latest` names, or nothing when there is none. Throws std::runtime_error with
   // one sentence when `latest` or the checkpoint it names is unreadable or corrupt.

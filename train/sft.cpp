@@ -39,7 +39,8 @@ QwenInput batch_input(const data::Batch& batch, const QwenConfig& config, Device
     for (int64_t b = 0; b < B; ++b) {
       std::vector<int64_t> row;
       for (int64_t j = 0; j < docs; ++j)
-        if (lens[static_cast<size_t>(b * docs + j)] > 0) row.push_back(lens[static_cast<size_t>(b * docs + j)]);
+        if (lens[static_cast<size_t>(b * docs + j)] > 0)
+          row.push_back(lens[static_cast<size_t>(b * docs + j)]);
       rows[static_cast<size_t>(b)] = document_mask(row, S);
     }
   }
@@ -48,7 +49,9 @@ QwenInput batch_input(const data::Batch& batch, const QwenConfig& config, Device
   in.position_ids = batch.position_ids.to(device);
   in.mask = std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(rows)));
   for (int64_t w : config.sliding_window_per_layer)
-    if (w > 0) throw std::invalid_argument("[train] sliding-window models are not supported for packed training");
+    if (w > 0)
+      throw std::invalid_argument(
+          "[train] sliding-window models are not supported for packed training");
   return in;
 }
 
@@ -129,7 +132,8 @@ std::ofstream open_metrics(const fs::path& path, int64_t resumed_step) {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
       const auto rec = nlohmann::json::parse(line, nullptr, false);
-      if (!rec.is_discarded() && rec.value("step", int64_t{0}) <= resumed_step) kept.push_back(line);
+      if (!rec.is_discarded() && rec.value("step", int64_t{0}) <= resumed_step)
+        kept.push_back(line);
     }
   }
   std::ofstream out(path, std::ios::trunc);
@@ -148,7 +152,8 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
   CheckpointManager checkpoints(c.run_dir, c.keep_last);
   // Refused before anything in the run directory is touched.
   if (!resume && checkpoints.has_checkpoint())
-    throw std::runtime_error(c.run_dir + " already holds checkpoints: pass --resume to continue "
+    throw std::runtime_error(c.run_dir +
+                             " already holds checkpoints: pass --resume to continue "
                              "the run, or choose another run_dir");
   {
     std::error_code error;
@@ -163,23 +168,26 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
   data::DataConfig data_config = c.data;
   const int64_t vocab = model->config().vocab_size;
   if (data_config.vocab_size > vocab)
-    throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_config.vocab_size) +
+    throw std::invalid_argument("[train] data.vocab_size " +
+                                std::to_string(data_config.vocab_size) +
                                 " exceeds the model's vocabulary of " + std::to_string(vocab));
   data_config.vocab_size = vocab;  // every token id is checked against the model
   data::DataLoader loader(data_config, data::Split::train);
   std::unique_ptr<data::DataLoader> val;
-  if (!data_config.val.empty()) val = std::make_unique<data::DataLoader>(data_config, data::Split::val);
+  if (!data_config.val.empty())
+    val = std::make_unique<data::DataLoader>(data_config, data::Split::val);
 
   // fp32 masters are taken before any cast to the compute dtype.
   const bool bf16 = device.is_cuda() && c.model_dtype == "bf16";
   std::map<std::string, Tensor> masters = model->state_dict();
   model->to(device, bf16 ? DType::bf16 : DType::f32);
-  AdamW optimizer(model->named_parameters(), c.optimizer, bf16 ? masters : std::map<std::string, Tensor>{});
+  AdamW optimizer(model->named_parameters(), c.optimizer,
+                  bf16 ? masters : std::map<std::string, Tensor>{});
   masters.clear();
 
   const int64_t G = c.grad_accumulation_steps;
-  const int64_t total = c.max_steps > 0 ? c.max_steps
-                                        : c.num_epochs * ((loader.batches_per_epoch() + G - 1) / G);
+  const int64_t total =
+      c.max_steps > 0 ? c.max_steps : c.num_epochs * ((loader.batches_per_epoch() + G - 1) / G);
   const int64_t warmup = c.warmup_steps >= 0 ? std::max<int64_t>(c.warmup_steps, 1)
                                              : warmup_from_ratio(c.warmup_ratio, total);
   TrainerState state;
@@ -193,12 +201,14 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
   } else if (resume) {
     std::cout << "no checkpoint in " << checkpoints.checkpoints_dir() << ": starting fresh\n";
   }
+  std::string last_checkpoint = ck ? ck->dir : "";
   auto save = [&] {
-    checkpoints.save(model->config(), optimizer.masters(), optimizer.moments(), state);
+    last_checkpoint =
+        checkpoints.save(model->config(), optimizer.masters(), optimizer.moments(), state);
   };
   std::ofstream metrics = open_metrics(fs::path(c.run_dir) / "metrics.jsonl", state.step);
-  std::cout << "training " << model->num_parameters() << " parameters on " << device.str() << " for "
-            << total << " steps (" << loader.summary() << ")\n";
+  std::cout << "training " << model->num_parameters() << " parameters on " << device.str()
+            << " for " << total << " steps (" << loader.summary() << ")\n";
   const auto t_start = std::chrono::steady_clock::now();
   auto t_window = t_start;
   int64_t window_tokens = 0, consecutive_skips = 0, start_step = state.step;
@@ -232,8 +242,8 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
       step_loss *= inv;
       for (const Tensor& g : grads) g.copy_(binary_scalar(BinaryOp::mul, g, inv));
     }
-    const double norm = c.max_grad_norm > 0 ? clip_grad_norm(grads, c.max_grad_norm)
-                                            : global_norm(grads);
+    const double norm =
+        c.max_grad_norm > 0 ? clip_grad_norm(grads, c.max_grad_norm) : global_norm(grads);
     const double lr = c.optimizer.lr * lr_multiplier(state.step, warmup, total, c.min_lr_ratio);
     if (finite && std::isfinite(norm)) {
       optimizer.step(lr);
@@ -270,14 +280,17 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
            << std::setprecision(3) << lr << " | grad-norm " << std::fixed << std::setprecision(3)
            << last_norm << " | " << std::setprecision(0) << tps << " tok/s";
       if (device.is_cuda())
-        line << " | MFU " << std::setprecision(1)
-             << 100.0 * tps * flops_per_token(*model) / 989e12 << "%";
+        line << " | MFU " << std::setprecision(1) << 100.0 * tps * flops_per_token(*model) / 989e12
+             << "%";
       line << " | peak " << std::setprecision(1) << peak_memory_bytes(device) / (1 << 20)
            << " MiB | ETA " << format_duration(eta);
       std::cout << line.str() << std::endl;
-      nlohmann::json rec = {{"step", state.step},     {"loss", mean_loss},
-                            {"lr", lr},               {"grad_norm", last_norm},
-                            {"tokens", state.tokens}, {"tokens_per_s", tps},
+      nlohmann::json rec = {{"step", state.step},
+                            {"loss", mean_loss},
+                            {"lr", lr},
+                            {"grad_norm", last_norm},
+                            {"tokens", state.tokens},
+                            {"tokens_per_s", tps},
                             {"skipped_steps", state.skipped_steps},
                             {"epoch", state.loader.epoch}};
       if (val && c.val_every_steps > 0 && (state.step % c.val_every_steps == 0 || last))
@@ -291,7 +304,7 @@ TrainSummary train_sft(const TrainConfig& c, bool resume,
     if ((c.checkpoint_every_steps > 0 && state.step % c.checkpoint_every_steps == 0) || last)
       save();
   }
-  TrainSummary summary{state.step, last_loss, state.skipped_steps, c.run_dir};
+  TrainSummary summary{state.step, last_loss, state.skipped_steps, c.run_dir, last_checkpoint};
   std::cout << "done: " << state.step << " steps, last loss " << last_loss << "; run directory "
             << c.run_dir << " (metrics.jsonl, checkpoints/latest)\n";
   return summary;

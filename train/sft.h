@@ -24,6 +24,7 @@ struct TrainSummary {
   double last_loss = 0;
   int64_t skipped_steps = 0;
   std::string run_dir;
+  std::string checkpoint;  // the final checkpoint's directory (a loadable model)
 };
 
 // Runs (or, with resume, continues) the training described by `config`. `on_step` (optional) is

@@ -100,7 +100,9 @@ TEST(Resume, WithoutCheckpointsStartsFreshAndKeepsTheNewestK) {
   const TrainConfig config = testing::tiny_config(
       dir, {"train.max_steps=4", "checkpoint.every_steps=1", "checkpoint.keep_last=2"});
   std::vector<int64_t> steps;
-  train_sft(config, /*resume=*/true, [&](int64_t step, double) { steps.push_back(step); });
+  const TrainSummary summary =
+      train_sft(config, /*resume=*/true, [&](int64_t step, double) { steps.push_back(step); });
+  EXPECT_EQ(summary.checkpoint, config.run_dir + "/checkpoints/step_00000004");
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
   std::vector<std::string> names;
   for (const auto& e : testing::fs::directory_iterator(config.run_dir + "/checkpoints"))
@@ -109,7 +111,9 @@ TEST(Resume, WithoutCheckpointsStartsFreshAndKeepsTheNewestK) {
   EXPECT_EQ(names, (std::vector<std::string>{"latest", "step_00000003", "step_00000004"}));
   EXPECT_EQ(read_text(config.run_dir + "/checkpoints/latest"), "step_00000004\n");
   // A finished run resumed does nothing more.
-  EXPECT_EQ(train_sft(config, true).steps, 4);
+  const TrainSummary again = train_sft(config, true);
+  EXPECT_EQ(again.steps, 4);
+  EXPECT_EQ(again.checkpoint, summary.checkpoint);
 }
 
 }  // namespace

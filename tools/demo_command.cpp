@@ -1,0 +1,27 @@
+// `sprig demo [--run-dir DIR] [--device auto|cpu|cuda] [--quick]`: pre-trains a tiny Qwen3 on a
+// synthetic corpus, then fine-tunes it on shared-prefix rollouts with prefix-tree attention
+// (train/demo.h). No downloads.
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "tools/commands.h"
+#include "train/demo.h"
+
+namespace sprig::tools {
+
+void add_demo_command(CLI::App& app) {
+  auto opt = std::make_shared<DemoOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "demo",
+      "Train a tiny Qwen3 from scratch on synthetic documents, then fine-tune it on shared-prefix "
+      "rollouts with prefix-tree attention; prints where the metrics and curves are");
+  cmd->add_option("--run-dir", opt->run_dir, "where data, configs, runs and curves go")
+      ->capture_default_str();
+  cmd->add_option("--device", opt->device, "cpu, cuda or auto (cuda when present)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_flag("--quick", opt->quick, "a few steps per stage (a smoke run)");
+  cmd->callback([opt] { run_demo(*opt); });
+}
+
+}  // namespace sprig::tools

@@ -1,0 +1,263 @@
+#include "train/demo.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "nn/checkpoint.h"
+#include "nn/generate.h"
+#include "tensor/random.h"
+#include "train/config.h"
+#include "train/plot.h"
+#include "train/sft.h"
+
+namespace sprig {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- the synthetic language -------------------------------------------------------------------
+// Tokens: pad, <bos>, <eos>, <sep>, the four modes, then the numbers 0..63.
+constexpr int64_t kBos = 1, kEos = 2, kSep = 3, kFirstMode = 4, kFirstNumber = 8, kNumbers = 64;
+constexpr int64_t kVocab = kFirstNumber + kNumbers;
+constexpr int kModes = 4;
+const char* const kModeNames[kModes] = {"up", "down", "double", "repeat"};
+constexpr int64_t kPromptNumbers = 4, kCompletionNumbers = 8;
+
+int64_t number_token(int64_t n) { return kFirstNumber + ((n % kNumbers) + kNumbers) % kNumbers; }
+
+// "<bos> a a+d a+2d a+3d <sep>"
+std::vector<int64_t> prompt_tokens(int64_t a, int64_t d) {
+  std::vector<int64_t> ids = {kBos};
+  for (int64_t j = 0; j < kPromptNumbers; ++j) ids.push_back(number_token(a + j * d));
+  ids.push_back(kSep);
+  return ids;
+}
+
+// What `mode` continues the prompt with: its numbers, then <eos>.
+std::vector<int64_t> continuation_tokens(int mode, int64_t a, int64_t d) {
+  const int64_t last = a + (kPromptNumbers - 1) * d;
+  std::vector<int64_t> ids;
+  for (int64_t j = 1; j <= kCompletionNumbers; ++j) {
+    const int64_t values[kModes] = {last + j * d, last - j * d, last + 2 * j * d,
+                                    a + ((j - 1) % kPromptNumbers) * d};
+    ids.push_back(number_token(values[mode]));
+  }
+  ids.push_back(kEos);
+  return ids;
+}
+
+std::string token_text(int64_t id) {
+  if (id >= kFirstNumber) return std::to_string(id - kFirstNumber);
+  if (id >= kFirstMode) return kModeNames[id - kFirstMode];
+  const char* names[] = {"<pad>", "<bos>", "<eos>", "<sep>"};
+  return names[id];
+}
+
+std::string tokens_text(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) {
+    if (!s.empty()) s += ' ';
+    s += token_text(id);
+  }
+  return s;
+}
+
+// A progression's start and step.
+std::pair<int64_t, int64_t> draw_progression(Generator& gen) {
+  return {gen.next_int(0, kNumbers), gen.next_int(1, 8)};
+}
+
+// Documents: "<bos> a a+d ... <eos>" of 12 to 40 numbers.
+void write_documents(const fs::path& path, int64_t count, Generator& gen) {
+  std::ofstream out(path);
+  for (int64_t i = 0; i < count; ++i) {
+    const auto [a, d] = draw_progression(gen);
+    std::vector<int64_t> ids = {kBos};
+    for (int64_t j = 0, n = gen.next_int(12, 41); j < n; ++j)
+      ids.push_back(number_token(a + j * d));
+    ids.push_back(kEos);
+    out << nlohmann::json{{"input_ids", ids}}.dump() << "\n";
+  }
+}
+
+// Rollout groups: one prompt, a completion per mode (in a random order), each "<mode> ... <eos>".
+void write_rollouts(const fs::path& path, int64_t count, Generator& gen) {
+  std::ofstream out(path);
+  for (int64_t i = 0; i < count; ++i) {
+    const auto [a, d] = draw_progression(gen);
+    int order[kModes] = {0, 1, 2, 3};
+    for (int k = kModes - 1; k > 0; --k) std::swap(order[k], order[gen.next_int(0, k + 1)]);
+    nlohmann::json completions = nlohmann::json::array();
+    for (int mode : order) {
+      std::vector<int64_t> c = {kFirstMode + mode};
+      for (int64_t id : continuation_tokens(mode, a, d)) c.push_back(id);
+      completions.push_back(c);
+    }
+    out << nlohmann::json{{"prompt_ids", prompt_tokens(a, d)}, {"completions", completions}}.dump()
+        << "\n";
+  }
+}
+
+// ---- the runs ---------------------------------------------------------------------------------
+
+// A tiny Qwen3 (about 0.2M parameters) over the synthetic vocabulary; head_dim 64, which the CUDA
+// attention kernels support.
+void write_model_config(const fs::path& path) {
+  const nlohmann::json config = {{"model_type", "qwen3"},
+                                 {"architectures", {"Qwen3ForCausalLM"}},
+                                 {"vocab_size", kVocab},
+                                 {"hidden_size", 64},
+                                 {"intermediate_size", 256},
+                                 {"num_hidden_layers", 3},
+                                 {"num_attention_heads", 2},
+                                 {"num_key_value_heads", 1},
+                                 {"head_dim", 64},
+                                 {"rms_norm_eps", 1e-6},
+                                 {"rope_theta", 10000.0},
+                                 {"tie_word_embeddings", true},
+                                 {"initializer_range", 0.02},
+                                 {"max_position_embeddings", 1024},
+                                 {"torch_dtype", "float32"}};
+  std::ofstream(path) << config.dump(2) << "\n";
+}
+
+struct Stage {
+  std::string name, model_key, model_value, format, packing;
+  int64_t micro_batch_size, max_steps, warmup_steps;
+  double lr;
+};
+
+// The YAML config of one stage (a file users can rerun with `sprig train sft -c`).
+std::string stage_yaml(const fs::path& dir, const Stage& s, const std::string& device) {
+  std::ostringstream y;
+  y << "# Written by `sprig demo`; rerun with: sprig train sft -c "
+    << (dir / (s.name + ".yaml")).string() << "\nrun_dir: " << (dir / s.name).string()
+    << "\nseed: 0\ndevice: " << device << "\nmodel:\n  " << s.model_key << ": " << s.model_value
+    << "\ndata:\n  train: " << (dir / "data" / (s.name + "_train.jsonl")).string()
+    << "\n  val: " << (dir / "data" / (s.name + "_val.jsonl")).string()
+    << "\n  format: " << s.format << "\n  packing: " << s.packing
+    << "\n  seq_len: 256\n  micro_batch_size: " << s.micro_batch_size
+    << "\ntrain:\n  max_steps: " << s.max_steps
+    << "\n  max_grad_norm: 1.0\noptimizer:\n  lr: " << s.lr
+    << "\n  betas: [0.9, 0.95]\n  weight_decay: 0.01\nscheduler:\n  warmup_steps: "
+    << s.warmup_steps
+    << "\n  min_lr_ratio: 0.1\nlog:\n  every_steps: " << std::max<int64_t>(1, s.max_steps / 15)
+    << "\nval:\n  every_steps: " << std::max<int64_t>(1, s.max_steps / 5)
+    << "\ncheckpoint:\n  keep_last: 1\n";
+  return y.str();
+}
+
+TrainSummary run_stage(const fs::path& dir, const Stage& stage, const std::string& device) {
+  const fs::path config_path = dir / (stage.name + ".yaml");
+  std::ofstream(config_path) << stage_yaml(dir, stage, device);
+  const TrainSummary summary = train_sft(load_train_config(config_path.string(), {}), false);
+  plot_run(summary.run_dir, summary.run_dir + "/curves.png");
+  return summary;
+}
+
+// How many greedy continuations of `prompts` x modes are exactly what the mode asks for; prints
+// the first prompt's continuations.
+int64_t exact_continuations(const std::string& checkpoint,
+                            const std::vector<std::pair<int64_t, int64_t>>& prompts,
+                            const std::string& label) {
+  const std::unique_ptr<QwenForCausalLM> model = load_qwen(checkpoint);
+  int64_t exact = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto [a, d] = prompts[p];
+    for (int mode = 0; mode < kModes; ++mode) {
+      std::vector<int64_t> ids = prompt_tokens(a, d);
+      ids.push_back(kFirstMode + mode);
+      const std::vector<int64_t> expected = continuation_tokens(mode, a, d);
+      const std::vector<int64_t> got =
+          generate_greedy(*model, ids, static_cast<int64_t>(expected.size()), kEos);
+      exact += got == expected;
+      if (p == 0)
+        std::cout << "  " << label << " | " << tokens_text(ids) << " -> " << tokens_text(got)
+                  << (got == expected ? "" : "   (expected " + tokens_text(expected) + ")") << "\n";
+    }
+  }
+  return exact;
+}
+
+// Creates `dir`, replacing an earlier demo there; anything else in the way is refused.
+void prepare_run_dir(const fs::path& dir) {
+  const fs::path marker = dir / ".sprig-demo";
+  if (fs::exists(dir) && !(fs::is_directory(dir) && fs::is_empty(dir))) {
+    if (!fs::exists(marker))
+      throw std::runtime_error(dir.string() +
+                               " already exists and was not made by sprig demo: choose another "
+                               "--run-dir");
+    fs::remove_all(dir);
+  }
+  fs::create_directories(dir);
+  std::ofstream(marker) << "made by sprig demo\n";
+}
+
+std::string elapsed_text(std::chrono::steady_clock::time_point since) {
+  const auto s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - since)
+          .count();
+  return std::to_string(s / 60) + "m" + (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) + "s";
+}
+
+}  // namespace
+
+void run_demo(const DemoOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const fs::path dir = options.run_dir;
+  prepare_run_dir(dir);
+  fs::create_directories(dir / "data");
+  Generator gen(2024);
+  write_documents(dir / "data/pretrain_train.jsonl", 3000, gen);
+  write_documents(dir / "data/pretrain_val.jsonl", 100, gen);
+  write_rollouts(dir / "data/rollouts_train.jsonl", 1000, gen);
+  write_rollouts(dir / "data/rollouts_val.jsonl", 50, gen);
+  write_model_config(dir / "model.json");
+  std::cout << "sprig demo: synthetic data and a tiny Qwen3 config written to " << dir.string()
+            << "\n\n== stage 1: pre-training on packed documents (arithmetic progressions) ==\n";
+
+  // About 0.3M tokens per stage (8 rows of 256 documents' tokens; 4 rows of 256 folded tokens).
+  const int64_t pretrain_steps = options.quick ? 20 : 150, rollout_steps = options.quick ? 10 : 300;
+  const TrainSummary pretrain =
+      run_stage(dir,
+                {"pretrain", "config", (dir / "model.json").string(), "documents", "bfd", 8,
+                 pretrain_steps, pretrain_steps / 20, 3e-3},
+                options.device);
+  std::cout << "\n== stage 2: fine-tuning on shared-prefix rollouts (prefix-tree attention) ==\n";
+  const TrainSummary rollouts = run_stage(dir,
+                                          {"rollouts", "path", pretrain.checkpoint, "rollouts",
+                                           "fold", 4, rollout_steps, rollout_steps / 20, 3e-3},
+                                          options.device);
+
+  std::cout << "\n== greedy continuations of new prompts, per mode ==\n";
+  Generator eval_gen(7);
+  std::vector<std::pair<int64_t, int64_t>> prompts;
+  for (int i = 0; i < 16; ++i) prompts.push_back(draw_progression(eval_gen));
+  const int64_t total = static_cast<int64_t>(prompts.size()) * kModes;
+  const int64_t before = exact_continuations(pretrain.checkpoint, prompts, "pre-trained");
+  const int64_t after = exact_continuations(rollouts.checkpoint, prompts, "fine-tuned ");
+  std::cout << "  exactly right: pre-trained " << before << "/" << total << ", fine-tuned " << after
+            << "/" << total << "\n";
+
+  std::cout << "\ndemo finished in " << elapsed_text(start) << "\n"
+            << "  run directory " << dir.string() << "\n"
+            << "  configs       " << (dir / "pretrain.yaml").string() << ", "
+            << (dir / "rollouts.yaml").string() << "\n"
+            << "  metrics       " << pretrain.run_dir << "/metrics.jsonl, " << rollouts.run_dir
+            << "/metrics.jsonl\n"
+            << "  curves        " << pretrain.run_dir << "/curves.png, " << rollouts.run_dir
+            << "/curves.png\n"
+            << "  model         " << rollouts.checkpoint << "\n";
+}
+
+}  // namespace sprig

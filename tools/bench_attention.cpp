@@ -48,8 +48,9 @@ struct Case {
 };
 
 // Packed documents of `tokens` tokens: lengths drawn uniformly in [tokens/128, tokens/4] (128..4k
-// at 16k tokens) while they fit; the remainder joins the last document (SPEC §2.5).
-json documents_spec(int64_t tokens, Generator& gen) {
+// at 16k tokens, seed 0) while they fit; the remainder joins the last document (SPEC §2.5).
+json documents_spec(int64_t tokens) {
+  Generator gen(0);
   const int64_t lo = std::max<int64_t>(tokens / 128, 1), hi = std::max(tokens / 4, lo);
   std::vector<int64_t> lens;
   int64_t used = 0;
@@ -73,9 +74,10 @@ json prefix_tree_spec(int64_t n, int64_t p, int64_t c) {
   return {{"kind", "prefix_tree"}, {"node_lengths", node_lengths}, {"sample_paths", paths}};
 }
 
-// DFlash over a context of S tokens: `anchors` distinct sorted anchors drawn in [0, S - bs], all
-// blocks kept, non-causal blocks.
-json dflash_spec(int64_t ctx_len, int64_t anchors, int64_t block_size, Generator& gen) {
+// DFlash over a context of S tokens: `anchors` distinct sorted anchors drawn in [0, S - bs]
+// (seed 0), all blocks kept, non-causal blocks.
+json dflash_spec(int64_t ctx_len, int64_t anchors, int64_t block_size) {
+  Generator gen(0);
   const int64_t positions = std::max<int64_t>(ctx_len - block_size, 0) + 1;
   if (anchors > positions)
     throw std::invalid_argument("[bench] " + std::to_string(anchors) + " DFlash anchors need " +
@@ -99,21 +101,21 @@ std::vector<Case> make_cases(const AttentionOptions& o, bool cuda) {
   const int64_t doc_tokens = o.seq > 0 ? o.seq : (cuda ? 16384 : 1024);
   const auto rows = [&](int64_t fill) { return o.batch > 0 ? o.batch : fill; };
   const bool all = o.mask == "all";
-  Generator gen(0);
   std::vector<Case> cases;
   if (all || o.mask == "causal")
     for (int64_t t : causal_lengths)
-      cases.push_back({"causal", {{"kind", "causal"}, {"length", t}},
+      cases.push_back({"causal",
+                       {{"kind", "causal"}, {"length", t}},
                        rows(cuda ? std::max<int64_t>(16384 / t, 1) : 1)});
   if (all || o.mask == "documents")
-    cases.push_back({"documents", documents_spec(doc_tokens, gen), rows(1)});
+    cases.push_back({"documents", documents_spec(doc_tokens), rows(1)});
   if (all || o.mask == "prefix_tree")
-    cases.push_back({"prefix_tree", cuda ? prefix_tree_spec(8, 2048, 512)
-                                         : prefix_tree_spec(8, 256, 64),
+    cases.push_back({"prefix_tree",
+                     cuda ? prefix_tree_spec(8, 2048, 512) : prefix_tree_spec(8, 256, 64),
                      rows(1)});
   if (all || o.mask == "dflash")
-    cases.push_back({"dflash", cuda ? dflash_spec(3072, 512, 16, gen) : dflash_spec(768, 64, 16, gen),
-                     rows(1)});
+    cases.push_back(
+        {"dflash", cuda ? dflash_spec(3072, 512, 16) : dflash_spec(768, 64, 16), rows(1)});
   return cases;
 }
 
@@ -122,17 +124,16 @@ struct Result {
   double tile_efficiency, fwd_s, bwd_s, fwd_flops;
 };
 
+// Allowed / visited elements of the tiles the forward kernel of `device` visits.
+double forward_tile_efficiency(const AttentionMask& mask, Device device, int64_t head_dim) {
+  if (!device.is_cuda()) return mask.cpu_tiles.efficiency();
+  const cuda::TileShape s = cuda::flash_tile_shape(cuda::FlashPass::forward, head_dim);
+  return compile_tile_map(mask.intervals, s.block_m, s.block_n).efficiency();
+}
+
 Result run_case(const Case& c, const AttentionOptions& o, Device device, DType dtype,
                 Generator& gen) {
   const AttentionMask mask = compile_attention_mask(BatchMask(parse_mask_spec(c.spec.dump())));
-  // The efficiency of the tiles the forward kernel visits on this device.
-  const double efficiency =
-      device.is_cuda()
-          ? [&] {
-              const cuda::TileShape s = cuda::flash_tile_shape(cuda::FlashPass::forward, o.head_dim);
-              return compile_tile_map(mask.intervals, s.block_m, s.block_n).efficiency();
-            }()
-          : mask.cpu_tiles.efficiency();
   const int64_t tq = mask.mask.q_len(), tk = mask.mask.k_len();
   const Tensor q = normal({c.batch, tq, o.heads, o.head_dim}, 0, 1, dtype, device, gen);
   const Tensor k = normal({c.batch, tk, o.kv_heads, o.head_dim}, 0, 1, dtype, device, gen);
@@ -150,7 +151,7 @@ Result run_case(const Case& c, const AttentionOptions& o, Device device, DType d
   const int64_t allowed = mask.intervals.allowed_elements();
   const double flops = 4.0 * static_cast<double>(o.head_dim) * static_cast<double>(allowed) *
                        static_cast<double>(o.heads * c.batch);
-  return {tq, tk, allowed, efficiency, fwd, bwd, flops};
+  return {tq, tk, allowed, forward_tile_efficiency(mask, device, o.head_dim), fwd, bwd, flops};
 }
 
 void run_bench_attention(AttentionOptions o) {
@@ -173,8 +174,9 @@ void run_bench_attention(AttentionOptions o) {
         "allowed elements only (bwd = 2.5x fwd FLOPs), in %s\n%-12s %-24s %12s %8s %10s %10s "
         "%9s %9s %9s\n",
         device.str().c_str(), dtype_name(dtype), static_cast<long long>(o.heads),
-        static_cast<long long>(o.kv_heads), static_cast<long long>(o.head_dim), o.reps, cuda ? "TFLOP/s" : "GFLOP/s",
-        "mask", "B x Tq x Tk", "allowed", "tile eff", "fwd ms", "bwd ms", "fwd", "bwd", "fwd+bwd");
+        static_cast<long long>(o.kv_heads), static_cast<long long>(o.head_dim), o.reps,
+        cuda ? "TFLOP/s" : "GFLOP/s", "mask", "B x Tq x Tk", "allowed", "tile eff", "fwd ms",
+        "bwd ms", "fwd", "bwd", "fwd+bwd");
   Generator gen(1);
   for (const Case& c : make_cases(o, cuda)) {
     const Result r = run_case(c, o, device, dtype, gen);
@@ -198,16 +200,15 @@ void run_bench_attention(AttentionOptions o) {
                         {"bwd_tflops", bwd_rate / 1e12},
                         {"fwd_bwd_tflops", total_rate / 1e12},
                         {"spec", c.spec}}
-                          .dump()
+                       .dump()
                 << std::endl;
       continue;
     }
-    const std::string shape = std::to_string(c.batch) + " x " + std::to_string(r.q_len) + " x " +
-                              std::to_string(r.k_len);
-    std::printf("%-12s %-24s %12lld %8.3f %10.3f %10.3f %9.1f %9.1f %9.1f\n",
-                c.name.c_str(), shape.c_str(), static_cast<long long>(r.allowed),
-                r.tile_efficiency, r.fwd_s * 1e3, r.bwd_s * 1e3, fwd_rate / unit, bwd_rate / unit,
-                total_rate / unit);
+    const std::string shape =
+        std::to_string(c.batch) + " x " + std::to_string(r.q_len) + " x " + std::to_string(r.k_len);
+    std::printf("%-12s %-24s %12lld %8.3f %10.3f %10.3f %9.1f %9.1f %9.1f\n", c.name.c_str(),
+                shape.c_str(), static_cast<long long>(r.allowed), r.tile_efficiency, r.fwd_s * 1e3,
+                r.bwd_s * 1e3, fwd_rate / unit, bwd_rate / unit, total_rate / unit);
   }
 }
 

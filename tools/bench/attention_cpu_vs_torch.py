@@ -37,7 +37,8 @@ def torch_times(torch, row, reps):
     mask = dense_mask(torch, row["spec"])
     allowed = int(mask.sum())
     if allowed != row["allowed"]:
-        sys.exit(f"{row['mask']}: the PyTorch mask allows {allowed} elements, sprig {row['allowed']}")
+        sys.exit(f"{row['mask']}: the PyTorch mask allows {allowed} elements, "
+                 f"sprig {row['allowed']}")
     b, tq, tk, d = row["batch"], row["q_len"], row["k_len"], row["head_dim"]
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(b, tq, row["heads"], d, generator=gen).requires_grad_()

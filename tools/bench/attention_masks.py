@@ -2,9 +2,9 @@
 
 Shared by attention_cpu_vs_torch.py and attention_vs_torch.py. A spec (the "spec" field of each
 `sprig bench attention --json` row, the format of attention/mask_io.h) becomes a predicate
-allowed(q, k) on broadcastable integer tensors of query and key indices, written with the rules of
-SPEC §2.2, §2.3 and §2.10 rather than with sprig's rectangles, so that a wrong sprig mask shows up
-as a disagreement in the allowed-element count. The same predicate gives the dense mask (CPU) and
+allowed(q, k) on broadcastable integer tensors of query and key indices, written with the rules
+of SPEC §2.2, §2.3 and §2.10 rather than with sprig's rectangles, so that a wrong sprig mask shows
+up as a disagreement in the allowed-element count. The same predicate gives the dense mask (CPU) and
 FlexAttention's mask_mod (GPU).
 """
 

@@ -14,6 +14,7 @@ using testing::contains;
 using testing::invalid_argument_message;
 using testing::TempDir;
 using testing::write_text;
+namespace fs = std::filesystem;
 
 const char* kMinimal =
     "run_dir: runs/x\n"
@@ -193,6 +194,24 @@ TEST(TrainConfig, ResolvedYamlRecordsOverridesAndDefaultsAndLoadsBack) {
   EXPECT_EQ(again.max_steps, 7);
   EXPECT_EQ(again.optimizer.beta1, 0.8);
   EXPECT_EQ(again.data.seq_len, 32);
+}
+
+TEST(TrainConfig, ExampleConfigsLoad) {
+  int64_t count = 0;
+  for (const auto& e : fs::directory_iterator(testing::source_path("train/configs"))) {
+    if (e.path().extension() != ".yaml") continue;
+    EXPECT_NO_THROW(load_train_config(e.path().string(), {})) << e.path();
+    ++count;
+  }
+  EXPECT_GE(count, 3);
+  const TrainConfig rollouts =
+      load_train_config(testing::source_path("train/configs/tiny_rollouts.yaml"), {});
+  EXPECT_EQ(rollouts.data.packing, data::Packing::fold);
+  const TrainConfig big =
+      load_train_config(testing::source_path("train/configs/qwen3_0.6b_sft.yaml"), {});
+  EXPECT_EQ(big.model_path, "checkpoints/qwen3-0.6b");
+  EXPECT_EQ(big.data.seq_len, 4096);
+  EXPECT_EQ(big.grad_accumulation_steps, 8);
 }
 
 }  // namespace

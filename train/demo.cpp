@@ -4,12 +4,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "nn/checkpoint.h"
@@ -139,21 +139,22 @@ struct Stage {
 
 // The YAML config of one stage (a file users can rerun with `sprig train sft -c`).
 std::string stage_yaml(const fs::path& dir, const Stage& s, const std::string& device) {
+  const auto path = [&](const std::string& name) { return (dir / name).string(); };
   std::ostringstream y;
-  y << "# Written by `sprig demo`; rerun with: sprig train sft -c "
-    << (dir / (s.name + ".yaml")).string() << "\nrun_dir: " << (dir / s.name).string()
-    << "\nseed: 0\ndevice: " << device << "\nmodel:\n  " << s.model_key << ": " << s.model_value
-    << "\ndata:\n  train: " << (dir / "data" / (s.name + "_train.jsonl")).string()
-    << "\n  val: " << (dir / "data" / (s.name + "_val.jsonl")).string()
-    << "\n  format: " << s.format << "\n  packing: " << s.packing
-    << "\n  seq_len: 256\n  micro_batch_size: " << s.micro_batch_size
-    << "\ntrain:\n  max_steps: " << s.max_steps
-    << "\n  max_grad_norm: 1.0\noptimizer:\n  lr: " << s.lr
-    << "\n  betas: [0.9, 0.95]\n  weight_decay: 0.01\nscheduler:\n  warmup_steps: "
-    << s.warmup_steps
-    << "\n  min_lr_ratio: 0.1\nlog:\n  every_steps: " << std::max<int64_t>(1, s.max_steps / 15)
-    << "\nval:\n  every_steps: " << std::max<int64_t>(1, s.max_steps / 5)
-    << "\ncheckpoint:\n  keep_last: 1\n";
+  y << "# Written by `sprig demo`. Train again with: sprig train sft -c " << path(s.name + ".yaml")
+    << " --run_dir=ANOTHER_DIR\n";
+  y << "run_dir: " << path(s.name) << "\nseed: 0\ndevice: " << device << "\n";
+  y << "model:\n  " << s.model_key << ": " << s.model_value << "\n";
+  y << "data:\n  train: " << path("data/" + s.name + "_train.jsonl") << "\n";
+  y << "  val: " << path("data/" + s.name + "_val.jsonl") << "\n";
+  y << "  format: " << s.format << "\n  packing: " << s.packing << "\n  seq_len: 256\n";
+  y << "  micro_batch_size: " << s.micro_batch_size << "\n";
+  y << "train:\n  max_steps: " << s.max_steps << "\n  max_grad_norm: 1.0\n";
+  y << "optimizer:\n  lr: " << s.lr << "\n  betas: [0.9, 0.95]\n  weight_decay: 0.01\n";
+  y << "scheduler:\n  warmup_steps: " << s.warmup_steps << "\n  min_lr_ratio: 0.1\n";
+  y << "log:\n  every_steps: " << std::max<int64_t>(1, s.max_steps / 15) << "\n";
+  y << "val:\n  every_steps: " << std::max<int64_t>(1, s.max_steps / 5) << "\n";
+  y << "checkpoint:\n  keep_last: 1\n";
   return y.str();
 }
 
@@ -228,16 +229,28 @@ void run_demo(const DemoOptions& options) {
 
   // About 0.3M tokens per stage (8 rows of 256 documents' tokens; 4 rows of 256 folded tokens).
   const int64_t pretrain_steps = options.quick ? 20 : 150, rollout_steps = options.quick ? 10 : 300;
-  const TrainSummary pretrain =
-      run_stage(dir,
-                {"pretrain", "config", (dir / "model.json").string(), "documents", "bfd", 8,
-                 pretrain_steps, pretrain_steps / 20, 3e-3},
-                options.device);
+  const Stage pretrain_stage = {.name = "pretrain",
+                                .model_key = "config",
+                                .model_value = (dir / "model.json").string(),
+                                .format = "documents",
+                                .packing = "bfd",
+                                .micro_batch_size = 8,
+                                .max_steps = pretrain_steps,
+                                .warmup_steps = pretrain_steps / 20,
+                                .lr = 3e-3};
+  const TrainSummary pretrain = run_stage(dir, pretrain_stage, options.device);
+
   std::cout << "\n== stage 2: fine-tuning on shared-prefix rollouts (prefix-tree attention) ==\n";
-  const TrainSummary rollouts = run_stage(dir,
-                                          {"rollouts", "path", pretrain.checkpoint, "rollouts",
-                                           "fold", 4, rollout_steps, rollout_steps / 20, 3e-3},
-                                          options.device);
+  const Stage rollout_stage = {.name = "rollouts",
+                               .model_key = "path",
+                               .model_value = pretrain.checkpoint,
+                               .format = "rollouts",
+                               .packing = "fold",
+                               .micro_batch_size = 4,
+                               .max_steps = rollout_steps,
+                               .warmup_steps = rollout_steps / 20,
+                               .lr = 3e-3};
+  const TrainSummary rollouts = run_stage(dir, rollout_stage, options.device);
 
   std::cout << "\n== greedy continuations of new prompts, per mode ==\n";
   Generator eval_gen(7);

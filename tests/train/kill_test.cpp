@@ -21,7 +21,6 @@ namespace {
 
 using testing::TempDir;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 // Starts `sprig args...` with stdout and stderr appended to `log`.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
@@ -66,29 +65,25 @@ bool saving_since(const std::string& checkpoints, fs::file_time_type since) {
   return false;
 }
 
-// Kills `pid` as soon as it is writing a checkpoint. Returns false when the process ended first
-// (its exit status in `status`).
-bool kill_during_save(pid_t pid, const std::string& checkpoints, fs::file_time_type since,
-                      int& status) {
-  while (!saving_since(checkpoints, since)) {
-    if (exited(pid, status)) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  ::kill(pid, SIGKILL);
-  status = wait_for(pid);
-  return true;
+// The checkpoint `latest` names ("" before the first one).
+std::string latest_name(const std::string& checkpoints) {
+  std::string name;
+  std::ifstream(checkpoints + "/latest") >> name;
+  return name;
 }
 
-// Kills `pid` after `delay`. Returns false when the process ended first.
-bool kill_after(pid_t pid, std::chrono::milliseconds delay, int& status) {
-  const auto deadline = Clock::now() + delay;
-  while (Clock::now() < deadline) {
-    if (exited(pid, status)) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+// Waits until ready() holds, then `delay` more, then kills `pid` (SIGKILL). Returns -SIGKILL, or
+// the exit status when the process ended first.
+template <class F>
+int kill_when(pid_t pid, F ready, std::chrono::microseconds delay) {
+  int status = 0;
+  while (!ready()) {
+    if (exited(pid, status)) return status;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+  std::this_thread::sleep_for(delay);
   ::kill(pid, SIGKILL);
-  status = wait_for(pid);
-  return true;
+  return wait_for(pid);
 }
 
 std::vector<std::pair<int64_t, double>> logged_losses(const std::string& run_dir) {
@@ -104,7 +99,7 @@ std::vector<std::pair<int64_t, double>> logged_losses(const std::string& run_dir
 TEST(Kill, KilledRunResumesToTheUninterruptedResult) {
   TempDir dir;
   const std::string config_path = testing::write_tiny_config(dir);
-  const std::vector<std::string> overrides = {"train.max_steps=10", "checkpoint.every_steps=1",
+  const std::vector<std::string> overrides = {"train.max_steps=12", "checkpoint.every_steps=1",
                                               "checkpoint.keep_last=2", "log.every_steps=1"};
   std::vector<std::string> reference_overrides = overrides;
   reference_overrides.push_back("run_dir=" + (dir / "reference"));
@@ -119,17 +114,24 @@ TEST(Kill, KilledRunResumesToTheUninterruptedResult) {
     if (resume) args.push_back("--resume");
     return args;
   };
-  // Alternately killed in the middle of a checkpoint save and at a random moment.
+  // Alternately killed in the middle of a checkpoint save, and at a random moment (0 to 5 ms)
+  // after a checkpoint completed. Kills follow the run's progress, not the clock, so any machine
+  // speed gives the same story.
   Generator gen(7);
-  int kills = 0, kills_during_save = 0, status = 0;
+  int kills = 0, kills_during_save = 0;
   for (int round = 0; round < 8; ++round) {
     const fs::file_time_type start = fs::file_time_type::clock::now();
+    const std::string latest_at_start = latest_name(checkpoints);
     const pid_t pid = spawn(sprig_args(round > 0), log);
     const bool during_save = round % 2 == 0;
-    const bool killed =
-        during_save ? kill_during_save(pid, checkpoints, start, status)
-                    : kill_after(pid, std::chrono::milliseconds(gen.next_int(1, 400)), status);
-    if (!killed) {  // it finished first
+    const int status = during_save
+                           ? kill_when(
+                                 pid, [&] { return saving_since(checkpoints, start); },
+                                 std::chrono::microseconds(0))
+                           : kill_when(
+                                 pid, [&] { return latest_name(checkpoints) != latest_at_start; },
+                                 std::chrono::microseconds(gen.next_int(0, 5000)));
+    if (status != -SIGKILL) {  // it finished first
       ASSERT_EQ(status, 0) << testing::read_text(log);
       break;
     }

@@ -41,6 +41,10 @@ struct ResumeCase {
   std::string loss_normalization;
 };
 
+void PrintTo(const ResumeCase& c, std::ostream* os) {
+  *os << "accumulation " << c.grad_accumulation_steps << ", " << c.loss_normalization;
+}
+
 class Resume : public ::testing::TestWithParam<ResumeCase> {};
 
 TEST_P(Resume, InterruptedAndResumedRunEqualsAStraightRun) {

@@ -41,9 +41,10 @@ struct FwdParams {
   float scale, scale_log2;  // scale, scale * log2(e)
 };
 
-// Online softmax over one tile of scores s (raw units), turned into P in place; rescales o, and
-// updates the running row max (raw units) and the per-thread partial row sums. Partial tiles may
-// leave a row's max at -inf: exponents then use 0 as the subtrahend, so -inf - -inf never occurs.
+// Online softmax over one sub-tile of scores s (raw units), turned into P in place; rescales o,
+// and updates the running row max (raw units) and the per-thread partial row sums. Partial tiles
+// may leave a row's max at -inf: exponents then use 0 as the subtrahend, so -inf - -inf never
+// occurs.
 template <bool Partial, int MT, int NT, int DT>
 __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)[MT][DT][4],
                                                float (&row_max)[MT][2], float (&row_sum)[MT][2],

@@ -61,7 +61,7 @@ inline std::string source_path(const std::string& relative) {
 }
 
 // A config training the tiny Qwen3 of train/configs on the bundled synthetic documents: small
-// rows, short runs, no logging noise. `overrides` ("a.b=value") adjust it.
+// rows, short runs, no logging noise (tiny_config applies "a.b=value" overrides).
 inline std::string tiny_config_yaml(const std::string& run_dir) {
   return "run_dir: " + run_dir + "\n" +
          "seed: 3\n"

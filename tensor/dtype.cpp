@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "tensor/cuda/kernels.h"
+
 namespace sprig {
 
 size_t dtype_size(DType t) {
@@ -83,6 +85,15 @@ f16::operator float() const {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+Device resolve_device(const std::string& name) {
+  const bool has_cuda = cuda::device_count() > 0;
+  if (name == "cpu" || (name == "auto" && !has_cuda)) return Device::cpu();
+  if (name != "cuda" && name != "auto")
+    throw std::invalid_argument("[device] unknown device '" + name + "' (cpu, cuda or auto)");
+  if (!has_cuda) throw std::invalid_argument("[device] cuda was requested but no CUDA device is present");
+  return Device::cuda(0);
 }
 
 std::string Device::str() const {

@@ -65,6 +65,10 @@ struct Device {
   std::string str() const;
 };
 
+// "cpu", "cuda" or "auto" (CUDA device 0 when one is present, else the CPU); throws
+// std::invalid_argument for "cuda" without a CUDA device or for any other name.
+Device resolve_device(const std::string& name);
+
 // Calls f(T{}) with T the C++ type of a runtime dtype (all seven types).
 template <class F> decltype(auto) visit_dtype(DType t, F&& f) {
   switch (t) {

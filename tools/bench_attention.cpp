@@ -155,11 +155,7 @@ Result run_case(const Case& c, const AttentionOptions& o, Device device, DType d
 }
 
 void run_bench_attention(AttentionOptions o) {
-  const bool has_cuda = cuda::device_count() > 0;
-  if (o.device == "cuda" && !has_cuda)
-    throw std::invalid_argument("[bench] --device cuda: no CUDA device is present");
-  const Device device =
-      (o.device == "cuda" || (o.device == "auto" && has_cuda)) ? Device::cuda(0) : Device::cpu();
+  const Device device = resolve_device(o.device);
   const bool cuda = device.is_cuda();
   const DType dtype = cuda ? DType::bf16 : DType::f32;
   if (o.heads <= 0) o.heads = cuda ? 16 : 4;

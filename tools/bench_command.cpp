@@ -15,14 +15,6 @@ namespace sprig::tools {
 
 namespace {
 
-// "auto" is CUDA device 0 when one is present, else the CPU.
-Device parse_device(const std::string& name) {
-  const bool has_cuda = cuda::device_count() > 0;
-  if (name == "cpu" || (name == "auto" && !has_cuda)) return Device::cpu();
-  if (!has_cuda) throw std::invalid_argument("[bench] --device cuda: no CUDA device is present");
-  return Device::cuda(0);
-}
-
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -43,7 +35,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   ops->add_flag("--quick", opts->quick, "smaller sizes and fewer repetitions (a smoke run)");
   ops->callback(
-      [opts] { bench::run_ops_bench(parse_device(opts->device), opts->quick, std::cout); });
+      [opts] { bench::run_ops_bench(resolve_device(opts->device), opts->quick, std::cout); });
 
   add_bench_attention_command(*bench);
   add_bench_data_command(*bench);

@@ -123,11 +123,7 @@ Measurement measure(QwenForCausalLM& model, AdamW& optimizer, const Layout& layo
 }
 
 void run_bench_step(const StepOptions& o) {
-  const bool has_cuda = cuda::device_count() > 0;
-  if (o.device == "cuda" && !has_cuda)
-    throw std::invalid_argument("[bench] --device cuda: no CUDA device is present");
-  const Device device =
-      (o.device == "cuda" || (o.device == "auto" && has_cuda)) ? Device::cuda(0) : Device::cpu();
+  const Device device = resolve_device(o.device);
   const bool cuda = device.is_cuda();
   const std::string model_name = o.model.empty() ? (cuda ? "qwen3-0.6b" : "tiny") : o.model;
   const int64_t N = o.completions, P = o.prompt > 0 ? o.prompt : (cuda ? 2048 : 256),

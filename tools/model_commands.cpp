@@ -22,14 +22,6 @@ using json = nlohmann::json;
 // Model device and compute dtype from the --device / --dtype options.
 struct Placement {
   std::string device = "auto", dtype = "f32";
-  Device resolve_device() const {
-    if (device == "cpu") return Device::cpu();
-    if (device == "cuda") {
-      if (cuda::device_count() == 0) throw std::runtime_error("--device cuda: no CUDA device");
-      return Device::cuda();
-    }
-    return cuda::device_count() > 0 ? Device::cuda() : Device::cpu();
-  }
 };
 
 void add_placement_options(CLI::App* cmd, Placement& p) {
@@ -41,7 +33,7 @@ void add_placement_options(CLI::App* cmd, Placement& p) {
 
 std::unique_ptr<QwenForCausalLM> load_placed(const std::string& dir, const Placement& p) {
   auto model = load_qwen(dir);
-  model->to(p.resolve_device(), dtype_from_name(p.dtype));
+  model->to(resolve_device(p.device), dtype_from_name(p.dtype));
   model->train(false);
   return model;
 }

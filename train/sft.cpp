@@ -57,13 +57,6 @@ QwenInput batch_input(const data::Batch& batch, const QwenConfig& config, Device
 
 namespace {
 
-Device resolve_device(const std::string& name) {
-  const bool has_cuda = cuda::device_count() > 0;
-  if (name == "cuda" && !has_cuda)
-    throw std::runtime_error("device: cuda was requested but no CUDA device is present");
-  return (name == "cuda" || (name == "auto" && has_cuda)) ? Device::cuda() : Device::cpu();
-}
-
 std::unique_ptr<QwenForCausalLM> build_model(const TrainConfig& c) {
   if (!c.model_path.empty()) {
     if (!fs::is_directory(c.model_path))

@@ -1,5 +1,6 @@
 #include "train/sft.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -22,36 +23,43 @@ namespace fs = std::filesystem;
 
 QwenInput batch_input(const data::Batch& batch, const QwenConfig& config, Device device) {
   const int64_t B = batch.rows(), S = batch.seq_len();
-  std::vector<Mask> rows(static_cast<size_t>(B));
-  if (!batch.groups.empty()) {  // folded rollouts: one prefix tree per group, side by side
-    std::vector<std::vector<Mask>> parts(static_cast<size_t>(B));
-    for (const data::TreeGroup& g : batch.groups)
-      parts[static_cast<size_t>(g.row)].push_back(prefix_tree_mask(g.node_lengths, g.sample_paths));
-    for (int64_t b = 0; b < B; ++b) {
-      auto& p = parts[static_cast<size_t>(b)];
-      if (batch.num_pad[static_cast<size_t>(b)] > 0)
-        p.push_back(causal_mask(batch.num_pad[static_cast<size_t>(b)]));
-      rows[static_cast<size_t>(b)] = block_diagonal(p);
+  int64_t window = 0;  // the sliding window of the model's windowed layers, if any
+  for (int64_t w : config.sliding_window_per_layer) window = std::max(window, w);
+  // One mask per row for attention limited to `w` keys back (0: unlimited).
+  auto row_masks = [&](int64_t w) {
+    std::vector<Mask> rows(static_cast<size_t>(B));
+    if (!batch.groups.empty()) {  // folded rollouts: one prefix tree per group, side by side
+      if (w > 0)
+        throw std::invalid_argument(
+            "[train] prefix-tree batches cannot train sliding-window models");
+      std::vector<std::vector<Mask>> parts(static_cast<size_t>(B));
+      for (const data::TreeGroup& g : batch.groups)
+        parts[static_cast<size_t>(g.row)].push_back(
+            prefix_tree_mask(g.node_lengths, g.sample_paths));
+      for (int64_t b = 0; b < B; ++b) {
+        auto& p = parts[static_cast<size_t>(b)];
+        if (batch.num_pad[static_cast<size_t>(b)] > 0)
+          p.push_back(causal_mask(batch.num_pad[static_cast<size_t>(b)]));
+        rows[static_cast<size_t>(b)] = block_diagonal(p);
+      }
+    } else {  // packed documents: one causal square each (padding folded into the last one)
+      const std::vector<int64_t> lens = batch.seq_lens.to_vector<int64_t>();
+      const int64_t docs = batch.seq_lens.size(1);
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<int64_t> row;
+        for (int64_t j = 0; j < docs; ++j)
+          if (lens[static_cast<size_t>(b * docs + j)] > 0)
+            row.push_back(lens[static_cast<size_t>(b * docs + j)]);
+        rows[static_cast<size_t>(b)] = document_mask(row, S, w);
+      }
     }
-  } else {  // packed documents: one causal square per document (padding folded into the last)
-    const std::vector<int64_t> lens = batch.seq_lens.to_vector<int64_t>();
-    const int64_t docs = batch.seq_lens.size(1);
-    for (int64_t b = 0; b < B; ++b) {
-      std::vector<int64_t> row;
-      for (int64_t j = 0; j < docs; ++j)
-        if (lens[static_cast<size_t>(b * docs + j)] > 0)
-          row.push_back(lens[static_cast<size_t>(b * docs + j)]);
-      rows[static_cast<size_t>(b)] = document_mask(row, S);
-    }
-  }
+    return std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(rows)));
+  };
   QwenInput in;
   in.input_ids = batch.input_ids.to(device);
   in.position_ids = batch.position_ids.to(device);
-  in.mask = std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(rows)));
-  for (int64_t w : config.sliding_window_per_layer)
-    if (w > 0)
-      throw std::invalid_argument(
-          "[train] sliding-window models are not supported for packed training");
+  in.mask = row_masks(0);
+  if (window > 0) in.window_mask = row_masks(window);
   return in;
 }
 

@@ -1,0 +1,47 @@
+// batch_input: the attention masks a collated batch gets, for full and sliding-window layers.
+#include <gtest/gtest.h>
+
+#include "train/sft.h"
+
+namespace sprig {
+namespace {
+
+QwenConfig windowed_config(int64_t window) {
+  return QwenConfig::from_json({{"model_type", "qwen2"}, {"vocab_size", 16}, {"hidden_size", 8},
+                                {"intermediate_size", 8}, {"num_hidden_layers", 2},
+                                {"num_attention_heads", 2}, {"use_sliding_window", window > 0},
+                                {"sliding_window", window}, {"max_window_layers", 1}});
+}
+
+// Two packed documents of 4 and 2 tokens in a row of 6.
+data::Batch packed_batch() {
+  data::Batch b;
+  b.input_ids = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {1, 6});
+  b.position_ids = Tensor::from_vector<int64_t>({0, 1, 2, 3, 0, 1}, {1, 6});
+  b.seq_lens = Tensor::from_vector<int64_t>({4, 2}, {1, 2});
+  b.num_pad = {0};
+  return b;
+}
+
+std::vector<bool> dense(const AttentionMask& m) { return m.mask.row(0).dense().to_vector<bool>(); }
+
+TEST(BatchInput, DocumentsGetOneCausalSquareEachAndTheWindowForSlidingLayers) {
+  const QwenInput in = batch_input(packed_batch(), windowed_config(2), Device::cpu());
+  EXPECT_EQ(dense(*in.mask), dense(compile_attention_mask(BatchMask(document_mask({4, 2})))));
+  ASSERT_TRUE(in.window_mask);
+  // Window 2: each token sees itself and the token before it, inside its own document.
+  const std::vector<bool> expected = {1, 0, 0, 0, 0, 0,  //
+                                      1, 1, 0, 0, 0, 0,  //
+                                      0, 1, 1, 0, 0, 0,  //
+                                      0, 0, 1, 1, 0, 0,  //
+                                      0, 0, 0, 0, 1, 0,  //
+                                      0, 0, 0, 0, 1, 1};
+  EXPECT_EQ(dense(*in.window_mask), expected);
+}
+
+TEST(BatchInput, FullAttentionModelsGetNoWindowMask) {
+  EXPECT_FALSE(batch_input(packed_batch(), windowed_config(0), Device::cpu()).window_mask);
+}
+
+}  // namespace
+}  // namespace sprig

@@ -16,16 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/kernel_params.h"
 #include "tensor/tensor.h"
 
 namespace sprig {
 
 // ---- elementwise ---------------------------------------------------------------------------------
-enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, pow, abs };
-enum class BinaryOp { add, sub, mul, div };
-const char* unary_op_name(UnaryOp op);
-const char* binary_op_name(BinaryOp op);
-
 // y = op(x); `exponent` is used by UnaryOp::pow only. Works on any strides.
 Tensor unary(UnaryOp op, const Tensor& x, double exponent = 0.0);
 // dx = dy * op'(x) (y = op(x) is passed so exp/sqrt/tanh/sigmoid reuse it).
@@ -123,6 +119,11 @@ Tensor gather_backward(const Tensor& dy, const Shape& x_shape, int64_t dim, cons
 // a [M, K] or [B, M, K]; b [K, N] or [B, K, N] (a 3-D a with a 2-D b broadcasts b over B).
 // CPU: Eigen. CUDA: cuBLASLt, fp32 accumulation (bf16/f16 inputs stay in their dtype).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// The same product written into `out` (contiguous, the result's shape, a's dtype and device):
+// out = op(a) @ op(b), or out += op(a) @ op(b) when accumulate (e.g. a weight gradient summed
+// over row chunks in place).
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
+                 bool accumulate);
 // (da, db) for out = matmul(a, b, trans_a, trans_b); db is summed over B when b was broadcast.
 std::pair<Tensor, Tensor> matmul_backward(const Tensor& a, const Tensor& b, const Tensor& dy,
                                           bool trans_a, bool trans_b);
@@ -177,10 +178,6 @@ double global_norm(const std::vector<Tensor>& tensors);
 // Scales every tensor by min(1, max_norm / (norm + 1e-6)); returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
 
-struct AdamWParams {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  int64_t step = 1;  // 1-based step number used for bias correction
-};
 // In place, fp32 master weights and moments: p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)
 // (decoupled decay, torch.optim.AdamW). grad may be f32 or bf16; `compute_copy`, when defined
 // (bf16/f16, same shape), receives the updated parameter cast to its dtype.

@@ -9,8 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "tensor/cpu/kernels.h"
-#include "tensor/cuda/kernels.h"
+#include "tensor/ops/dispatch.h"
 
 namespace sprig {
 
@@ -357,8 +356,7 @@ void Tensor::copy_(const Tensor& src) const {
   if (!defined() || !src.defined()) throw std::invalid_argument("[copy_] undefined tensor");
   const Tensor s = src.shape_ == shape_ ? src : src.expand(shape_);
   if (s.device() == device()) {
-    if (device().is_cpu()) cpu::copy(s, *this);
-    else cuda::copy(s, *this, cuda::current_stream(device().index));
+    SPRIG_DISPATCH(device(), copy, s, *this);
     return;
   }
   // Across devices: convert on the source device, move contiguous bytes, then scatter.
@@ -381,8 +379,7 @@ void Tensor::fill_(double value) const {
     copy_(tmp);
     return;
   }
-  if (device().is_cpu()) cpu::fill(*this, value);
-  else cuda::fill(*this, value, cuda::current_stream(device().index));
+  SPRIG_DISPATCH(device(), fill, *this, value);
 }
 
 Tensor Tensor::contiguous() const {

@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "tensor/ops.h"
+#include "tensor/kernel_params.h"
 #include "tensor/tensor.h"
 
 namespace sprig::cpu {
@@ -31,7 +31,6 @@ void binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_first, co
 // cond (bool), a, b expanded to out's shape (any strides); out contiguous.
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
 
-enum class ReduceOp { sum, mean, max, logsumexp };
 // out has x's shape without `dim` (dim already normalised); out dtype = x dtype.
 void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t dim);
 void argmax(const Tensor& x, const Tensor& out, int64_t dim);  // out i64
@@ -62,9 +61,7 @@ void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& r
 void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                        const Tensor& dx, const Tensor& dw /* += */);
 // x, y [B, T, nH, D], pos [B, T]; inverse applies the transposed rotation (the backward).
-// rope_inv_freq gives HF's fp32 inverse frequencies 1 / theta^(float(2i) / D), i in [0, D/2),
-// computed on the host for both devices so they rotate by the same angles.
-std::vector<float> rope_inv_freq(int64_t head_dim, double theta);
+// Both devices rotate by rope_inv_freq (tensor/kernel_params.h).
 void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse);
 void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
@@ -86,15 +83,7 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
 // out (one element, f64 on CPU / f32 on CUDA) = sum of squares of x (any floating dtype).
 void sum_squares(const Tensor& x, const Tensor& out);
 // param, exp_avg, exp_avg_sq f32; grad f32 or bf16; compute_copy bf16/f16 or undefined.
-// AdamWScalars holds the per-step constants both devices derive from hp (in f64, then f32).
-struct AdamWScalars {
-  float decay;  // 1 - lr * weight_decay
-  float one_minus_beta1, beta2, one_minus_beta2;
-  float step_size;  // lr / (1 - beta1^step)
-  float bias2_sqrt;  // sqrt(1 - beta2^step)
-  float eps;
-};
-AdamWScalars adamw_scalars(const AdamWParams& hp);
+// The step constants come from adamw_scalars (tensor/kernel_params.h), as on CUDA.
 void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
            const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp);
 

@@ -19,17 +19,6 @@ void sum_squares(const Tensor& x, const Tensor& out) {
   });
 }
 
-AdamWScalars adamw_scalars(const AdamWParams& hp) {
-  const double step = static_cast<double>(hp.step);
-  return {.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay),
-          .one_minus_beta1 = static_cast<float>(1.0 - hp.beta1),
-          .beta2 = static_cast<float>(hp.beta2),
-          .one_minus_beta2 = static_cast<float>(1.0 - hp.beta2),
-          .step_size = static_cast<float>(hp.lr / (1.0 - std::pow(hp.beta1, step))),
-          .bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, step))),
-          .eps = static_cast<float>(hp.eps)};
-}
-
 namespace {
 
 // One AdamW update over n elements; C is the compute copy's type (copy may be null).

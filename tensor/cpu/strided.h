@@ -36,6 +36,10 @@ template <class To, class From> inline To convert(From v) {
   }
 }
 
+// v rounded to T's precision, kept in the compute type A (identity for f32/f64): the roundings to
+// the activation dtype that HF's numerics make between fp32 steps.
+template <class T, class A> inline A round_to(A v) { return convert<A>(convert<T>(v)); }
+
 // Minimum number of elements before an elementwise loop is split across OpenMP threads.
 constexpr int64_t kParallelGrain = 1 << 15;
 

@@ -1,8 +1,9 @@
 // CUDA twins of tensor/cpu/kernels.h: same names and arguments plus the stream to run on, and the
 // device runtime (allocation, copies, streams). Each kernel is tested against its CPU twin.
 // Dtypes: floating kernels handle f32, bf16 and f16 (f64 where noted by the dispatcher) with fp32
-// accumulation. A CPU-only build (-DSPRIG_CUDA=OFF) links stubs.cpp instead: device_count()
-// returns 0 and every other entry point throws "[name] built without CUDA".
+// accumulation. A CPU-only build (-DSPRIG_CUDA=OFF) compiles no kernel: the dispatcher discards
+// their calls (kBuilt), and stubs.cpp gives the runtime functions, where device_count() returns 0
+// and the others throw "[name] built without CUDA".
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,9 @@
 using cudaStream_t = struct CUstream_st*;
 
 namespace sprig::cuda {
+
+// Whether this build compiled the CUDA kernels (the SPRIG_WITH_CUDA definition of the build).
+inline constexpr bool kBuilt = SPRIG_WITH_CUDA;
 
 // ---- runtime ------------------------------------------------------------------------------------
 int device_count();  // 0 when built without CUDA, without a driver or without a GPU
@@ -30,8 +34,6 @@ void copy_host_to_device(void* dst, const void* src, size_t bytes, int device);
 void copy_device_to_host(void* dst, const void* src, size_t bytes, int device);
 
 // ---- kernels (see tensor/cpu/kernels.h for each contract) ----------------------------------------
-using cpu::ReduceOp;
-
 void copy(const Tensor& src, const Tensor& dst, cudaStream_t stream);
 void fill(const Tensor& dst, double value, cudaStream_t stream);
 

@@ -40,7 +40,7 @@ __global__ void sum_partials_kernel(const A* __restrict__ partial, int64_t count
 template <class G, class C>
 __global__ void adamw_kernel(float* __restrict__ p, const G* __restrict__ grad,
                              float* __restrict__ m, float* __restrict__ v, C* __restrict__ copy,
-                             int64_t n, cpu::AdamWScalars s) {
+                             int64_t n, AdamWScalars s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const float g = to_float(grad[i]);
@@ -79,7 +79,7 @@ void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
            const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp,
            cudaStream_t stream) {
   const int64_t n = param.numel();
-  const cpu::AdamWScalars s = cpu::adamw_scalars(hp);
+  const AdamWScalars s = adamw_scalars(hp);
   float* p = static_cast<float*>(param.data_ptr());
   float* m = static_cast<float*>(exp_avg.data_ptr());
   float* v = static_cast<float*>(exp_avg_sq.data_ptr());

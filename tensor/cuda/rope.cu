@@ -1,4 +1,4 @@
-// CUDA rotary embedding, rotate-half layout (twin of rope in tensor/cpu/norm_rope.cpp).
+// CUDA rotary embedding, rotate-half layout (twin of tensor/cpu/rope.cpp).
 // Layout: x, y [B, T, nH, D] contiguous, pos [B, T] i32/i64. One block per token: its threads first
 // compute the token's D/2 (cos, sin) pairs into shared memory exactly as the CPU does (fp32 angle
 // float(pos) * inv_freq, cos/sin evaluated in f64 and rounded to fp32, then to x's dtype as HF
@@ -15,7 +15,7 @@ namespace {
 constexpr int kMaxHalf = 256;  // head dims up to 512
 constexpr int kThreads = 128;
 
-// HF's fp32 inverse frequencies (computed on the host by cpu::rope_inv_freq), passed by value.
+// HF's fp32 inverse frequencies (computed on the host by rope_inv_freq), passed by value.
 struct InvFreq {
   float v[kMaxHalf];
 };
@@ -57,7 +57,7 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
                                 " exceeds the CUDA kernel's maximum of " +
                                 std::to_string(2 * kMaxHalf));
   InvFreq inv_freq{};
-  const std::vector<float> freqs = cpu::rope_inv_freq(D, theta);
+  const std::vector<float> freqs = rope_inv_freq(D, theta);
   std::copy(freqs.begin(), freqs.end(), inv_freq.v);
   const bool pos64 = pos.dtype() == DType::i64;
   visit_floating(x.dtype(), "rope", [&](auto tag) {

@@ -1,4 +1,4 @@
-// CUDA SwiGLU, forward and backward (twin of swiglu in tensor/cpu/norm_rope.cpp).
+// CUDA SwiGLU, forward and backward (twin of tensor/cpu/swiglu.cpp).
 // Layout: gate, up, out, dout, dgate, dup share one shape, contiguous; elementwise over n
 // elements in grid-stride loops, with 16-byte vector accesses when n and every pointer allow.
 // Backward rule: `=` into activation gradients (dgate, dup).

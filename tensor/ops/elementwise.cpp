@@ -14,15 +14,10 @@ namespace {
 // The tensor the kernel computes on: x itself, or an f32 copy of a 16-bit CPU tensor.
 Tensor compute_input(const Tensor& x) { return x.to(detail::compute_dtype(x)); }
 
-void check_floating_input(const char* op, const Tensor& x, const char* name) {
-  detail::check_defined(op, x, name);
-  detail::check_floating(op, x, name);
-}
-
 // Checks that a and b are defined floating tensors of one dtype and device.
 void check_pair(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
                 const char* b_name) {
-  check_floating_input(op, a, a_name);
+  detail::check_float_input(op, a, a_name);
   detail::check_defined(op, b, b_name);
   detail::check_same_device(op, {&a, &b});
   detail::check_same_dtype(op, a, b);
@@ -35,32 +30,6 @@ void check_bool(const char* op, const Tensor& t, const char* name) {
 }
 
 }  // namespace
-
-const char* unary_op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::rsqrt: return "rsqrt";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::silu: return "silu";
-    case UnaryOp::pow: return "pow";
-    case UnaryOp::abs: return "abs";
-  }
-  return "unary";
-}
-
-const char* binary_op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
-  }
-  return "binary";
-}
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t ndim = std::max(a.size(), b.size());
@@ -96,7 +65,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 Tensor unary(UnaryOp op, const Tensor& x, double exponent) {
   const char* name = unary_op_name(op);
-  check_floating_input(name, x, "x");
+  detail::check_float_input(name, x, "x");
   const Tensor xc = compute_input(x);
   const Tensor y = Tensor::empty(x.shape(), xc.dtype(), x.device());
   SPRIG_DISPATCH(x.device(), unary, op, xc, y, exponent);
@@ -147,7 +116,7 @@ std::pair<Tensor, Tensor> binary_backward(BinaryOp op, const Tensor& a, const Te
 
 Tensor binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_first) {
   const char* name = binary_op_name(op);
-  check_floating_input(name, x, "x");
+  detail::check_float_input(name, x, "x");
   const Tensor xc = compute_input(x);
   const Tensor out = Tensor::empty(x.shape(), xc.dtype(), x.device());
   SPRIG_DISPATCH(x.device(), binary_scalar, op, xc, s, scalar_first, out);
@@ -170,7 +139,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 std::pair<Tensor, Tensor> where_backward(const Tensor& cond, const Shape& a_shape,
                                          const Shape& b_shape, const Tensor& dy) {
   check_bool("where_backward", cond, "cond");
-  check_floating_input("where_backward", dy, "dy");
+  detail::check_float_input("where_backward", dy, "dy");
   const Shape shape = broadcast_shapes(
       broadcast_shapes(cond.shape(), a_shape, "where_backward"), b_shape, "where_backward");
   detail::check_shape("where_backward", dy, shape, "dy");

@@ -1,4 +1,4 @@
-// matmul and matmul_backward. The dispatcher brings every call to the kernels' 3-D contract
+// matmul, matmul_into and matmul_backward. The dispatcher brings every call to the kernels' 3-D contract
 // (a [B, M, K], b [1 or B, K, N], contiguous, transposes as flags): 2-D operands gain a batch dim
 // of 1, a transposed view of a contiguous tensor is passed as the contiguous tensor with its flag
 // flipped (no copy), and a 3-D a times a shared 2-D b becomes one GEMM over the B*M rows.
@@ -61,17 +61,35 @@ Operand kernel_operand(const Tensor& x, bool trans) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-  const MatmulDims d = matmul_dims("matmul", a, b, trans_a, trans_b);
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
+                 bool accumulate) {
+  const char* op = "matmul_into";
+  const MatmulDims d = matmul_dims(op, a, b, trans_a, trans_b);
+  detail::check_defined(op, out, "out");
+  detail::check_same_dtype(op, a, out);
+  detail::check_same_device(op, {&a, &out});
+  detail::check_shape(op, out, a.dim() == 3 ? Shape{d.batch, d.m, d.n} : Shape{d.m, d.n}, "out");
+  if (out.numel() > 0 && !out.is_contiguous()) fail(op, "out must be contiguous");
   const bool fold_batch = a.dim() == 3 && b.dim() == 2 && !trans_a;
   const int64_t batch = fold_batch ? 1 : d.batch, rows = fold_batch ? d.batch * d.m : d.m;
   const DType dtype = detail::compute_dtype(a);
   const Operand pa = kernel_operand((fold_batch ? a.reshape({rows, d.k}) : a).to(dtype), trans_a);
   const Operand pb = kernel_operand(b.to(dtype), trans_b);
-  Tensor out = Tensor::empty({batch, rows, d.n}, dtype, a.device());
-  SPRIG_DISPATCH(a.device(), matmul, pa.t, pb.t, out, pa.trans, pb.trans, false);
-  const Shape shape = a.dim() == 3 ? Shape{d.batch, d.m, d.n} : Shape{d.m, d.n};
-  return out.view(shape).to(a.dtype());
+  // The kernel writes out itself, or (16-bit on CPU) an f32 copy that is cast back.
+  const Tensor target = dtype == out.dtype()
+                            ? out
+                            : (accumulate ? out.to(dtype) : Tensor::empty(out.shape(), dtype));
+  SPRIG_DISPATCH(a.device(), matmul, pa.t, pb.t, target.view({batch, rows, d.n}), pa.trans,
+                 pb.trans, accumulate);
+  if (!target.shares_storage(out)) out.copy_(target);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  const MatmulDims d = matmul_dims("matmul", a, b, trans_a, trans_b);
+  Tensor out = Tensor::empty(a.dim() == 3 ? Shape{d.batch, d.m, d.n} : Shape{d.m, d.n}, a.dtype(),
+                             a.device());
+  matmul_into(a, b, out, trans_a, trans_b, false);
+  return out;
 }
 
 // With A = op(a), B = op(b): dA = dy B^T and dB = A^T dy; a transposed operand receives the

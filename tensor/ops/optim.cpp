@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "tensor/ops.h"
 #include "tensor/ops/dispatch.h"
 
 namespace sprig {

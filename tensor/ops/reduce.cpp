@@ -30,9 +30,9 @@ Shape without_dim(Shape shape, int64_t dim) {
   return shape;
 }
 
-Tensor run_reduce(cpu::ReduceOp op, const char* name, const Tensor& x, int64_t dim, bool keepdim) {
+Tensor run_reduce(ReduceOp op, const char* name, const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = check_reduce_input(name, x, dim);
-  if (op == cpu::ReduceOp::max) check_nonempty(name, x, d);
+  if (op == ReduceOp::max) check_nonempty(name, x, d);
   const Tensor xc = detail::for_compute(x);
   const Tensor out = Tensor::empty(without_dim(x.shape(), d), xc.dtype(), x.device());
   SPRIG_DISPATCH(x.device(), reduce, op, xc, out, d);
@@ -81,16 +81,16 @@ Tensor run_softmax_backward(const char* op, const Tensor& y, const Tensor& dy, i
 // ---- reductions ---------------------------------------------------------------------------------
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
-  return run_reduce(cpu::ReduceOp::sum, "sum", x, dim, keepdim);
+  return run_reduce(ReduceOp::sum, "sum", x, dim, keepdim);
 }
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
-  return run_reduce(cpu::ReduceOp::mean, "mean", x, dim, keepdim);
+  return run_reduce(ReduceOp::mean, "mean", x, dim, keepdim);
 }
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
-  return run_reduce(cpu::ReduceOp::max, "max", x, dim, keepdim);
+  return run_reduce(ReduceOp::max, "max", x, dim, keepdim);
 }
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
-  return run_reduce(cpu::ReduceOp::logsumexp, "logsumexp", x, dim, keepdim);
+  return run_reduce(ReduceOp::logsumexp, "logsumexp", x, dim, keepdim);
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/cuda/kernels.h"
+
 // GCC 12 reports false -Wmaybe-uninitialized warnings inside the AVX-512 intrinsics that Eigen's
 // GEMM inlines; the pragma covers those headers, included first here.
 #pragma GCC diagnostic push
@@ -54,7 +56,8 @@ double median(std::vector<double> samples) {
 }
 
 double median_seconds(Device device, int warmup, int reps, const std::function<void()>& fn) {
-  if (device.is_cuda()) return cuda_median_seconds(device.index, warmup, reps, fn);
+  if constexpr (cuda::kBuilt)
+    if (device.is_cuda()) return cuda_median_seconds(device.index, warmup, reps, fn);
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> samples;
   for (int i = 0; i < reps; ++i) {
@@ -68,7 +71,8 @@ double median_seconds(Device device, int warmup, int reps, const std::function<v
 
 std::function<void()> reference_copy(const Tensor& src, const Tensor& dst) {
   check_copy(src, dst);
-  if (src.device().is_cuda()) return cuda_reference_copy(src, dst);
+  if constexpr (cuda::kBuilt)
+    if (src.device().is_cuda()) return cuda_reference_copy(src, dst);
   // Each OpenMP thread copies its share, as sprig's kernels split their loops.
   return [src, dst] {
     const char* from = static_cast<const char*>(src.data_ptr());
@@ -87,7 +91,8 @@ std::function<void()> reference_copy(const Tensor& src, const Tensor& dst) {
 std::function<void()> reference_gemm(const Tensor& a, const Tensor& b, const Tensor& out,
                                      bool trans_a, bool trans_b) {
   check_gemm(a, b, out, trans_a, trans_b);
-  if (a.device().is_cuda()) return cuda_reference_gemm(a, b, out, trans_a, trans_b);
+  if constexpr (cuda::kBuilt)
+    if (a.device().is_cuda()) return cuda_reference_gemm(a, b, out, trans_a, trans_b);
   if (a.dtype() != DType::f32)
     fail(std::string("CPU reference GEMM is f32, got ") + dtype_name(a.dtype()));
   return [a, b, out, trans_a, trans_b] {

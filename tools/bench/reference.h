@@ -2,8 +2,8 @@
 // a memory copy (the bandwidth ceiling of memory-bound kernels) and the vendor GEMM (the ceiling
 // of matmul), plus the timer that measures both sides the same way.
 // CPU: std::memcpy split over the OpenMP threads, Eigen, wall-clock time (reference.cpp).
-// CUDA: cudaMemcpyAsync, cuBLASLt, CUDA events on the device's current stream (reference_cuda.cu;
-// a CPU-only build links reference_cuda_stub.cpp, whose functions throw).
+// CUDA: cudaMemcpyAsync, cuBLASLt, CUDA events on the device's current stream (reference_cuda.cu,
+// compiled only with CUDA; no CUDA tensor exists in a build without it).
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-// CUDA RMSNorm with HF numerics, forward and backward (twin of tensor/cpu/norm_rope.cpp).
+// CUDA RMSNorm with HF numerics, forward and backward (twin of tensor/cpu/norm.cpp).
 // Layout: x, y, dy, dx [R, H] contiguous; w, dw [H]; rstd [R] in A = acc_t<T> (f32, f64 for f64).
 // One warp per row (kRowsPerBlock rows per block), 16-byte vector accesses when rows stay aligned,
 // fp32 math. The weight gradient is a deterministic two-stage column reduction: blocks of

@@ -1,0 +1,130 @@
+// Losses over rows of logits: cross_entropy and kl_div with their backward functions. Argument
+// checks and dispatch to tensor/cpu/loss.cpp or tensor/cuda/loss.cu; the kernels read the logits
+// in their own dtype with fp32 math, so no f32 copy of the logits is ever made.
+#include <string>
+
+#include "tensor/ops.h"
+#include "tensor/ops/dispatch.h"
+
+namespace sprig {
+
+using detail::check_defined;
+using detail::check_dim;
+using detail::check_float_input;
+using detail::check_index;
+using detail::check_same_device;
+using detail::check_same_dtype;
+using detail::check_shape;
+using detail::check_stat;
+using detail::fail;
+using detail::num_str;
+using detail::stat_dtype;
+
+namespace {
+
+// An incoming per-row gradient [rows] (any floating dtype; converted to the statistics dtype).
+void check_row_grad(const char* op, const Tensor& grad, int64_t rows, const char* name) {
+  check_float_input(op, grad, name);
+  check_shape(op, grad, {rows}, name);
+}
+
+// Targets [rows] (i32/i64) on the logits' device.
+void check_targets(const char* op, const Tensor& targets, const Tensor& logits) {
+  check_defined(op, targets, "targets");
+  check_index(op, targets, "targets");
+  check_shape(op, targets, {logits.size(0)}, "targets");
+  check_same_device(op, {&logits, &targets});
+}
+
+// Every target in [0, V) or equal to ignore_index (read on the host).
+void check_target_range(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index) {
+  const std::vector<int64_t> values = targets.to_vector<int64_t>();
+  for (size_t r = 0; r < values.size(); ++r)
+    if (values[r] != ignore_index && (values[r] < 0 || values[r] >= V))
+      fail(op, "target " + std::to_string(values[r]) + " out of range [0, " + std::to_string(V) +
+                   ") at row " + std::to_string(r));
+}
+
+void check_logits(const char* op, const Tensor& logits, const char* name) {
+  check_float_input(op, logits, name);
+  check_dim(op, logits, 2, name);
+}
+
+void check_kl(const char* op, const Tensor& teacher, const Tensor& student, double temperature) {
+  check_logits(op, teacher, "teacher");
+  check_logits(op, student, "student");
+  check_shape(op, student, teacher.shape(), "student");
+  check_same_dtype(op, teacher, student);
+  check_same_device(op, {&teacher, &student});
+  if (!(temperature > 0))
+    fail(op, "temperature must be positive, got " + num_str(temperature));
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                 bool want_argmax) {
+  const char* op = "cross_entropy";
+  check_logits(op, logits, "logits");
+  const int64_t R = logits.size(0), V = logits.size(1);
+  check_targets(op, targets, logits);
+  check_target_range(op, targets, V, ignore_index);
+  CrossEntropyResult res;
+  res.loss = Tensor::empty({R}, stat_dtype(logits), logits.device());
+  res.lse = Tensor::empty({R}, stat_dtype(logits), logits.device());
+  if (want_argmax) res.argmax = Tensor::empty({R}, DType::i64, logits.device());
+  if (R > 0)
+    SPRIG_DISPATCH(logits.device(), cross_entropy, logits.contiguous(), targets.contiguous(),
+                   res.loss, res.lse, res.argmax, ignore_index);
+  return res;
+}
+
+Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
+                              const Tensor& lse, int64_t ignore_index) {
+  const char* op = "cross_entropy_backward";
+  check_logits(op, logits, "logits");
+  const int64_t R = logits.size(0);
+  // The forward checked the target range; the backward never indexes by target.
+  check_targets(op, targets, logits);
+  check_stat(op, lse, logits, R, "lse");
+  check_row_grad(op, dloss, R, "dloss");
+  check_same_device(op, {&logits, &lse, &dloss});
+  Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  if (R > 0)
+    SPRIG_DISPATCH(logits.device(), cross_entropy_backward,
+                   dloss.to(stat_dtype(logits)).contiguous(), logits.contiguous(),
+                   targets.contiguous(), lse, dlogits, ignore_index);
+  return dlogits;
+}
+
+KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature) {
+  check_kl("kl_div", teacher, student, temperature);
+  const int64_t R = teacher.size(0);
+  const DType stat = stat_dtype(teacher);
+  const Device dev = teacher.device();
+  KLResult res{Tensor::empty({R}, stat, dev), Tensor::empty({R}, stat, dev),
+               Tensor::empty({R}, stat, dev)};
+  if (R > 0)
+    SPRIG_DISPATCH(teacher.device(), kl_div, teacher.contiguous(), student.contiguous(), res.kl,
+                   res.teacher_lse, res.student_lse, temperature);
+  return res;
+}
+
+Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
+                       const KLResult& fwd, double temperature) {
+  const char* op = "kl_div_backward";
+  check_kl(op, teacher, student, temperature);
+  const int64_t R = teacher.size(0);
+  check_stat(op, fwd.teacher_lse, teacher, R, "teacher_lse");
+  check_stat(op, fwd.student_lse, teacher, R, "student_lse");
+  check_row_grad(op, dkl, R, "dkl");
+  check_same_device(op, {&teacher, &fwd.teacher_lse, &fwd.student_lse, &dkl});
+  Tensor dstudent = Tensor::empty(student.shape(), student.dtype(), student.device());
+  if (R > 0)
+    SPRIG_DISPATCH(teacher.device(), kl_div_backward, dkl.to(stat_dtype(teacher)).contiguous(),
+                   teacher.contiguous(), student.contiguous(), fwd.teacher_lse, fwd.student_lse,
+                   dstudent, temperature);
+  return dstudent;
+}
+
+}  // namespace sprig

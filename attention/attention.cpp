@@ -1,11 +1,10 @@
-// The attention op: argument checks, output allocation and dispatch to the CPU kernels
-// (attention/cpu_attention.h).
+// The attention op: argument checks, output allocation and the dispatch to the CPU twin
+// (attention/cpu_attention.h) or the CUDA twin (attention/cuda/flash.h); the AttentionMask and
+// its lazily compiled tile maps.
 #include "attention/attention.h"
 
-#include <map>
-#include <mutex>
 #include <string>
-#include <tuple>
+#include <utility>
 
 #include "attention/cpu_attention.h"
 #include "attention/cuda/flash.h"
@@ -59,65 +58,53 @@ void check_reference_dtype(const Tensor& q) {
     fail(kOp, std::string("the reference computes in f32 or f64, got ") + dtype_name(q.dtype()));
 }
 
-Tensor f32(const Tensor& x) { return x.to(DType::f32).contiguous(); }
-
-// The dtype the CUDA kernels run in: bf16/f16 as they are, everything else as bf16.
+// The dtype the kernels of q's device compute in: on the CPU f64 (the reference) or f32; on CUDA
+// bf16/f16 as they are, everything else as bf16.
 DType kernel_dtype(const Tensor& q) {
+  if (q.device().is_cpu()) return q.dtype() == DType::f64 ? DType::f64 : DType::f32;
   return q.dtype() == DType::f16 ? DType::f16 : DType::bf16;
 }
-Tensor for_kernel(const Tensor& x, DType dtype) { return x.to(dtype).contiguous(); }
+DType lse_dtype(DType kernel) { return kernel == DType::f64 ? DType::f64 : DType::f32; }
+Tensor as(const Tensor& x, DType dtype) { return x.to(dtype).contiguous(); }
 
 }  // namespace
 
-// Device tile maps by (device index, pass, head dim).
-struct DeviceTileCache {
-  std::mutex mutex;
-  std::map<std::tuple<int, int, int64_t>, cuda::DeviceTileMap> maps;
-};
+AttentionMask::AttentionMask(BatchMask mask)
+    : mask_(std::move(mask)), intervals_(row_intervals(mask_)) {}
 
-namespace {
-
-const cuda::DeviceTileMap& device_tiles(const AttentionMask& mask, cuda::FlashPass pass,
-                                        int64_t head_dim, Device device) {
-  std::lock_guard<std::mutex> lock(mask.device_tiles->mutex);
-  const auto key = std::make_tuple(device.index, static_cast<int>(pass), head_dim);
-  auto it = mask.device_tiles->maps.find(key);
-  if (it == mask.device_tiles->maps.end()) {
-    const cuda::TileShape shape = cuda::flash_tile_shape(pass, head_dim);
-    const TileMap map = compile_tile_map(mask.intervals, shape.block_m, shape.block_n);
-    it = mask.device_tiles->maps.emplace(key, cuda::upload_tile_map(map, device)).first;
-  }
+const TileMap& AttentionMask::tile_map(int32_t block_m, int32_t block_n) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto key = std::make_pair(block_m, block_n);
+  auto it = tile_maps_.find(key);
+  if (it == tile_maps_.end())
+    it = tile_maps_.emplace(key, compile_tile_map(intervals_, block_m, block_n)).first;
   return it->second;
 }
 
-}  // namespace
+const cuda::DeviceTileMap& AttentionMask::device_tile_map(int32_t block_m, int32_t block_n,
+                                                          Device device) const {
+  const TileMap& map = tile_map(block_m, block_n);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto key = std::make_tuple(device.index, block_m, block_n);
+  auto it = device_tile_maps_.find(key);
+  if (it == device_tile_maps_.end())
+    it = device_tile_maps_.emplace(key, cuda::upload_tile_map(map, device)).first;
+  return it->second;
+}
 
-AttentionMask compile_attention_mask(BatchMask mask) {
-  RowIntervals intervals = row_intervals(mask);
-  TileMap tiles = compile_tile_map(intervals, cpu::kAttentionBlockM, cpu::kAttentionBlockN);
-  return {std::move(mask), std::move(intervals), std::move(tiles),
-          std::make_shared<DeviceTileCache>()};
+std::shared_ptr<const AttentionMask> compile_attention_mask(BatchMask mask) {
+  return std::make_shared<const AttentionMask>(std::move(mask));
 }
 
 AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const AttentionMask& mask, double scale) {
-  check_inputs(q, k, v, mask.mask);
-  if (q.device().is_cuda()) {
-    const DType dt = kernel_dtype(q);
-    const Tensor qk = for_kernel(q, dt);
-    AttentionOutput r{Tensor::empty(q.shape(), dt, q.device()),
-                      Tensor::empty({q.size(0), q.size(2), q.size(1)}, DType::f32, q.device())};
-    cuda::flash_attention_forward(
-        qk, for_kernel(k, dt), for_kernel(v, dt),
-        device_tiles(mask, cuda::FlashPass::forward, q.size(3), q.device()), scale, r.out, r.lse,
-        cuda::current_stream(q.device().index));
-    r.out = r.out.to(q.dtype());
-    return r;
-  }
-  if (q.dtype() == DType::f64) return attention_reference_forward(q, k, v, mask.mask, scale);
-  AttentionOutput r{Tensor::empty(q.shape()), Tensor::empty({q.size(0), q.size(2), q.size(1)})};
-  cpu::attention_forward(f32(q), f32(k), f32(v), mask.cpu_tiles, static_cast<float>(scale), r.out,
-                         r.lse);
+  check_inputs(q, k, v, mask.mask());
+  const DType dt = kernel_dtype(q);
+  const Device dev = q.device();
+  AttentionOutput r{Tensor::empty(q.shape(), dt, dev),
+                    Tensor::empty({q.size(0), q.size(2), q.size(1)}, lse_dtype(dt), dev)};
+  SPRIG_DISPATCH(dev, attention_forward, as(q, dt), as(k, dt), as(v, dt), mask, scale, r.out,
+                 r.lse);
   r.out = r.out.to(q.dtype());
   return r;
 }
@@ -125,23 +112,14 @@ AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, const Tensor& dout,
                                   const AttentionMask& mask, double scale) {
-  check_inputs(q, k, v, mask.mask);
+  check_inputs(q, k, v, mask.mask());
   check_backward_inputs(q, out, lse, dout);
-  if (q.device().is_cuda()) {
-    const DType dt = kernel_dtype(q);
-    AttentionGrads g{Tensor::empty(q.shape(), dt, q.device()), Tensor::empty(k.shape(), dt, k.device()),
-                     Tensor::empty(v.shape(), dt, v.device())};
-    cuda::flash_attention_backward(
-        for_kernel(q, dt), for_kernel(k, dt), for_kernel(v, dt), for_kernel(out, dt),
-        lse.contiguous(), for_kernel(dout, dt),
-        device_tiles(mask, cuda::FlashPass::backward, q.size(3), q.device()), scale, g.dq, g.dk,
-        g.dv, cuda::current_stream(q.device().index));
-    return {g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
-  }
-  if (q.dtype() == DType::f64) return attention_reference_backward(q, k, v, dout, mask.mask, scale);
-  AttentionGrads g{Tensor::empty(q.shape()), Tensor::empty(k.shape()), Tensor::empty(v.shape())};
-  cpu::attention_backward(f32(q), f32(k), f32(v), f32(lse), f32(dout), mask.cpu_tiles,
-                          static_cast<float>(scale), g.dq, g.dk, g.dv);
+  const DType dt = kernel_dtype(q);
+  const Device dev = q.device();
+  AttentionGrads g{Tensor::empty(q.shape(), dt, dev), Tensor::empty(k.shape(), dt, dev),
+                   Tensor::empty(v.shape(), dt, dev)};
+  SPRIG_DISPATCH(dev, attention_backward, as(q, dt), as(k, dt), as(v, dt), as(out, dt),
+                 as(lse, lse_dtype(dt)), as(dout, dt), mask, scale, g.dq, g.dk, g.dv);
   return {g.dq.to(q.dtype()), g.dk.to(q.dtype()), g.dv.to(q.dtype())};
 }
 

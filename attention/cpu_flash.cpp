@@ -1,4 +1,5 @@
-// Tiled flash attention on CPU (fp32, Eigen GEMMs on tiles, OpenMP), driven by the tile map.
+// Tiled flash attention on CPU (fp32, Eigen GEMMs on tiles, OpenMP), driven by the tile map, and
+// the CPU twins of the CUDA attention entry points (cpu_attention.h).
 //
 // Forward, per (batch, head, query tile): for each listed key tile, S = scale * Q K^T, masked to
 // -inf by the keep bits on partial tiles, folded into a running row max m, row sum l and output
@@ -114,8 +115,9 @@ struct Backward {
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const TileMap& map,
-                       float scale, const Tensor& out, const Tensor& lse) {
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const TileMap& map, float scale, const Tensor& out,
+                             const Tensor& lse) {
   const Heads qh(q), kh(k), vh(v), oh(out);
   const RowStats lse_rows(lse);
   const int64_t group = qh.H / kh.H, d = qh.D;
@@ -159,9 +161,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   for_each_tile(q.size(0), qh.H, map, map.q_order, map.num_q_tiles, query_tile);
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
-                        const Tensor& dout, const TileMap& map, float scale, const Tensor& dq,
-                        const Tensor& dk, const Tensor& dv) {
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& lse, const Tensor& dout, const TileMap& map,
+                              float scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const int64_t batch = q.size(0), tq = q.size(1), tk = k.size(1), hq = q.size(2), hkv = k.size(2),
                 d = q.size(3);
   // norm starts at 1, so pass 1 sees the plain exp(S - lse); fully masked rows keep delta 0.
@@ -216,6 +218,24 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   for_each_tile(batch, hq, map, map.q_order, map.num_q_tiles, normalise);
   for_each_tile(batch, hq, map, map.q_order, map.num_q_tiles, query_grads);
   for_each_tile(batch, hkv, map, map.k_order, map.num_k_tiles, key_grads);
+}
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionMask& mask, double scale, const Tensor& out,
+                       const Tensor& lse) {
+  if (q.dtype() == DType::f64)
+    return attention_reference_forward(q, k, v, mask.mask(), scale, out, lse);
+  flash_attention_forward(q, k, v, mask.tile_map(kAttentionBlockM, kAttentionBlockN),
+                          static_cast<float>(scale), out, lse);
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&,
+                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
+                        double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  if (q.dtype() == DType::f64)
+    return attention_reference_backward(q, k, v, dout, mask.mask(), scale, dq, dk, dv);
+  flash_attention_backward(q, k, v, lse, dout, mask.tile_map(kAttentionBlockM, kAttentionBlockN),
+                           static_cast<float>(scale), dq, dk, dv);
 }
 
 }  // namespace sprig::cpu

@@ -2,57 +2,127 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "tensor/ops.h"
 
 namespace sprig {
 
 namespace {
+
 int64_t rows_per_chunk(int64_t requested, int64_t vocab) {
   if (requested > 0) return requested;
   return std::max<int64_t>(1, (int64_t{1} << 25) / std::max<int64_t>(vocab, 1));
 }
+
+// Per-row statistics: f32, or f64 for f64 inputs (as the loss kernels').
+DType stat_dtype(const Tensor& h) { return h.dtype() == DType::f64 ? DType::f64 : DType::f32; }
+
+class CrossEntropyRows : public RowLoss {
+ public:
+  CrossEntropyRows(Tensor targets, int64_t ignore_index, const Tensor& hidden)
+      : targets_(std::move(targets)),
+        ignore_index_(ignore_index),
+        lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())) {}
+
+  Tensor forward(const Tensor& logits, int64_t r0) override {
+    const int64_t n = logits.size(0);
+    CrossEntropyResult ce = cross_entropy(logits, targets_.narrow(0, r0, n), ignore_index_);
+    lse_.narrow(0, r0, n).copy_(ce.lse);
+    return ce.loss;
+  }
+  Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
+    const int64_t n = logits.size(0);
+    return cross_entropy_backward(dloss, logits, targets_.narrow(0, r0, n), lse_.narrow(0, r0, n),
+                                  ignore_index_);
+  }
+
+ private:
+  Tensor targets_;
+  int64_t ignore_index_;
+  Tensor lse_;  // (N)
+};
+
+class KLRows : public RowLoss {
+ public:
+  KLRows(Tensor teacher, double temperature, const Tensor& hidden)
+      : teacher_(std::move(teacher)),
+        temperature_(temperature),
+        teacher_lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())),
+        student_lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())) {}
+
+  Tensor forward(const Tensor& logits, int64_t r0) override {
+    const int64_t n = logits.size(0);
+    KLResult kl = kl_div(teacher_.narrow(0, r0, n), logits, temperature_);
+    teacher_lse_.narrow(0, r0, n).copy_(kl.teacher_lse);
+    student_lse_.narrow(0, r0, n).copy_(kl.student_lse);
+    return kl.kl;
+  }
+  Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
+    const int64_t n = logits.size(0);
+    const KLResult saved{Tensor(), teacher_lse_.narrow(0, r0, n), student_lse_.narrow(0, r0, n)};
+    return kl_div_backward(dloss, teacher_.narrow(0, r0, n), logits, saved, temperature_);
+  }
+
+ private:
+  Tensor teacher_;
+  double temperature_;
+  Tensor teacher_lse_, student_lse_;  // (N)
+};
+
 }  // namespace
+
+Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_ptr<RowLoss> loss,
+              int64_t chunk_rows) {
+  if (hidden.dim() != 2 || weight.dim() != 2 || hidden.size(1) != weight.size(1))
+    throw std::invalid_argument(std::string("[") + op + "] hidden " + shape_str(hidden.shape()) +
+                                " and weight " + shape_str(weight.shape()) +
+                                " must be (N, H) and (V, H)");
+  const int64_t N = hidden.size(0);
+  const int64_t chunk = rows_per_chunk(chunk_rows, weight.size(0));
+  const Tensor h = hidden.value(), w = weight.value();
+  Tensor out = Tensor::empty({N}, stat_dtype(h), h.device());
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t n = std::min(chunk, N - r0);
+    out.narrow(0, r0, n).copy_(loss->forward(matmul(h.narrow(0, r0, n), w, false, true), r0));
+  }
+  return record(op, out, {hidden, weight}, [h, w, loss, chunk](const Tensor& dloss) -> Grads {
+    const int64_t rows = h.size(0);
+    Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
+    Tensor dw = rows > 0 ? Tensor::empty(w.shape(), w.dtype(), w.device())
+                         : Tensor::zeros(w.shape(), w.dtype(), w.device());
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t n = std::min(chunk, rows - r0);
+      const Tensor hc = h.narrow(0, r0, n);
+      const Tensor dlogits = loss->backward(dloss.narrow(0, r0, n), matmul(hc, w, false, true), r0);
+      matmul_into(dlogits, w, dh.narrow(0, r0, n), false, false, false);
+      matmul_into(dlogits, hc, dw, true, false, /*accumulate=*/r0 > 0);
+    }
+    return {dh, dw};
+  });
+}
 
 Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& targets,
                          int64_t ignore_index, int64_t chunk_rows) {
-  const int64_t N = hidden.size(0), V = weight.size(0);
-  if (hidden.dim() != 2 || weight.dim() != 2 || hidden.size(1) != weight.size(1))
-    throw std::invalid_argument("[linear_cross_entropy] hidden " + shape_str(hidden.shape()) +
-                                " and weight " + shape_str(weight.shape()) +
-                                " must be (N, H) and (V, H)");
-  if (targets.dim() != 1 || targets.size(0) != N)
-    throw std::invalid_argument("[linear_cross_entropy] targets must be (" + std::to_string(N) +
-                                "), got " + shape_str(targets.shape()));
-  const int64_t chunk = rows_per_chunk(chunk_rows, V);
-  const Tensor h = hidden.value(), w = weight.value();
-  const DType acc = h.dtype() == DType::f64 ? DType::f64 : DType::f32;  // as cross_entropy's
-  Tensor loss = Tensor::empty({N}, acc, h.device());
-  Tensor lse = Tensor::empty({N}, acc, h.device());
-  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-    const int64_t n = std::min(chunk, N - r0);
-    const Tensor logits = matmul(h.narrow(0, r0, n), w, false, true);  // (n, V)
-    CrossEntropyResult ce = cross_entropy(logits, targets.narrow(0, r0, n), ignore_index);
-    loss.narrow(0, r0, n).copy_(ce.loss);
-    lse.narrow(0, r0, n).copy_(ce.lse);
-  }
-  return record("linear_cross_entropy", loss, {hidden, weight},
-                [h, w, targets, lse, chunk, ignore_index](const Tensor& dloss) -> Grads {
-                  const int64_t rows = h.size(0);
-                  Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
-                  Tensor dw = Tensor::zeros(w.shape(), w.dtype(), w.device());
-                  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-                    const int64_t n = std::min(chunk, rows - r0);
-                    const Tensor hc = h.narrow(0, r0, n);
-                    const Tensor logits = matmul(hc, w, false, true);
-                    const Tensor dlogits = cross_entropy_backward(
-                        dloss.narrow(0, r0, n), logits, targets.narrow(0, r0, n),
-                        lse.narrow(0, r0, n), ignore_index);
-                    dh.narrow(0, r0, n).copy_(matmul(dlogits, w));
-                    dw = add(dw, matmul(dlogits, hc, true, false));
-                  }
-                  return {dh, dw};
-                });
+  if (targets.dim() != 1 || hidden.dim() < 1 || targets.size(0) != hidden.size(0))
+    throw std::invalid_argument("[linear_cross_entropy] targets must be (" +
+                                std::to_string(hidden.dim() ? hidden.size(0) : 0) + "), got " +
+                                shape_str(targets.shape()));
+  return head_loss("linear_cross_entropy", hidden, weight,
+                   std::make_shared<CrossEntropyRows>(targets, ignore_index, hidden.value()),
+                   chunk_rows);
+}
+
+Var linear_kl_div(const Var& hidden, const Var& weight, const Tensor& teacher, double temperature,
+                  int64_t chunk_rows) {
+  if (teacher.dim() != 2 || hidden.dim() < 1 || teacher.size(0) != hidden.size(0) ||
+      (weight.dim() == 2 && teacher.size(1) != weight.size(0)))
+    throw std::invalid_argument("[linear_kl_div] teacher " + shape_str(teacher.shape()) +
+                                " must be (N, V) for hidden " + shape_str(hidden.shape()) +
+                                " and weight " + shape_str(weight.shape()));
+  return head_loss("linear_kl_div", hidden, weight,
+                   std::make_shared<KLRows>(teacher, temperature, hidden.value()), chunk_rows);
 }
 
 }  // namespace sprig

@@ -1,16 +1,39 @@
-// Losses over the LM head that never hold a (rows, V) logits tensor for the whole batch.
+// Losses over the LM head that never hold a (rows, V) logits tensor for the whole batch: the rows
+// of logits = hidden @ weight^T are evaluated chunk by chunk, in the forward and again in the
+// backward (which recomputes each chunk's logits), and the weight gradient accumulates chunk by
+// chunk into one buffer in place. Cross-entropy and forward KL are two row losses of one routine.
 #pragma once
+
+#include <cstdint>
+#include <memory>
 
 #include "autograd/var.h"
 
 namespace sprig {
 
-// Per-row cross-entropy of (hidden @ weight^T) against targets: hidden (N, H), weight (V, H),
-// targets (N) (ignore_index rows give 0 and no gradient) -> (N) f32 (f64 for f64 inputs). One
-// autograd node: forward runs row chunks of at most `chunk_rows` (0: chosen so a chunk's logits
-// stay near 32M elements) and keeps only each row's log-sum-exp; backward recomputes each chunk's
-// logits.
+// A loss per row of logits, evaluated by head_loss on one chunk of rows at a time.
+class RowLoss {
+ public:
+  virtual ~RowLoss() = default;
+  // The loss (n) of rows [r0, r0 + n) given their logits (n, V); keeps what backward needs.
+  virtual Tensor forward(const Tensor& logits, int64_t r0) = 0;
+  // dlogits (n, V) of the same rows given their logits and dloss (n).
+  virtual Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const = 0;
+};
+
+// Per-row loss of (hidden @ weight^T): hidden (N, H), weight (V, H) -> (N) f32 (f64 for f64
+// inputs). One autograd node (named `op`); `loss` sees chunks of at most `chunk_rows` rows
+// (0: chosen so a chunk's logits stay near 32M elements).
+Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_ptr<RowLoss> loss,
+              int64_t chunk_rows = 0);
+
+// Cross-entropy of each row against targets (N) (ignore_index rows give 0 and no gradient).
 Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& targets,
                          int64_t ignore_index = -100, int64_t chunk_rows = 0);
+
+// Forward KL(softmax(teacher / T) || softmax(logits / T)) of each row, against teacher logits
+// (N, V) of hidden's dtype (read chunk by chunk as they are).
+Var linear_kl_div(const Var& hidden, const Var& weight, const Tensor& teacher,
+                  double temperature = 1.0, int64_t chunk_rows = 0);
 
 }  // namespace sprig

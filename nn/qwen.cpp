@@ -7,24 +7,6 @@
 
 namespace sprig {
 
-QwenInput causal_input(const Tensor& input_ids, const QwenConfig& config) {
-  if (input_ids.dim() != 2)
-    throw std::invalid_argument("[causal_input] input_ids must be (B, T), got " +
-                                shape_str(input_ids.shape()));
-  const int64_t B = input_ids.size(0), T = input_ids.size(1);
-  QwenInput in;
-  in.input_ids = input_ids;
-  in.position_ids = Tensor::arange(T, DType::i64, input_ids.device()).unsqueeze(0).expand({B, T})
-                        .contiguous();
-  in.mask = std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(causal_mask(T))));
-  int64_t window = 0;
-  for (int64_t w : config.sliding_window_per_layer) window = std::max(window, w);
-  if (window > 0)
-    in.window_mask = std::make_shared<AttentionMask>(
-        compile_attention_mask(BatchMask(causal_mask(T, window))));
-  return in;
-}
-
 Tensor shift_labels(const Tensor& input_ids) {
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
   Tensor labels = Tensor::full({B, T}, -100.0, DType::i64, input_ids.device());
@@ -37,6 +19,21 @@ Tensor shift_labels(const Tensor& input_ids) {
 namespace {
 double init_std(const QwenConfig& c) { return c.initializer_range; }
 }  // namespace
+
+AttentionConfig AttentionConfig::of_layer(const QwenConfig& c, int64_t layer) {
+  AttentionConfig a;
+  a.hidden_size = c.hidden_size;
+  a.num_heads = c.num_attention_heads;
+  a.num_kv_heads = c.num_key_value_heads;
+  a.head_dim = c.head_dim;
+  a.sliding_window = c.sliding_window_per_layer.at(static_cast<size_t>(layer));
+  a.rope_theta = c.rope_theta;
+  a.rms_norm_eps = c.rms_norm_eps;
+  a.qkv_bias = c.has_qkv_bias();
+  a.o_bias = c.has_o_bias();
+  a.qk_norm = c.has_qk_norm();
+  return a;
+}
 
 QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
     : q_proj(register_module("q_proj", std::make_unique<Linear>(
@@ -51,26 +48,28 @@ QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
       o_proj(register_module("o_proj", std::make_unique<Linear>(
                                            c.num_attention_heads * c.head_dim, c.hidden_size,
                                            c.has_o_bias(), init_std(c), gen))),
-      config_(c),
+      config_(AttentionConfig::of_layer(c, layer)),
       layer_(layer) {
-  if (c.has_qk_norm()) {
+  if (config_.qk_norm) {
     q_norm = &register_module("q_norm", std::make_unique<RMSNorm>(c.head_dim, c.rms_norm_eps));
     k_norm = &register_module("k_norm", std::make_unique<RMSNorm>(c.head_dim, c.rms_norm_eps));
   }
 }
 
-Var QwenAttention::forward(const Var& x, const QwenInput& in, KVCache* cache) const {
-  const int64_t B = x.size(0), T = x.size(1), D = config_.head_dim;
-  const int64_t nH = config_.num_attention_heads, nKV = config_.num_key_value_heads;
-  Var q = reshape(q_proj.forward(x), {B, T, nH, D});  // (B, T, nH, D)
-  Var k = reshape(k_proj.forward(x), {B, T, nKV, D});  // (B, T, nKV, D)
-  Var v = reshape(v_proj.forward(x), {B, T, nKV, D});
+Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv,
+                           const Tensor& kv_pos, const std::shared_ptr<const AttentionMask>& mask,
+                           KVCache* cache) const {
+  const int64_t B = xq.size(0), Tq = xq.size(1), Tk = xkv.size(1), D = config_.head_dim;
+  const int64_t nH = config_.num_heads, nKV = config_.num_kv_heads;
+  Var q = reshape(q_proj.forward(xq), {B, Tq, nH, D});  // (B, Tq, nH, D)
+  Var k = reshape(k_proj.forward(xkv), {B, Tk, nKV, D});  // (B, Tk, nKV, D)
+  Var v = reshape(v_proj.forward(xkv), {B, Tk, nKV, D});
   if (q_norm) {  // Qwen3: per-head RMSNorm over D, before RoPE
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  q = rope(q, in.position_ids, config_.rope_theta);
-  k = rope(k, in.position_ids, config_.rope_theta);
+  q = rope(q, q_pos, config_.rope_theta);
+  k = rope(k, kv_pos, config_.rope_theta);
   if (cache) {  // decoding: attend to [cached | new] keys, no graph
     Tensor& ck = cache->k[static_cast<size_t>(layer_)];
     Tensor& cv = cache->v[static_cast<size_t>(layer_)];
@@ -79,10 +78,8 @@ Var QwenAttention::forward(const Var& x, const QwenInput& in, KVCache* cache) co
     k = Var(ck);
     v = Var(cv);
   }
-  const bool windowed = config_.sliding_window_per_layer[static_cast<size_t>(layer_)] > 0;
-  const auto& mask = windowed ? in.window_mask : in.mask;
-  Var a = attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)));  // (B, T, nH, D)
-  return o_proj.forward(reshape(a, {B, T, nH * D}));
+  Var a = attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)));  // (B, Tq, nH, D)
+  return o_proj.forward(reshape(a, {B, Tq, nH * D}));
 }
 
 // ---- decoder ----------------------------------------------------------------------------------
@@ -96,8 +93,10 @@ QwenDecoderLayer::QwenDecoderLayer(const QwenConfig& c, int64_t layer, Generator
       post_attention_layernorm(register_module(
           "post_attention_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))) {}
 
-Var QwenDecoderLayer::forward(const Var& x, const QwenInput& in, KVCache* cache) const {
-  Var h = x + self_attn.forward(input_layernorm.forward(x), in, cache);
+Var QwenDecoderLayer::forward(const Var& x, const LayerInput& in) const {
+  const Var n = input_layernorm.forward(x);
+  const Var kv = in.context.defined() ? concat({in.context, n}, 1) : n;
+  Var h = x + self_attn.forward(n, in.q_pos, kv, in.kv_pos, in.mask, in.cache);
   return h + mlp.forward(post_attention_layernorm.forward(h));
 }
 
@@ -119,10 +118,13 @@ Var QwenModel::forward(const QwenInput& in, KVCache* cache,
   }
   Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
   for (size_t i = 0; i < layers.size(); ++i) {
-    x = layers[i]->forward(x, in, cache);
+    const int64_t layer = static_cast<int64_t>(i);
+    const int64_t window = layers[i]->self_attn.config().sliding_window;
+    x = layers[i]->forward(x, {in.position_ids, in.position_ids, in.layer_mask(layer, window),
+                               Var(), cache});
     if (captured)
       for (int64_t id : capture_layers)
-        if (id == static_cast<int64_t>(i)) captured->push_back(x);
+        if (id == layer) captured->push_back(x);
   }
   return norm->forward(x);
 }

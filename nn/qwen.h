@@ -1,11 +1,13 @@
-// Qwen2 / Qwen2.5 / Qwen3 dense decoder (HF transformers numerics, SPEC §2.7) on autograd Vars.
+// Qwen2 / Qwen2.5 / Qwen3 dense decoder (HF transformers numerics, docs/semantics.md) on autograd
+// Vars.
 //
 // Shape legend: B batch rows, T tokens per row, H hidden, nH / nKV query / key-value heads,
 // D head dim, I intermediate, V vocab, L layers.
 //
-// A batch row may hold one sequence, packed documents or folded rollouts: the row's layout lives
-// entirely in its per-token position ids and its attention mask (compiled once per batch and
-// shared by every layer).
+// The layers are reusable beyond the causal LM: attention takes its queries and its keys/values
+// from separate inputs with separate positions, and a decoder layer can attend over an extra
+// context placed before its own tokens (a speculative draft's block slots over the target's
+// features). Layers copy the settings they need, so they never refer back to a config.
 #pragma once
 
 #include <memory>
@@ -14,19 +16,9 @@
 #include "attention/function.h"
 #include "nn/layers.h"
 #include "nn/qwen_config.h"
+#include "nn/qwen_input.h"
 
 namespace sprig {
-
-// What one forward pass consumes.
-struct QwenInput {
-  Tensor input_ids;  // (B, T) i64
-  Tensor position_ids;  // (B, T) i64, RoPE phase of each token
-  std::shared_ptr<const AttentionMask> mask;  // full-attention layers
-  std::shared_ptr<const AttentionMask> window_mask;  // sliding-window layers (when the config has)
-};
-
-// Builds the input of plain causal sequences: positions 0..T-1 in every row.
-QwenInput causal_input(const Tensor& input_ids, const QwenConfig& config);
 
 // Keys and values of earlier tokens, per layer, for incremental decoding.
 struct KVCache {
@@ -34,25 +26,50 @@ struct KVCache {
   int64_t length() const { return k.empty() || !k[0].defined() ? 0 : k[0].size(1); }
 };
 
+// The settings of one attention layer, copied from its model's config.
+struct AttentionConfig {
+  int64_t hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t sliding_window = 0;  // 0: full attention
+  double rope_theta = 10000.0, rms_norm_eps = 1e-6;
+  bool qkv_bias = false, o_bias = false, qk_norm = false;
+
+  static AttentionConfig of_layer(const QwenConfig& config, int64_t layer);
+};
+
 class QwenAttention : public Module {
  public:
   QwenAttention(const QwenConfig& config, int64_t layer, Generator& gen);
-  // x (B, T, H) -> (B, T, H). With a cache, the new keys/values are appended to it and the mask
-  // covers [cached | new] keys.
-  Var forward(const Var& x, const QwenInput& in, KVCache* cache) const;
+  // Queries from xq (B, Tq, H) at positions q_pos (B, Tq); keys and values from xkv (B, Tk, H)
+  // at kv_pos (B, Tk) (self-attention passes the same input twice) -> (B, Tq, H). `mask` is
+  // [Tq, Tk]; with a cache, the new keys/values are appended to it and the mask covers
+  // [cached | new] keys.
+  Var forward(const Var& xq, const Tensor& q_pos, const Var& xkv, const Tensor& kv_pos,
+              const std::shared_ptr<const AttentionMask>& mask, KVCache* cache = nullptr) const;
+  const AttentionConfig& config() const { return config_; }
 
   Linear &q_proj, &k_proj, &v_proj, &o_proj;
   RMSNorm *q_norm = nullptr, *k_norm = nullptr;  // Qwen3 only
 
  private:
-  const QwenConfig& config_;
+  AttentionConfig config_;
   int64_t layer_;
+};
+
+// What one decoder layer attends with besides its hidden states x (B, Tq, H).
+struct LayerInput {
+  Tensor q_pos;  // (B, Tq): positions of x's tokens
+  Tensor kv_pos;  // (B, S + Tq) with a context, else q_pos
+  std::shared_ptr<const AttentionMask> mask;  // [Tq, S + Tq] (plus cached keys when decoding)
+  // Optional (B, S, H): keys and values placed before x's own, used as given (no layer norm).
+  Var context;
+  KVCache* cache = nullptr;
 };
 
 class QwenDecoderLayer : public Module {
  public:
   QwenDecoderLayer(const QwenConfig& config, int64_t layer, Generator& gen);
-  Var forward(const Var& x, const QwenInput& in, KVCache* cache) const;
+  // Pre-norm residual block: x + attention(norm(x) over [context | norm(x)]), then x + MLP.
+  Var forward(const Var& x, const LayerInput& in) const;
 
   // Declared (so registered) in transformers' order: named_parameters() lists names as HF does.
   QwenAttention& self_attn;

@@ -4,6 +4,7 @@
 // architectures and rope scaling with one clear sentence.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +34,12 @@ struct QwenConfig {
   nlohmann::json raw;  // the parsed file, kept so an export writes back what was read
 
   bool has_qk_norm() const { return model_type == "qwen3"; }
+  // The window of the sliding-window layers (they all share one), 0 when every layer attends fully.
+  int64_t sliding_window() const {
+    int64_t w = 0;
+    for (int64_t layer_window : sliding_window_per_layer) w = std::max(w, layer_window);
+    return w;
+  }
   bool has_qkv_bias() const { return model_type == "qwen2" || attention_bias; }
   bool has_o_bias() const { return model_type == "qwen3" && attention_bias; }
 

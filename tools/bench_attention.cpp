@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "attention/cuda/flash.h"
+#include "attention/cpu_attention.h"
+#include "attention/cuda/device_tile_map.h"
 #include "attention/mask_io.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/random.h"
@@ -126,15 +127,16 @@ struct Result {
 
 // Allowed / visited elements of the tiles the forward kernel of `device` visits.
 double forward_tile_efficiency(const AttentionMask& mask, Device device, int64_t head_dim) {
-  if (!device.is_cuda()) return mask.cpu_tiles.efficiency();
+  if (!device.is_cuda())
+    return mask.tile_map(cpu::kAttentionBlockM, cpu::kAttentionBlockN).efficiency();
   const cuda::TileShape s = cuda::flash_tile_shape(cuda::FlashPass::forward, head_dim);
-  return compile_tile_map(mask.intervals, s.block_m, s.block_n).efficiency();
+  return mask.tile_map(s.block_m, s.block_n).efficiency();
 }
 
 Result run_case(const Case& c, const AttentionOptions& o, Device device, DType dtype,
                 Generator& gen) {
-  const AttentionMask mask = compile_attention_mask(BatchMask(parse_mask_spec(c.spec.dump())));
-  const int64_t tq = mask.mask.q_len(), tk = mask.mask.k_len();
+  const AttentionMask mask{BatchMask(parse_mask_spec(c.spec.dump()))};
+  const int64_t tq = mask.mask().q_len(), tk = mask.mask().k_len();
   const Tensor q = normal({c.batch, tq, o.heads, o.head_dim}, 0, 1, dtype, device, gen);
   const Tensor k = normal({c.batch, tk, o.kv_heads, o.head_dim}, 0, 1, dtype, device, gen);
   const Tensor v = normal({c.batch, tk, o.kv_heads, o.head_dim}, 0, 1, dtype, device, gen);
@@ -148,7 +150,7 @@ Result run_case(const Case& c, const AttentionOptions& o, Device device, DType d
   const double bwd = bench::median_seconds(device, warmup, o.reps, [&] {
     attention_backward(q, k, v, f.out, f.lse, dout, mask, scale);
   });
-  const int64_t allowed = mask.intervals.allowed_elements();
+  const int64_t allowed = mask.intervals().allowed_elements();
   const double flops = 4.0 * static_cast<double>(o.head_dim) * static_cast<double>(allowed) *
                        static_cast<double>(o.heads * c.batch);
   return {tq, tk, allowed, forward_tile_efficiency(mask, device, o.head_dim), fwd, bwd, flops};

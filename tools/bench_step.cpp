@@ -20,7 +20,9 @@
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "train/optimizer.h"
-#include "train/sft.h"
+#include "nn/qwen.h"
+#include "tensor/random.h"
+#include "train/batch_input.h"
 
 namespace sprig::tools {
 

@@ -61,23 +61,16 @@ std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
   return ids;
 }
 
-// Builds a row from token ids, positions, labels and a mask.
-ScoreItem make_item(const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
-                    const std::vector<int64_t>& labels, const Mask& mask, Device device) {
-  const int64_t T = static_cast<int64_t>(ids.size());
-  ScoreItem item;
-  item.input.input_ids = Tensor::from_vector(ids, {1, T}, device);
-  item.input.position_ids = Tensor::from_vector(positions, {1, T}, device);
-  item.input.mask = std::make_shared<AttentionMask>(compile_attention_mask(BatchMask(mask)));
-  item.labels = Tensor::from_vector(labels, {1, T}, device);
-  return item;
-}
-
 // {"input_ids"}: one causal sequence. {"documents"}: one packed row, each document causal with its
 // own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of SPEC §2.1.
-ScoreItem parse_score_record(const json& rec, int64_t vocab, const std::string& where,
+ScoreItem parse_score_record(const json& rec, const QwenConfig& config, const std::string& where,
                              Device device) {
+  const int64_t vocab = config.vocab_size;
   std::vector<int64_t> ids, positions, labels;
+  // The record's row as tensors on the device: (1, T).
+  auto row = [&](const std::vector<int64_t>& values) {
+    return Tensor::from_vector(values, {1, static_cast<int64_t>(values.size())}, device);
+  };
   auto append_sequence = [&](const std::vector<int64_t>& seq) {
     for (size_t t = 0; t < seq.size(); ++t) {
       ids.push_back(seq[t]);
@@ -87,7 +80,7 @@ ScoreItem parse_score_record(const json& rec, int64_t vocab, const std::string& 
   };
   if (rec.contains("input_ids")) {
     append_sequence(id_list(rec["input_ids"], "input_ids", vocab, where));
-    return make_item(ids, positions, labels, causal_mask(static_cast<int64_t>(ids.size())), device);
+    return {causal_input(row(ids), config), row(labels)};
   }
   if (rec.contains("documents")) {
     const json& docs = rec["documents"];
@@ -99,7 +92,7 @@ ScoreItem parse_score_record(const json& rec, int64_t vocab, const std::string& 
       lens.push_back(static_cast<int64_t>(seq.size()));
       append_sequence(seq);
     }
-    return make_item(ids, positions, labels, document_mask(lens), device);
+    return {documents_input(row(ids), row(positions), {lens}, config), row(labels)};
   }
   if (rec.contains("prompt_ids") && rec.contains("completions")) {
     data::RolloutGroup group;
@@ -118,10 +111,9 @@ ScoreItem parse_score_record(const json& rec, int64_t vocab, const std::string& 
     labels.assign(doc.labels.begin(), doc.labels.end());
     positions.resize(ids.size());
     data::write_tree_positions(doc.node_lengths, positions.data());
-    const std::vector<int64_t> node_lengths(doc.node_lengths.begin(), doc.node_lengths.end());
-    return make_item(ids, positions, labels,
-                     prefix_tree_mask(node_lengths, data::tree_sample_paths(doc.node_lengths)),
-                     device);
+    const PrefixTree tree{{doc.node_lengths.begin(), doc.node_lengths.end()},
+                          data::tree_sample_paths(doc.node_lengths)};
+    return {prefix_tree_input(row(ids), row(positions), {{tree}}, {0}, config), row(labels)};
   }
   throw std::runtime_error(where + ": a record needs \"input_ids\", \"documents\", or "
                            "\"prompt_ids\" and \"completions\"");
@@ -169,7 +161,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
                                (in.eof() ? "; the last line looks truncated" : ""));
     }
     if (!rec.is_object()) throw std::runtime_error(where + ": a record must be a JSON object");
-    const ScoreItem item = parse_score_record(rec, model->config().vocab_size, where, device);
+    const ScoreItem item = parse_score_record(rec, model->config(), where, device);
     const Var hidden = model->hidden(item.input);
     const Tensor losses = model->token_losses(hidden, item.labels).value();
     const std::vector<float> l = losses.to_vector<float>();

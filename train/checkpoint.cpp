@@ -33,15 +33,15 @@ void write_text(const fs::path& p, const std::string& text) {
   if (!out) throw std::runtime_error(p.string() + ": write failed");
 }
 
-std::vector<SafetensorsEntry> entries_of(const std::map<std::string, Tensor>& tensors) {
+std::vector<SafetensorsEntry> entries_of(const TensorMap& tensors) {
   std::vector<SafetensorsEntry> out;
   for (const auto& [name, t] : tensors) out.push_back({name, t});
   return out;
 }
 
-std::map<std::string, Tensor> read_all(const fs::path& p) {
+TensorMap read_all(const fs::path& p) {
   SafetensorsFile f(p.string());
-  std::map<std::string, Tensor> out;
+  TensorMap out;
   for (const StTensorInfo& t : f.tensors()) out[t.name] = f.load(t.name);
   return out;
 }
@@ -61,28 +61,21 @@ std::string CheckpointManager::checkpoints_dir() const {
   return (fs::path(run_dir_) / "checkpoints").string();
 }
 
-std::string CheckpointManager::save(const QwenConfig& config,
-                                    const std::map<std::string, Tensor>& model,
-                                    const std::map<std::string, Tensor>& optimizer,
-                                    const TrainerState& state) const {
+std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t step) const {
   const fs::path root = checkpoints_dir();
   fs::create_directories(root);
-  const std::string name = step_name(state.step);
+  const std::string name = step_name(step);
   const fs::path tmp = root / (".tmp-" + name), final_dir = root / name;
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  write_text(tmp / "config.json", config.to_json().dump(2) + "\n");
-  save_safetensors((tmp / "model.safetensors").string(), entries_of(model));
-  save_safetensors((tmp / "optimizer.safetensors").string(), entries_of(optimizer));
-  const json st = {{"step", state.step},
-                   {"loader", {{"epoch", state.loader.epoch}, {"batch", state.loader.batch}}},
-                   {"rng", {{"seed", state.rng_seed}, {"offset", state.rng_offset}}},
-                   {"skipped_steps", state.skipped_steps},
-                   {"tokens", state.tokens}};
-  write_text(tmp / "trainer_state.json", st.dump(2) + "\n");
-  for (const char* f :
-       {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
-    fsync_path(tmp / f);
+  std::vector<std::string> files = {"config.json", "trainer_state.json"};
+  write_text(tmp / "config.json", payload.config.dump(2) + "\n");
+  for (const auto& [tensors_name, tensors] : payload.tensors) {
+    files.push_back(tensors_name + ".safetensors");
+    save_safetensors((tmp / files.back()).string(), entries_of(tensors));
+  }
+  write_text(tmp / "trainer_state.json", payload.state.dump(2) + "\n");
+  for (const std::string& f : files) fsync_path(tmp / f);
   fsync_path(tmp);
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
@@ -107,7 +100,8 @@ bool CheckpointManager::has_checkpoint() const {
   return fs::exists(fs::path(checkpoints_dir()) / "latest");
 }
 
-std::optional<LoadedCheckpoint> CheckpointManager::load_latest() const {
+std::optional<LoadedCheckpoint> CheckpointManager::load_latest(
+    const std::vector<std::string>& names) const {
   const fs::path root = checkpoints_dir();
   const fs::path latest = root / "latest";
   if (!fs::exists(latest)) return std::nullopt;
@@ -120,17 +114,11 @@ std::optional<LoadedCheckpoint> CheckpointManager::load_latest() const {
   LoadedCheckpoint ck;
   ck.dir = dir.string();
   try {
-    ck.model = read_all(dir / "model.safetensors");
-    ck.optimizer = read_all(dir / "optimizer.safetensors");
-    std::ifstream in(dir / "trainer_state.json");
-    const json st = json::parse(in);
-    ck.state.step = st.at("step").get<int64_t>();
-    ck.state.loader.epoch = st.at("loader").at("epoch").get<int64_t>();
-    ck.state.loader.batch = st.at("loader").at("batch").get<int64_t>();
-    ck.state.rng_seed = st.at("rng").at("seed").get<uint64_t>();
-    ck.state.rng_offset = st.at("rng").at("offset").get<uint64_t>();
-    ck.state.skipped_steps = st.at("skipped_steps").get<int64_t>();
-    ck.state.tokens = st.at("tokens").get<int64_t>();
+    for (const std::string& n : names) ck.payload.tensors[n] = read_all(dir / (n + ".safetensors"));
+    std::ifstream config(dir / "config.json");
+    ck.payload.config = json::parse(config);
+    std::ifstream state(dir / "trainer_state.json");
+    ck.payload.state = json::parse(state);
   } catch (const std::exception& e) {
     throw std::runtime_error("checkpoint " + dir.string() + " is corrupt: " + e.what());
   }

@@ -1,48 +1,47 @@
-// Training checkpoints (DESIGN §5): <run_dir>/checkpoints/step_<N>/ holding config.json and
-// model.safetensors (the fp32 master weights under HF names: a loadable model), optimizer.safetensors
-// (moments) and trainer_state.json (step, epoch, data loader position, RNG, counters). Each is
-// written into a temporary directory, fsynced, renamed into place, and only then is the
-// `latest` file switched to it (also by rename), so a run killed at any moment resumes from the
-// last complete checkpoint. The newest `keep_last` checkpoints are kept.
+// Training checkpoints: <run_dir>/checkpoints/step_<N>/ holding config.json (the model the
+// checkpoint loads as), one <name>.safetensors per named tensor map (a trainer saves "model", the
+// fp32 master weights under their parameter names, and "optimizer", the moments) and
+// trainer_state.json. A checkpoint is written into a temporary directory, fsynced, renamed into
+// place, and only then is the `latest` file switched to it (also by rename), so a run killed at
+// any moment resumes from the last complete checkpoint. The newest `keep_last` are kept.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "data/loader.h"
-#include "nn/qwen_config.h"
 #include "tensor/tensor.h"
 
 namespace sprig {
 
-struct TrainerState {
-  int64_t step = 0;  // optimizer steps taken
-  data::LoaderState loader;  // the next micro-batch
-  uint64_t rng_seed = 0, rng_offset = 0;
-  int64_t skipped_steps = 0;  // updates skipped for a non-finite loss or gradient
-  int64_t tokens = 0;  // supervised tokens trained on so far
+using TensorMap = std::map<std::string, Tensor>;
+
+// What a checkpoint holds, and what loading one gives back.
+struct CheckpointPayload {
+  nlohmann::json config;  // config.json
+  std::map<std::string, TensorMap> tensors;  // <name>.safetensors
+  nlohmann::json state;  // trainer_state.json
 };
 
 struct LoadedCheckpoint {
   std::string dir;
-  std::map<std::string, Tensor> model;  // fp32 masters by HF name
-  std::map<std::string, Tensor> optimizer;
-  TrainerState state;
+  CheckpointPayload payload;
 };
 
 class CheckpointManager {
  public:
   CheckpointManager(std::string run_dir, int64_t keep_last);
 
-  // Writes step_<state.step> atomically, switches `latest`, then prunes old checkpoints. Returns
-  // the checkpoint's directory.
-  std::string save(const QwenConfig& config, const std::map<std::string, Tensor>& model,
-            const std::map<std::string, Tensor>& optimizer, const TrainerState& state) const;
-  // The checkpoint `latest` names, or nothing when there is none. Throws std::runtime_error with
-  // one sentence when `latest` or the checkpoint it names is unreadable or corrupt.
-  std::optional<LoadedCheckpoint> load_latest() const;
+  // Writes step_<step> atomically, switches `latest`, then prunes old checkpoints. Returns the
+  // checkpoint's directory.
+  std::string save(const CheckpointPayload& payload, int64_t step) const;
+  // The checkpoint `latest` names with the tensor files `names`, or nothing when there is none.
+  // Throws std::runtime_error with one sentence when `latest` or the checkpoint it names is
+  // unreadable or corrupt.
+  std::optional<LoadedCheckpoint> load_latest(const std::vector<std::string>& names) const;
   bool has_checkpoint() const;  // whether `latest` exists
   std::string checkpoints_dir() const;
 

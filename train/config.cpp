@@ -128,12 +128,15 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.num_epochs = get<int64_t>(root, "train", "num_epochs", 1);
     c.grad_accumulation_steps = get<int64_t>(root, "train", "grad_accumulation_steps", 1);
     c.max_grad_norm = get<double>(root, "train", "max_grad_norm", 1.0);
-    c.loss_normalization = get<std::string>(root, "train", "loss_normalization", "mean");
+    const std::string normalization =
+        get<std::string>(root, "train", "loss_normalization", "mean");
     c.max_consecutive_skips = get<int64_t>(root, "train", "max_consecutive_skips", 10);
     if (c.max_steps < 0 || c.num_epochs <= 0 || c.grad_accumulation_steps <= 0)
       fail("train.max_steps must be >= 0, train.num_epochs and train.grad_accumulation_steps > 0");
-    if (c.loss_normalization != "mean" && c.loss_normalization != "tokens")
-      fail("train.loss_normalization must be mean or tokens, got '" + c.loss_normalization + "'");
+    if (normalization != "mean" && normalization != "tokens")
+      fail("train.loss_normalization must be mean or tokens, got '" + normalization + "'");
+    c.loss_normalization =
+        normalization == "mean" ? LossNormalization::mean : LossNormalization::tokens;
 
     c.optimizer.lr = get<double>(root, "optimizer", "lr", 1e-4);
     const auto betas = get<std::vector<double>>(root, "optimizer", "betas", {0.9, 0.999});

@@ -23,6 +23,11 @@
 
 namespace sprig {
 
+// How the loss of an accumulation window is normalised: "mean" averages each micro-batch's mean
+// loss (the reference implementation's choice); "tokens" divides the window's summed loss by its
+// summed weight (every supervised token weighs the same, however the micro-batches are filled).
+enum class LossNormalization { mean, tokens };
+
 struct TrainConfig {
   std::string run_dir;
   uint64_t seed = 0;
@@ -35,7 +40,7 @@ struct TrainConfig {
   int64_t num_epochs = 1;
   int64_t grad_accumulation_steps = 1;
   double max_grad_norm = 1.0;  // 0: no clipping
-  std::string loss_normalization = "mean";  // mean (per micro-batch) | tokens (over the window)
+  LossNormalization loss_normalization = LossNormalization::mean;
   int64_t max_consecutive_skips = 10;
 
   AdamWConfig optimizer;

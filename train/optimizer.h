@@ -25,7 +25,7 @@ class AdamW {
         const std::map<std::string, Tensor>& masters = {});
 
   // One update with learning rate `lr` from the accumulated gradients; parameters without a
-  // gradient are left alone. Counts the step.
+  // gradient are left alone. Counts the update (its bias correction uses the count).
   void step(double lr);
   int64_t steps_taken() const { return steps_; }
 
@@ -36,7 +36,7 @@ class AdamW {
   std::map<std::string, Tensor> masters() const;
   // The moments by "<param>.exp_avg" / "<param>.exp_avg_sq".
   std::map<std::string, Tensor> moments() const;
-  // Restores masters, moments and the step count (the compute copies are refreshed).
+  // Restores masters, moments and the update count (the compute copies are refreshed).
   void load_state(const std::map<std::string, Tensor>& masters,
                   const std::map<std::string, Tensor>& moments, int64_t steps);
 

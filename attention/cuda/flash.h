@@ -8,51 +8,31 @@
 // A fully masked query row gets out = 0, lse = -inf and zero gradients. Every output is written
 // with `=`. Batch row b uses mask row b of the map, or row 0 when the map is shared (1 row).
 //
-// Each pass runs on a tile map compiled for its own tile shape, flash_tile_shape(pass, D):
-// compile it once per batch (compile_tile_map), upload it once (upload_tile_map), and share it
-// by every layer and head. Scratch buffers of the backward come from the device's caching
+// Each pass runs on a tile map compiled for its own tile shape, flash_tile_shape(pass, D), once
+// per batch and shared by every layer and head: the twins take it from the AttentionMask; the
+// flash_* kernels take an uploaded map (upload_tile_map) directly. Scratch buffers of the backward come from the device's caching
 // allocator, which is ordered on cuda::current_stream(device): pass that stream.
 #pragma once
 
 #include <cstdint>
 
-#include "attention/tile_map.h"
+#include "attention/attention_mask.h"
+#include "attention/cuda/device_tile_map.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/tensor.h"
 
 namespace sprig::cuda {
 
-enum class FlashPass { forward, backward };
-
-struct TileShape {
-  int32_t block_m = 0, block_n = 0;  // queries x keys per tile
-  bool operator==(const TileShape&) const = default;
-};
-
-// The tile shape a pass's kernels need at head dim 64 or 128 (throws "[flash_tile_shape] ..."
-// otherwise): forward 128 x 128 (D 64) / 128 x 64 (D 128), backward 128 x 128 / 64 x 128.
-TileShape flash_tile_shape(FlashPass pass, int64_t head_dim);
-
-// One CSR list of a TileMap on the device (see TileList): i32 tensors.
-struct DeviceTileList {
-  Tensor ptr;  // [num_rows * lines_per_row + 1]
-  Tensor entries;  // [entries, 2]: (start, mask_idx), mask_idx -1 for a full tile
-  Tensor order;  // [num_rows * lines_per_row]: the LPT order of the lines of each mask row
-};
-
-// A TileMap uploaded to one device: the scalars stay on the host, the arrays are tensors.
-struct DeviceTileMap {
-  int32_t num_rows = 0, q_len = 0, k_len = 0;
-  int32_t block_m = 0, block_n = 0, num_q_tiles = 0, num_k_tiles = 0, words_per_row = 0;
-  DeviceTileList by_query, by_key;
-  Tensor bits;  // i64 [partial tiles * block_m * words_per_row], TileMap::bits reinterpreted
-  Device device() const { return bits.device(); }
-};
-
-// Packs and copies `map` to `device` (any device; the kernels need a CUDA one). Throws
-// "[upload_tile_map] ..." when a list breaks the order the kernels rely on (partial entries first
-// in each line, mask_idx >= 0 exactly for partial entries).
-DeviceTileMap upload_tile_map(const TileMap& map, Device device);
+// The twins of cpu::attention_forward / attention_backward (attention/cpu_attention.h): the
+// flash kernels below on the mask's tile maps of each pass's tile shape, compiled and uploaded on
+// first use (AttentionMask::device_tile_map). The backward adds dQ with atomics.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionMask& mask, double scale, const Tensor& out,
+                       const Tensor& lse, cudaStream_t stream);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
+                        double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        cudaStream_t stream);
 
 // out = softmax(scale q k^T masked) v and its lse. `map` has the forward tile shape.
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,

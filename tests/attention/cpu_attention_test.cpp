@@ -33,7 +33,7 @@ struct Results {
 };
 
 Results flash(const Inputs& in, const BatchMask& mask, double scale) {
-  const AttentionMask compiled = compile_attention_mask(mask);
+  const AttentionMask compiled(mask);
   const AttentionOutput f = attention_forward(in.q, in.k, in.v, compiled, scale);
   const AttentionGrads g =
       attention_backward(in.q, in.k, in.v, f.out, f.lse, in.dout, compiled, scale);
@@ -169,7 +169,7 @@ TEST(CpuAttention, ReferenceGradientsMatchFiniteDifferences) {
 
 TEST(CpuAttention, DtypesAndStrides) {
   const BatchMask mask(document_mask({5, 7}));
-  const AttentionMask compiled = compile_attention_mask(mask);
+  const AttentionMask compiled(mask);
   const Inputs in = random_inputs(mask, 2, 4, 2, 64, 33);
   const AttentionOutput f32 = attention_forward(in.q, in.k, in.v, compiled, 0.125);
   // Strided inputs give the same values.
@@ -191,7 +191,7 @@ TEST(CpuAttention, DtypesAndStrides) {
 }
 
 TEST(CpuAttention, BadArguments) {
-  const AttentionMask mask = compile_attention_mask(BatchMask(causal_mask(4)));
+  const AttentionMask mask{BatchMask(causal_mask(4))};
   const Tensor q = Tensor::zeros({2, 4, 3, 8}), k = Tensor::zeros({2, 4, 2, 8});
   auto message = [](auto f) { return testing::invalid_argument_message(f); };
   EXPECT_EQ(message([&] { attention_forward(q, k, k, mask, 1.0); }),
@@ -211,8 +211,7 @@ TEST(CpuAttention, BadArguments) {
             "[attention] v must have shape [2, 4, 2, 8], got [2, 4, 1, 8]");
   EXPECT_EQ(message([&] { attention_forward(k.select(0, 0), k, k, mask, 1.0); }),
             "[attention] q must have 4 dimensions, got 3 (shape [4, 2, 8])");
-  const AttentionMask three_rows =
-      compile_attention_mask(BatchMask({causal_mask(4), causal_mask(4), causal_mask(4)}));
+  const AttentionMask three_rows{BatchMask({causal_mask(4), causal_mask(4), causal_mask(4)})};
   EXPECT_EQ(message([&] { attention_forward(k, k, k, three_rows, 1.0); }),
             "[attention] mask has 3 rows for a batch of 2");
   EXPECT_EQ(message([&] {

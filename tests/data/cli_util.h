@@ -3,31 +3,23 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "tests/cli_run.h"
 
 namespace sprig::data::testing {
 
 using Ids = std::vector<int64_t>;
 
-struct CliRun {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using sprig::testing::CliRun;
+inline std::string read_text(const std::string& path) { return sprig::testing::file_text(path); }
 
 // Each test gets its own directory for the files it writes and the commands' outputs.
 class DataCli : public ::testing::Test {
@@ -50,10 +42,7 @@ class DataCli : public ::testing::Test {
 
   // Runs `sprig data <args>`.
   CliRun sprig_data(const std::string& args) const {
-    const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const int status =
-        std::system((std::string(SPRIG_BIN) + " data " + args + " >" + out + " 2>" + err).c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
+    return sprig::testing::run_sprig("data " + args, dir_.string());
   }
 
   // The JSON objects of file `name`, one per line.

@@ -1,5 +1,6 @@
-// linear_cross_entropy (chunked LM-head cross-entropy) against a naive f64 computation and the
-// plain logits + cross_entropy path, values and gradients, with chunks smaller than the batch.
+// linear_cross_entropy and linear_kl_div (chunked LM-head losses) against a naive f64
+// computation and the plain logits + loss path, values and gradients, with chunks smaller than
+// the batch.
 #include "nn/loss.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +89,69 @@ TEST(LinearCrossEntropy, RejectsBadShapes) {
   EXPECT_EQ(testing::invalid_argument_message(
                 [&] { linear_cross_entropy(h, w, Tensor::zeros({3}, DType::i64)); }),
             "[linear_cross_entropy] targets must be (4), got [3]");
+}
+
+// KL(softmax(t / T) || softmax(h . w / T)) per row, in f64 by hand.
+std::vector<double> naive_kl(const Tensor& hidden, const Tensor& weight, const Tensor& teacher,
+                             double temperature) {
+  const std::vector<double> h = hidden.to_vector<double>(), w = weight.to_vector<double>();
+  const std::vector<double> t = teacher.to_vector<double>();
+  std::vector<double> out(N, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<double> zs(V, 0.0), zt(V, 0.0);
+    for (int64_t v = 0; v < V; ++v) {
+      for (int64_t k = 0; k < H; ++k) zs[v] += h[n * H + k] * w[v * H + k] / temperature;
+      zt[v] = t[n * V + v] / temperature;
+    }
+    double ls = 0, lt = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      ls += std::exp(zs[v]);
+      lt += std::exp(zt[v]);
+    }
+    for (int64_t v = 0; v < V; ++v) {
+      const double p = std::exp(zt[v]) / lt;
+      out[n] += p * ((zt[v] - std::log(lt)) - (zs[v] - std::log(ls)));
+    }
+  }
+  return out;
+}
+
+TEST(LinearKlDiv, MatchesPlainPathInSeveralChunks) {
+  const Tensor h0 = testing::rand_normal({N, H}, 11), w0 = testing::rand_normal({V, H}, 12);
+  const Tensor teacher = testing::rand_normal({N, V}, 13);
+  const Tensor seed = testing::rand_normal({N}, 14);
+  for (double temperature : {1.0, 2.0})
+    for (int64_t chunk : {int64_t{1}, int64_t{3}, N}) {
+      Var h(h0.clone(), true), w(w0.clone(), true);
+      const Var kl = linear_kl_div(h, w, teacher, temperature, chunk);
+      EXPECT_TRUE(testing::all_close(
+          kl.value(), Tensor::from_vector(naive_kl(h0, w0, teacher, temperature), {N}), 1e-5,
+          1e-5))
+          << "chunk " << chunk << ", T " << temperature;
+      kl.backward(seed);
+      Var hp(h0.clone(), true), wp(w0.clone(), true);
+      kl_div(matmul(hp, wp, false, true), teacher, temperature).backward(seed);
+      EXPECT_TRUE(testing::all_close(h.grad(), hp.grad(), 1e-6, 1e-5)) << "chunk " << chunk;
+      EXPECT_TRUE(testing::all_close(w.grad(), wp.grad(), 1e-6, 1e-5)) << "chunk " << chunk;
+    }
+}
+
+TEST(LinearKlDiv, GradcheckF64WithChunks) {
+  const Tensor teacher = testing::rand_normal({N, V}, 15, DType::f64);
+  const GradcheckResult r = gradcheck(
+      [&](const std::vector<Var>& in) { return linear_kl_div(in[0], in[1], teacher, 1.5, 4); },
+      {testing::rand_normal({N, H}, 16, DType::f64), testing::rand_normal({V, H}, 17, DType::f64)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(LinearKlDiv, RejectsBadShapes) {
+  const Var h(Tensor::zeros({4, H})), w(Tensor::zeros({V, H}));
+  EXPECT_EQ(testing::invalid_argument_message(
+                [&] { linear_kl_div(h, w, Tensor::zeros({4, V + 1})); }),
+            "[linear_kl_div] teacher [4, 8] must be (N, V) for hidden [4, 6] and weight [7, 6]");
+  EXPECT_EQ(testing::invalid_argument_message(
+                [&] { linear_kl_div(h, Var(Tensor::zeros({V, 5})), Tensor::zeros({4, V})); }),
+            "[linear_kl_div] hidden [4, 6] and weight [7, 5] must be (N, H) and (V, H)");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// CPU tests of matmul and matmul_backward: hand-computed products for the four transpose
-// combinations, batched and broadcast-b products against a naive f64 loop, accumulate, strided
-// inputs, f64 and bf16, gradients against central differences, and bad-input errors.
+// CPU tests of matmul, matmul_into and matmul_backward: hand-computed products for the four
+// transpose combinations, batched and broadcast-b products against a naive f64 loop, accumulate,
+// strided inputs, f64 and bf16, gradients against central differences, and bad-input errors.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -121,6 +121,46 @@ TEST(Matmul, KernelAccumulates) {
   std::vector<double> expected = naive_matmul(a, b.select(0, 0), false, false).to_vector<double>();
   for (double& v : expected) v += 1.0;
   EXPECT_TRUE(all_close(out, Tensor::from_vector(expected, out.shape()), 1e-5, 1e-5));
+}
+
+TEST(MatmulInto, WritesOrAccumulatesInPlace) {
+  const Tensor a = testing::rand_normal({3, 5}, 21), b = testing::rand_normal({4, 5}, 22);
+  const Tensor start = testing::rand_normal({3, 4}, 23);
+  Tensor out = start.clone();
+  matmul_into(a, b, out, false, true, /*accumulate=*/true);
+  EXPECT_TRUE(all_close(out, add(start, naive_matmul(a, b, false, true).to(DType::f32)), 1e-5,
+                        1e-5));
+  const void* storage = out.data_ptr();
+  matmul_into(a, b, out, false, true, false);
+  EXPECT_EQ(out.data_ptr(), storage);
+  EXPECT_TRUE(all_close(out, naive_matmul(a, b, false, true), 1e-5, 1e-5));
+  // A 3-D a over a shared b (one GEMM over the stacked rows), and bf16 (f32 math on the CPU).
+  const Tensor a3 = testing::rand_normal({2, 3, 5}, 24);
+  Tensor out3 = Tensor::ones({2, 3, 4});
+  matmul_into(a3, b, out3, false, true, true);
+  EXPECT_TRUE(all_close(out3, add(naive_matmul(a3, b, false, true), 1.0), 1e-5, 1e-5));
+  Tensor out_bf = start.to(DType::bf16);
+  matmul_into(a.to(DType::bf16), b.to(DType::bf16), out_bf, false, true, true);
+  EXPECT_EQ(out_bf.dtype(), DType::bf16);
+  const Tensor want = add(start.to(DType::bf16).to(DType::f32),
+                          matmul(a.to(DType::bf16).to(DType::f32), b.to(DType::bf16).to(DType::f32),
+                                 false, true))
+                          .to(DType::bf16);
+  // The f32 sum rounded once to bf16 (within one bf16 ulp: another CPU's f32 summation order may
+  // round the other way).
+  EXPECT_TRUE(all_close(out_bf, want, 0, 1.0 / 128));
+}
+
+TEST(MatmulInto, RejectsBadOutputs) {
+  const Tensor a = Tensor::ones({3, 5}), b = Tensor::ones({5, 4});
+  EXPECT_EQ(invalid_argument_message([&] { matmul_into(a, b, Tensor::zeros({4, 3}), false, false, false); }),
+            "[matmul_into] out must have shape [3, 4], got [4, 3]");
+  EXPECT_EQ(invalid_argument_message(
+                [&] { matmul_into(a, b, Tensor::zeros({4, 3}).transpose(0, 1), false, false, false); }),
+            "[matmul_into] out must be contiguous");
+  EXPECT_EQ(invalid_argument_message(
+                [&] { matmul_into(a, b, Tensor::zeros({3, 4}, DType::f64), false, false, false); }),
+            "[matmul_into] dtype mismatch: f32 and f64");
 }
 
 TEST(Matmul, EmptyInnerDimensionGivesZeros) {

@@ -3,12 +3,12 @@
 // folded rollouts score like their sequences alone; `generate` equals full-forward argmax decoding;
 // bad records and bad checkpoints stop with one sentence (file:line for records) and exit code 1.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "nn/checkpoint.h"
+#include "tests/cli_run.h"
 #include "tests/nn/checkpoint_fixtures.h"
 #include "tests/nn/reference_decoding.h"
 #include "tests/test_util.h"
@@ -18,22 +18,8 @@ namespace {
 
 using testing::fs::exists;
 
-struct RunResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
-
-// Runs `sprig <args>` with stdout and stderr captured in files under `dir`.
-RunResult run_sprig(const std::string& args, const std::string& dir) {
-  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  const int status =
-      std::system((std::string(SPRIG_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = testing::read_text(out);
-  r.err = testing::read_text(err);
-  return r;
-}
+using RunResult = testing::CliRun;
+using testing::run_sprig;
 
 // The last line of a stream's text (a progress line may come before an error).
 std::string last_line(const std::string& text) {

@@ -1,7 +1,7 @@
 // batch_input: the attention masks a collated batch gets, for full and sliding-window layers.
 #include <gtest/gtest.h>
 
-#include "train/sft.h"
+#include "train/batch_input.h"
 
 namespace sprig {
 namespace {
@@ -23,11 +23,13 @@ data::Batch packed_batch() {
   return b;
 }
 
-std::vector<bool> dense(const AttentionMask& m) { return m.mask.row(0).dense().to_vector<bool>(); }
+std::vector<bool> dense(const AttentionMask& m) {
+  return m.mask().row(0).dense().to_vector<bool>();
+}
 
 TEST(BatchInput, DocumentsGetOneCausalSquareEachAndTheWindowForSlidingLayers) {
   const QwenInput in = batch_input(packed_batch(), windowed_config(2), Device::cpu());
-  EXPECT_EQ(dense(*in.mask), dense(compile_attention_mask(BatchMask(document_mask({4, 2})))));
+  EXPECT_EQ(dense(*in.mask), dense(*compile_attention_mask(BatchMask(document_mask({4, 2})))));
   ASSERT_TRUE(in.window_mask);
   // Window 2: each token sees itself and the token before it, inside its own document.
   const std::vector<bool> expected = {1, 0, 0, 0, 0, 0,  //

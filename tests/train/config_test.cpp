@@ -71,7 +71,7 @@ TEST(TrainConfig, FullConfigParses) {
   EXPECT_EQ(c.num_epochs, 2);
   EXPECT_EQ(c.grad_accumulation_steps, 4);
   EXPECT_EQ(c.max_grad_norm, 0.5);
-  EXPECT_EQ(c.loss_normalization, "tokens");
+  EXPECT_EQ(c.loss_normalization, LossNormalization::tokens);
   EXPECT_EQ(c.max_consecutive_skips, 2);
   EXPECT_EQ(c.optimizer.lr, 2e-4);
   EXPECT_EQ(c.optimizer.beta1, 0.8);
@@ -98,7 +98,7 @@ TEST(TrainConfig, DefaultsFillEveryAbsentKey) {
   EXPECT_EQ(c.num_epochs, 1);
   EXPECT_EQ(c.grad_accumulation_steps, 1);
   EXPECT_EQ(c.max_grad_norm, 1.0);
-  EXPECT_EQ(c.loss_normalization, "mean");
+  EXPECT_EQ(c.loss_normalization, LossNormalization::mean);
   EXPECT_EQ(c.max_consecutive_skips, 10);
   EXPECT_EQ(c.optimizer.lr, 1e-4);
   EXPECT_EQ(c.optimizer.beta1, 0.9);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tensor/random.h"
 #include "tests/train/train_test_util.h"
 #include "train/sft.h"
 

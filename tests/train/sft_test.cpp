@@ -3,6 +3,8 @@
 // causal prompt + completion sequence with the same supervised tokens), and a tiny model overfits
 // a small batch under `train_sft`.
 #include "train/sft.h"
+#include "nn/qwen.h"
+#include "train/batch_input.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,121 @@
+// The generic training loop every recipe runs on (docs/semantics.md, the training loop). The loop
+// owns the run directory (a used one is refused unless resuming), mixed precision (fp32 masters
+// with a bf16 compute copy on CUDA), the data loaders, exact resume, gradient accumulation with
+// its normalisation, the gradient-sync hook of data-parallel training, clipping, the non-finite
+// guard, the learning-rate schedule, the checkpoint and validation cadence, and the progress line
+// with metrics.jsonl (train/progress.h). A recipe supplies what differs between kinds of training:
+// the module that trains, the loss and metrics of a micro-batch, the ratios it logs and
+// validates, and what its checkpoints carry besides the weights.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/config.h"
+#include "data/loader.h"
+#include "nn/module.h"
+#include "train/config.h"
+
+namespace sprig {
+
+// Named sums a recipe reports per micro-batch (counts, weighted sums), added up over a logging
+// window or a validation pass.
+using MetricSums = std::map<std::string, double>;
+
+// A logged ratio of two sums, e.g. accuracy = correct_tokens / valid_tokens: logged as `name`
+// over each logging window (omitted when the denominator is 0) and as val_<name> after each
+// validation pass (a denominator of 0 counts as 1).
+struct RatioMetric {
+  std::string name, numerator, denominator;
+};
+
+// The loss of one micro-batch.
+struct MicroBatchLoss {
+  Var sum;  // 0-dim, differentiable: the weighted sum of the per-item losses
+  double weight = 0;  // the sum of the weights (supervised tokens for next-token losses)
+  int64_t tokens = 0;  // supervised tokens (metrics.jsonl "tokens" counts them)
+  double flops = 0;  // training FLOPs of the micro-batch, forward and backward (for MFU)
+  MetricSums sums;  // what the recipe's ratios divide
+};
+
+class Recipe {
+ public:
+  virtual ~Recipe() = default;
+  // The module whose parameters train, handed over in f32 on the CPU: the trainer keeps fp32
+  // masters of its parameters and moves it to the run's device and compute dtype.
+  virtual Module& trainable() = 0;
+  // The data the trainer's loaders read.
+  virtual const data::DataConfig& data() const = 0;
+  // The loss of one micro-batch, or nothing to skip it (a skipped micro-batch does not count
+  // towards the accumulation window). Called without a graph during validation.
+  virtual std::optional<MicroBatchLoss> loss(const data::Batch& batch) = 0;
+  // What a loss's mean divides its sum by, given its weight: max(weight, 1) for token counts.
+  virtual double mean_denominator(double weight) const { return weight > 1.0 ? weight : 1.0; }
+  virtual std::vector<RatioMetric> ratios() const { return {}; }
+  // The config.json of checkpoints (the model they load as).
+  virtual nlohmann::json checkpoint_config() const = 0;
+  // Saved in trainer_state.json under "recipe" (when not null) and handed back on resume, where
+  // the recipe may refuse a checkpoint made with different settings.
+  virtual nlohmann::json checkpoint_metadata() const { return nullptr; }
+  virtual void check_resumed(const nlohmann::json& metadata) const { (void)metadata; }
+};
+
+// How gradients and counts combine across data-parallel ranks before an update: sums over every
+// rank. The default is a single process, where both are the identity.
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  virtual int64_t world_size() const { return 1; }
+  virtual void sum(const std::vector<Tensor>& grads) { (void)grads; }  // in place
+  virtual double sum(double value) { return value; }
+};
+
+// Where a run stands; saved in every checkpoint's trainer_state.json.
+struct TrainerState {
+  int64_t step = 0;  // optimizer steps taken
+  int64_t updates = 0;  // AdamW updates made (steps minus the skipped ones: its bias correction)
+  data::LoaderState loader;  // the next micro-batch
+  uint64_t rng_seed = 0, rng_offset = 0;
+  int64_t skipped_steps = 0;  // updates skipped for a non-finite loss or gradient
+  int64_t skipped_micro_batches = 0;  // micro-batches the recipe had nothing to train on
+  int64_t tokens = 0;  // supervised tokens trained on so far
+};
+
+// What one run reports when it ends.
+struct TrainSummary {
+  int64_t steps = 0;
+  double last_loss = 0;
+  int64_t skipped_steps = 0;
+  std::string run_dir;
+  std::string checkpoint;  // the final checkpoint's directory (a loadable model)
+};
+
+// Called after every optimizer step with the step number and the loss (tests use it).
+using StepCallback = std::function<void(int64_t step, double loss)>;
+
+class Trainer {
+ public:
+  // Resolves the device and prepares the run directory: refused (touching nothing) when it
+  // already holds checkpoints and `resume` is false; created with config.resolved.yaml otherwise.
+  Trainer(TrainConfig config, bool resume);
+  Device device() const { return device_; }
+  void set_gradient_sync(std::unique_ptr<GradientSync> sync) { sync_ = std::move(sync); }
+
+  // Trains `recipe` to the end of the schedule, or continues from the run's latest checkpoint.
+  TrainSummary run(Recipe& recipe, const StepCallback& on_step = {});
+
+ private:
+  TrainConfig config_;
+  bool resume_;
+  Device device_;
+  std::unique_ptr<GradientSync> sync_;
+};
+
+}  // namespace sprig

@@ -1,5 +1,5 @@
 // Gradient checking: compares the gradients the autograd engine computes for a function of f64
-// inputs against central finite differences.
+// inputs against central finite differences (numeric_gradient, also used by the op tests).
 #pragma once
 
 #include <functional>
@@ -9,6 +9,11 @@
 #include "autograd/var.h"
 
 namespace sprig {
+
+// The gradient of a scalar function by central differences, (f(x + eps) - f(x - eps)) / 2eps per
+// element: each element of x (f64, contiguous, on the CPU) is perturbed in place and restored, so
+// f must read x when called. gradcheck and the op tests share it.
+Tensor numeric_gradient(const std::function<double()>& f, const Tensor& x, double eps = 1e-6);
 
 using GradcheckFn = std::function<Var(const std::vector<Var>&)>;
 

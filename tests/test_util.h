@@ -1,14 +1,17 @@
-// Helpers shared by all test binaries: tensor comparisons with tolerances, random test tensors,
-// and the guard that skips GPU parity tests on machines without a CUDA device.
+// Helpers shared by all test binaries: tensor comparisons with tolerances, the one parity rule of
+// every GPU test (a CUDA result against its CPU twin), random test tensors, central-difference
+// gradients, and the guard that skips GPU tests on machines without a CUDA device.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
@@ -60,6 +63,44 @@ inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, do
                                        << " rtol=" << rtol << ":" << msg;
 }
 
+// ---- GPU parity ---------------------------------------------------------------------------------
+// How close a CUDA result must come to its CPU twin on the same inputs:
+// |gpu - cpu| <= atol + rtol * |cpu| elementwise.
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+
+// For results of `dtype` whose elements each combine `terms` values of size about `scale` (terms
+// 1 for elementwise ops; the reduced length for sums, dot products and GEMMs):
+//   rtol covers the result's own rounding (one step of bf16 or f16), or in f32 and f64 the
+//     devices' different math (transcendental functions a few ulps apart): 1e-2 bf16, 2e-3 f16,
+//     1e-5 f32, 1e-12 f64;
+//   atol is rtol times `scale` (results that cancel to about 0), plus the rounding of the terms
+//     accumulated in another order, about two ulps of the accumulation type per term: 1e-7 (f32
+//     accumulation) or 1e-14 (f64) times `scale`.
+inline Tolerance parity_tolerance(DType dtype, int64_t terms = 1, double scale = 1.0) {
+  double rtol = 1e-5;
+  if (dtype == DType::bf16) rtol = 1e-2;
+  if (dtype == DType::f16) rtol = 2e-3;
+  if (dtype == DType::f64) rtol = 1e-12;
+  const double per_term = dtype == DType::f64 ? 1e-14 : 1e-7;
+  return {scale * (rtol + per_term * static_cast<double>(std::max<int64_t>(terms, 1))), rtol};
+}
+
+// The CUDA result `gpu` against its CPU twin `cpu` under parity_tolerance(cpu's dtype, ...).
+inline ::testing::AssertionResult parity(const Tensor& gpu, const Tensor& cpu, int64_t terms = 1,
+                                         double scale = 1.0) {
+  if (!gpu.device().is_cuda())
+    return ::testing::AssertionFailure() << "the first tensor must be the CUDA result, got "
+                                         << gpu.describe();
+  const Tolerance tol = parity_tolerance(cpu.dtype(), terms, scale);
+  return all_close(gpu, cpu, tol.atol, tol.rtol);
+}
+
+// EXPECT_PARITY(gpu, cpu[, terms[, scale]]): the assertion every GPU test states.
+#define EXPECT_PARITY(gpu, cpu, ...) \
+  EXPECT_TRUE(::sprig::testing::parity((gpu), (cpu) __VA_OPT__(, ) __VA_ARGS__))
+
 // Deterministic random tensors for tests.
 inline Tensor rand_normal(const Shape& shape, uint64_t seed, DType dtype = DType::f32,
                           Device device = Device::cpu()) {
@@ -100,29 +141,20 @@ template <class F> std::string invalid_argument_message(F&& f) {
   return "";
 }
 
-// Central-difference gradient of L(x) = sum(f(x) * w) with respect to x (f64), the reference that
-// backward functions given dy = w are checked against. Sums are taken on the host in f64.
+// sum(a * b) over all elements, in f64.
+inline double dot(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double s = 0;
+  for (size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
+  return s;
+}
+
+// The gradient of L(x) = sum(f(x) * w) with respect to x, in f64 by central differences
+// (numeric_gradient, the routine gradcheck uses): the reference that backward functions given
+// dy = w are checked against.
 template <class F> Tensor numeric_grad(F&& f, const Tensor& x, const Tensor& w, double h = 1e-6) {
-  const std::vector<double> weights = w.to_vector<double>();
-  const auto loss = [&](const Tensor& at) {
-    const std::vector<double> y = f(at).template to_vector<double>();
-    double s = 0;
-    for (size_t i = 0; i < y.size(); ++i) s += y[i] * weights[i];
-    return s;
-  };
-  Tensor probe = x.to(DType::f64).clone();
-  Tensor grad = Tensor::empty(x.shape(), DType::f64);
-  double* p = probe.data<double>();
-  for (int64_t i = 0; i < probe.numel(); ++i) {
-    const double saved = p[i];
-    p[i] = saved + h;
-    const double up = loss(probe);
-    p[i] = saved - h;
-    const double down = loss(probe);
-    p[i] = saved;
-    grad.data<double>()[i] = (up - down) / (2 * h);
-  }
-  return grad;
+  const Tensor probe = x.to(DType::f64).clone();
+  return numeric_gradient([&] { return dot(f(probe), w); }, probe, h);
 }
 
 }  // namespace sprig::testing

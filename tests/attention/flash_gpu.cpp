@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention/attention.h"
 #include "attention/cuda/flash.h"
 #include "tests/test_util.h"
 
@@ -290,6 +291,32 @@ TEST(FlashGpu, Float16) {
   SPRIG_REQUIRE_CUDA();
   for (int64_t d : {64, 128})
     check({make_mask(Kind::documents, 97, 2), 2, 4, 2, d, DType::f16}, 3);
+}
+
+// The attention op on CUDA tensors runs the twin entry points on the mask's own device tile maps
+// (compiled and uploaded on first use, then reused): the same results as the kernels on maps
+// uploaded by hand, bitwise but for dQ's atomic summation order.
+TEST(FlashGpu, TheAttentionOpRunsTheKernelsOnTheMasksTileMaps) {
+  SPRIG_REQUIRE_CUDA();
+  const Problem p{make_mask(Kind::documents, 97, 2), 2, 4, 2, 64};
+  const auto input = [&](int64_t t, int64_t heads, uint64_t s) {
+    return testing::rand_normal({p.batch, t, heads, p.head_dim}, s).to(p.dtype).to(kGpu);
+  };
+  const Inputs dev{input(p.q_len(), p.q_heads, 1), input(p.k_len(), p.kv_heads, 2),
+                   input(p.k_len(), p.kv_heads, 3), input(p.q_len(), p.q_heads, 4)};
+  const Outputs kernels = flash(p, dev, false);
+  const AttentionMask mask(p.mask);
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass reuses the uploaded maps
+    const AttentionOutput f = attention_forward(dev.q, dev.k, dev.v, mask, p.scale());
+    const AttentionGrads g =
+        attention_backward(dev.q, dev.k, dev.v, f.out, f.lse, dev.dout, mask, p.scale());
+    const auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f64); };
+    EXPECT_EQ(max_abs_diff(host(f.out), kernels.out), 0.0);
+    EXPECT_EQ(max_abs_diff(host(f.lse), kernels.lse), 0.0);
+    EXPECT_EQ(max_abs_diff(host(g.dk), kernels.dk), 0.0);
+    EXPECT_EQ(max_abs_diff(host(g.dv), kernels.dv), 0.0);
+    EXPECT_PARITY(g.dq, kernels.dq.to(p.dtype), p.k_len());
+  }
 }
 
 TEST(FlashGpu, RejectsTensorsOnDifferentDevices) {

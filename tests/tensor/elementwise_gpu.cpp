@@ -13,7 +13,6 @@
 namespace sprig {
 namespace {
 
-using testing::all_close;
 using testing::non_contiguous;
 using testing::rand_normal;
 using testing::rand_uniform;
@@ -21,13 +20,6 @@ using testing::rand_uniform;
 const Device kGpu = Device::cuda();
 const std::vector<DType> kDtypes{DType::f32, DType::bf16};
 const std::vector<Shape> kShapes{{1}, {17, 33}, {97, 31}, {1025, 17}, {3, 1, 1025}};
-
-// |gpu - cpu| <= atol + rtol * |cpu|: about f32 rounding, or one bf16 rounding step.
-::testing::AssertionResult matches(const Tensor& gpu, const Tensor& cpu) {
-  EXPECT_TRUE(gpu.device().is_cuda());
-  return cpu.dtype() == DType::bf16 ? all_close(gpu, cpu, 1e-2, 1e-2)
-                                    : all_close(gpu, cpu, 1e-5, 1e-5);
-}
 
 std::string trace(const char* op, DType dtype, const Shape& shape) {
   return std::string(op) + " " + dtype_name(dtype) + " " + shape_str(shape);
@@ -57,13 +49,13 @@ TEST(ElementwiseGpu, UnaryAndBackwardMatchCpu) {
         const Tensor x = input_for(op, shape, 1, dtype), dy = rand_normal(shape, 2, dtype);
         const Tensor y = unary(op, x, p);
         const Tensor xg = x.to(kGpu), yg = unary(op, xg, p);
-        EXPECT_TRUE(matches(yg, y));
-        EXPECT_TRUE(matches(unary(op, non_contiguous(xg), p), y));
-        EXPECT_TRUE(matches(unary_backward(op, xg, yg, dy.to(kGpu), p),
-                            unary_backward(op, x, y, dy, p)));
+        EXPECT_PARITY(yg, y);
+        EXPECT_PARITY(unary(op, non_contiguous(xg), p), y);
+        EXPECT_PARITY(unary_backward(op, xg, yg, dy.to(kGpu), p),
+                            unary_backward(op, x, y, dy, p));
         const Tensor strided_dx =
             unary_backward(op, non_contiguous(xg), yg, non_contiguous(dy.to(kGpu)), p);
-        EXPECT_TRUE(matches(strided_dx, unary_backward(op, x, y, dy, p)));
+        EXPECT_PARITY(strided_dx, unary_backward(op, x, y, dy, p));
       }
     }
   }
@@ -76,7 +68,7 @@ TEST(ElementwiseGpu, KernelsRunInPlaceOnStridedTensors) {
   const cudaStream_t stream = cuda::current_stream(0);
   cuda::unary(UnaryOp::tanh, xg, xg, 0.0, stream);
   cuda::binary_scalar(BinaryOp::sub, xg, 2.0, /*scalar_first=*/true, xg, stream);
-  EXPECT_TRUE(matches(xg, binary_scalar(BinaryOp::sub, tanh(x), 2.0, true)));
+  EXPECT_PARITY(xg, binary_scalar(BinaryOp::sub, tanh(x), 2.0, true));
 }
 
 TEST(ElementwiseGpu, BinaryAndBackwardWithBroadcastMatchCpu) {
@@ -91,13 +83,13 @@ TEST(ElementwiseGpu, BinaryAndBackwardWithBroadcastMatchCpu) {
         const Tensor b = rand_uniform(b_shape, 0.5, 2.0, 5, dtype);  // a safe divisor
         const Tensor ag = a.to(kGpu), bg = b.to(kGpu);
         const Tensor out = binary(op, a, b);
-        EXPECT_TRUE(matches(binary(op, ag, bg), out));
-        EXPECT_TRUE(matches(binary(op, non_contiguous(ag), non_contiguous(bg)), out));
+        EXPECT_PARITY(binary(op, ag, bg), out);
+        EXPECT_PARITY(binary(op, non_contiguous(ag), non_contiguous(bg)), out);
         const Tensor dy = rand_normal(out.shape(), 6, dtype);
         const auto [da, db] = binary_backward(op, a, b, dy);
         const auto [dag, dbg] = binary_backward(op, ag, bg, dy.to(kGpu));
-        EXPECT_TRUE(matches(dag, da));
-        EXPECT_TRUE(matches(dbg, db));
+        EXPECT_PARITY(dag, da);
+        EXPECT_PARITY(dbg, db);
       }
     }
   }
@@ -112,9 +104,8 @@ TEST(ElementwiseGpu, BinaryScalarMatchesCpu) {
           SCOPED_TRACE(trace(binary_op_name(op), dtype, shape) + (scalar_first ? " s op x" : ""));
           const Tensor x = rand_uniform(shape, 0.5, 2.0, 7, dtype);
           const Tensor expected = binary_scalar(op, x, 1.75, scalar_first);
-          EXPECT_TRUE(matches(binary_scalar(op, x.to(kGpu), 1.75, scalar_first), expected));
-          EXPECT_TRUE(
-              matches(binary_scalar(op, non_contiguous(x.to(kGpu)), 1.75, scalar_first), expected));
+          EXPECT_PARITY(binary_scalar(op, x.to(kGpu), 1.75, scalar_first), expected);
+          EXPECT_PARITY(binary_scalar(op, non_contiguous(x.to(kGpu)), 1.75, scalar_first), expected);
         }
       }
     }
@@ -136,17 +127,17 @@ TEST(ElementwiseGpu, WhereMaskedFillAndBackwardMatchCpu) {
     const Tensor cond = random_mask({97, 1}, 8), a = rand_normal({97, 33}, 9, dtype);
     const Tensor b = rand_normal({33}, 10, dtype);
     const Tensor condg = cond.to(kGpu), ag = a.to(kGpu), bg = b.to(kGpu);
-    EXPECT_TRUE(matches(where(condg, ag, bg), where(cond, a, b)));
+    EXPECT_PARITY(where(condg, ag, bg), where(cond, a, b));
     const Tensor full_cond = random_mask({97, 33}, 11);
-    EXPECT_TRUE(matches(where(non_contiguous(full_cond.to(kGpu)), non_contiguous(ag), bg),
-                        where(full_cond, a, b)));
+    EXPECT_PARITY(where(non_contiguous(full_cond.to(kGpu)), non_contiguous(ag), bg),
+                        where(full_cond, a, b));
     const Tensor mask = random_mask({33}, 12);
-    EXPECT_TRUE(matches(masked_fill(ag, mask.to(kGpu), -1e4), masked_fill(a, mask, -1e4)));
+    EXPECT_PARITY(masked_fill(ag, mask.to(kGpu), -1e4), masked_fill(a, mask, -1e4));
     const Tensor dy = rand_normal({97, 33}, 13, dtype);
     const auto [da, db] = where_backward(cond, a.shape(), b.shape(), dy);
     const auto [dag, dbg] = where_backward(condg, a.shape(), b.shape(), dy.to(kGpu));
-    EXPECT_TRUE(matches(dag, da));
-    EXPECT_TRUE(matches(dbg, db));
+    EXPECT_PARITY(dag, da);
+    EXPECT_PARITY(dbg, db);
   }
   const Tensor ids = Tensor::arange(1025);
   const Tensor cond = random_mask({1025}, 14);

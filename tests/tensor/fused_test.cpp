@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "tensor/ops.h"
 #include "tests/tensor/op_test_util.h"
 #include "tests/test_util.h"
@@ -16,7 +17,6 @@ namespace {
 using testing::all_close;
 using testing::dot;
 using testing::non_contiguous;
-using testing::numeric_grad;
 using testing::rand_normal;
 using testing::throws_invalid;
 
@@ -91,8 +91,8 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
   const auto loss = [&] { return dot(rms_norm(x, w, eps).first, dy); };
   const Tensor dw = Tensor::ones({7}, DType::f64);  // backward accumulates into dw
   const Tensor dx = rms_norm_backward(dy, x, w, rms_norm(x, w, eps).second, dw);
-  EXPECT_TRUE(all_close(dx, numeric_grad(loss, x), 1e-8));
-  std::vector<double> expected_dw = numeric_grad(loss, w).to_vector<double>();
+  EXPECT_TRUE(all_close(dx, numeric_gradient(loss, x), 1e-8));
+  std::vector<double> expected_dw = numeric_gradient(loss, w).to_vector<double>();
   for (double& v : expected_dw) v += 1.0;
   EXPECT_TRUE(all_close(dw, Tensor::from_vector(expected_dw, {7}), 1e-8));
 }
@@ -196,7 +196,7 @@ TEST(Rope, BackwardMatchesFiniteDifferences) {
   const Tensor dy = rand_normal({1, 2, 2, 6}, 25, DType::f64);
   const Tensor pos = Tensor::from_vector<int64_t>({3, 11}, {1, 2});
   const auto loss = [&] { return dot(rope(x, pos, 1e4), dy); };
-  EXPECT_TRUE(all_close(rope_backward(dy, pos, 1e4), numeric_grad(loss, x), 1e-8));
+  EXPECT_TRUE(all_close(rope_backward(dy, pos, 1e4), numeric_gradient(loss, x), 1e-8));
 }
 
 TEST(Rope, RejectsBadInputs) {
@@ -229,8 +229,8 @@ TEST(Swiglu, BackwardMatchesFiniteDifferences) {
   const Tensor dout = rand_normal({4, 5}, 32, DType::f64);
   const auto loss = [&] { return dot(swiglu(gate, up), dout); };
   const auto [dgate, dup] = swiglu_backward(gate, up, dout);
-  EXPECT_TRUE(all_close(dgate, numeric_grad(loss, gate), 1e-8));
-  EXPECT_TRUE(all_close(dup, numeric_grad(loss, up), 1e-8));
+  EXPECT_TRUE(all_close(dgate, numeric_gradient(loss, gate), 1e-8));
+  EXPECT_TRUE(all_close(dup, numeric_gradient(loss, up), 1e-8));
 }
 
 TEST(Swiglu, NonContiguousInputs) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "tensor/ops.h"
 #include "tests/tensor/op_test_util.h"
 #include "tests/test_util.h"
@@ -15,7 +16,6 @@ namespace {
 
 using testing::all_close;
 using testing::dot;
-using testing::numeric_grad;
 using testing::rand_normal;
 using testing::throws_invalid;
 
@@ -111,7 +111,7 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   const auto loss = [&] { return dot(cross_entropy(logits, t).loss, dloss); };
   const Tensor dlogits =
       cross_entropy_backward(dloss, logits, t, cross_entropy(logits, t).lse);
-  EXPECT_TRUE(all_close(dlogits, numeric_grad(loss, logits), 1e-8));
+  EXPECT_TRUE(all_close(dlogits, numeric_gradient(loss, logits), 1e-8));
 }
 
 TEST(CrossEntropy, RejectsBadInputs) {
@@ -192,7 +192,7 @@ TEST(KlDiv, BackwardMatchesFiniteDifferences) {
   const auto loss = [&] { return dot(kl_div(teacher, student, 2.0).kl, dkl); };
   const Tensor dstudent =
       kl_div_backward(dkl, teacher, student, kl_div(teacher, student, 2.0), 2.0);
-  EXPECT_TRUE(all_close(dstudent, numeric_grad(loss, student), 1e-8));
+  EXPECT_TRUE(all_close(dstudent, numeric_gradient(loss, student), 1e-8));
 }
 
 TEST(KlDiv, Bf16ComputesLikeF32OfTheSameValues) {

@@ -23,22 +23,6 @@ Shape stored(int64_t batch, int64_t rows, int64_t cols, bool trans) {
   return s;
 }
 
-// Tolerance for a K-term dot product of unit normals (size ~sqrt(K)): in f32 and f64 the GPU
-// differs from the CPU in summation order only; 16-bit outputs differ by at most one ulp of the
-// final rounding, which both devices apply to almost the same fp32 sum.
-struct Tolerance {
-  double atol, rtol;
-};
-Tolerance gemm_tolerance(DType dtype, int64_t k) {
-  const double root_k = std::sqrt(static_cast<double>(k));
-  switch (dtype) {
-    case DType::f64: return {1e-12 * static_cast<double>(k), 1e-12};
-    case DType::f32: return {2e-6 * static_cast<double>(k), 1e-5};
-    case DType::f16: return {root_k * std::ldexp(1.0, -10), std::ldexp(1.0, -9)};
-    default: return {root_k * std::ldexp(1.0, -8), std::ldexp(1.0, -7)};
-  }
-}
-
 // A contiguous copy of x starting one element into a larger buffer (not 16-byte aligned).
 Tensor offset_copy(const Tensor& x) {
   Tensor buffer = Tensor::zeros({x.numel() + 1}, x.dtype(), x.device());
@@ -66,9 +50,7 @@ TEST(MatmulGpu, MatchesCpuForAllFlagsAndShapes) {
               const Tensor b =
                   testing::rand_normal(stored(broadcast ? 0 : batch, d.k, d.n, tb), ++seed, dtype);
               const Tensor ref = matmul(a, b, ta, tb);
-              const Tolerance tol = gemm_tolerance(dtype, d.k);
-              EXPECT_TRUE(
-                  all_close(matmul(a.to(kCuda), b.to(kCuda), ta, tb), ref, tol.atol, tol.rtol))
+              EXPECT_PARITY(matmul(a.to(kCuda), b.to(kCuda), ta, tb), ref, d.k)
                   << dtype_name(dtype) << " m " << d.m << " k " << d.k << " n " << d.n << " batch "
                   << batch << " broadcast " << broadcast << " ta " << ta << " tb " << tb;
             }
@@ -81,16 +63,15 @@ TEST(MatmulGpu, StridedAndMisalignedOperands) {
     const Tensor a = testing::rand_normal({3, 33, 97}, 600, dtype);
     const Tensor b = testing::rand_normal({3, 97, 31}, 601, dtype);
     const Tensor ref = matmul(a, b);
-    const Tolerance tol = gemm_tolerance(dtype, 97);
     const Tensor ga = a.to(kCuda), gb = b.to(kCuda);
     // Misaligned operands; a transposed view (passed as its contiguous source, flag flipped);
     // strided operands (copied to contiguous).
-    EXPECT_TRUE(all_close(matmul(offset_copy(ga), offset_copy(gb)), ref, tol.atol, tol.rtol));
+    EXPECT_PARITY(matmul(offset_copy(ga), offset_copy(gb)), ref, 97);
     const Tensor a_view = ga.transpose(1, 2).contiguous().transpose(1, 2);
-    EXPECT_TRUE(all_close(matmul(a_view, gb), ref, tol.atol, tol.rtol));
+    EXPECT_PARITY(matmul(a_view, gb), ref, 97);
     const Tensor gb_wide = Tensor::zeros({3, 97, 40}, dtype, kCuda).narrow(2, 5, 31);
     gb_wide.copy_(gb);
-    EXPECT_TRUE(all_close(matmul(testing::non_contiguous(ga), gb_wide), ref, tol.atol, tol.rtol));
+    EXPECT_PARITY(matmul(testing::non_contiguous(ga), gb_wide), ref, 97);
   }
 }
 
@@ -105,8 +86,23 @@ TEST(MatmulGpu, KernelAccumulates) {
     // CPU reference in f32 (the CPU kernel takes f32/f64).
     const Tensor ref = out.to(DType::f32);
     cpu::matmul(a.to(DType::f32), b.to(DType::f32), ref, false, false, true);
-    const Tolerance tol = gemm_tolerance(dtype, 33);
-    EXPECT_TRUE(all_close(out_gpu, ref, tol.atol, tol.rtol)) << dtype_name(dtype);
+    EXPECT_PARITY(out_gpu, ref.to(dtype), 34) << dtype_name(dtype);  // 33 products and out
+  }
+}
+
+TEST(MatmulGpu, MatmulIntoAccumulatesLikeTheCpu) {
+  SPRIG_REQUIRE_CUDA();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Tensor dy = testing::rand_normal({97, 33}, 710, dtype);
+    const Tensor h = testing::rand_normal({97, 31}, 711, dtype);
+    const Tensor dw = testing::rand_normal({33, 31}, 712, dtype), dw_gpu = dw.to(kCuda);
+    for (int64_t r0 : {0, 40}) {  // two row chunks added into one weight gradient
+      matmul_into(dy.narrow(0, r0, r0 ? 57 : 40), h.narrow(0, r0, r0 ? 57 : 40), dw, true, false,
+                  true);
+      matmul_into(dy.to(kCuda).narrow(0, r0, r0 ? 57 : 40), h.to(kCuda).narrow(0, r0, r0 ? 57 : 40),
+                  dw_gpu, true, false, true);
+    }
+    EXPECT_PARITY(dw_gpu, dw, 98) << dtype_name(dtype);  // 97 products and the start value
   }
 }
 
@@ -131,10 +127,9 @@ TEST(MatmulGpu, BackwardMatchesCpu) {
           const auto [da, db] = matmul_backward(a, b, dy, ta, tb);
           const auto [gda, gdb] = matmul_backward(a.to(kCuda), b.to(kCuda), dy.to(kCuda), ta, tb);
           // db of a broadcast b sums over the batch too: B * M terms.
-          const Tolerance tol_a = gemm_tolerance(dtype, N), tol_b = gemm_tolerance(dtype, B * M);
-          EXPECT_TRUE(all_close(gda, da, tol_a.atol, tol_a.rtol))
+          EXPECT_PARITY(gda, da, N)
               << dtype_name(dtype) << " b_batch " << b_batch << " ta " << ta << " tb " << tb;
-          EXPECT_TRUE(all_close(gdb, db, tol_b.atol, tol_b.rtol))
+          EXPECT_PARITY(gdb, db, B * M)
               << dtype_name(dtype) << " b_batch " << b_batch << " ta " << ta << " tb " << tb;
         }
 }

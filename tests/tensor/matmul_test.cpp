@@ -173,25 +173,7 @@ TEST(Matmul, EmptyInnerDimensionGivesZeros) {
 
 // d/dx of sum(f() * w) by central differences, perturbing each element of x in place (f64).
 Tensor numeric_grad(const Tensor& x, const Tensor& w, const std::function<Tensor()>& f) {
-  constexpr double h = 1e-6;
-  const std::vector<double> wv = w.to_vector<double>();
-  const auto loss = [&] {
-    const std::vector<double> y = f().to_vector<double>();
-    double s = 0;
-    for (size_t i = 0; i < y.size(); ++i) s += y[i] * wv[i];
-    return s;
-  };
-  double* p = x.data<double>();
-  std::vector<double> grad(static_cast<size_t>(x.numel()));
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const double saved = p[i];
-    p[i] = saved + h;
-    const double up = loss();
-    p[i] = saved - h;
-    grad[i] = (up - loss()) / (2 * h);
-    p[i] = saved;
-  }
-  return Tensor::from_vector(grad, x.shape());
+  return numeric_gradient([&] { return testing::dot(f(), w); }, x);
 }
 
 TEST(MatmulBackward, MatchesCentralDifferences) {

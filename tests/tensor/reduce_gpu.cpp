@@ -22,14 +22,6 @@ const Device kGpu = Device::cuda();
 const std::vector<DType> kDtypes{DType::f32, DType::bf16};
 const std::vector<int64_t> kSizes{1, 17, 31, 33, 97, 1025};
 
-// |gpu - cpu| <= atol + rtol * |cpu|: f32 sums of up to ~1000 unit-sized terms added in another
-// order (hence atol 1e-4), or one bf16 rounding step.
-::testing::AssertionResult matches(const Tensor& gpu, const Tensor& cpu) {
-  EXPECT_TRUE(gpu.device().is_cuda());
-  return cpu.dtype() == DType::bf16 ? all_close(gpu, cpu, 1e-2, 1e-2)
-                                    : all_close(gpu, cpu, 1e-4, 1e-5);
-}
-
 std::string trace(DType dtype, const Shape& shape, int64_t dim) {
   return std::string(dtype_name(dtype)) + " " + shape_str(shape) + " dim " + std::to_string(dim);
 }
@@ -54,26 +46,27 @@ TEST(ReduceGpu, ReductionsAndBackwardMatchCpu) {
   for (DType dtype : kDtypes) {
     for (const Case& c : cases()) {
       SCOPED_TRACE(trace(dtype, c.shape, c.dim));
+      const int64_t n = c.shape[static_cast<size_t>(c.dim)];  // terms per reduced element
       const Tensor x = rand_normal(c.shape, 1, dtype), xg = x.to(kGpu);
       const Tensor xs = non_contiguous(xg);
-      EXPECT_TRUE(matches(sum(xg, c.dim), sum(x, c.dim)));
-      EXPECT_TRUE(matches(mean(xs, c.dim), mean(x, c.dim)));
-      EXPECT_TRUE(matches(max(xs, c.dim), max(x, c.dim)));
-      EXPECT_TRUE(matches(logsumexp(xg, c.dim, true), logsumexp(x, c.dim, true)));
+      EXPECT_PARITY(sum(xg, c.dim), sum(x, c.dim), n);
+      EXPECT_PARITY(mean(xs, c.dim), mean(x, c.dim), n);
+      EXPECT_PARITY(max(xs, c.dim), max(x, c.dim), n);
+      EXPECT_PARITY(logsumexp(xg, c.dim, true), logsumexp(x, c.dim, true), n);
       // Both devices see the same values, so the first maximum is the same element.
       const Tensor idx = argmax(x, c.dim);
       EXPECT_EQ(argmax(xs, c.dim).to_vector<int64_t>(), idx.to_vector<int64_t>());
 
       const Tensor dy = rand_normal(idx.shape(), 2, dtype), dyg = dy.to(kGpu);
-      EXPECT_TRUE(matches(sum_backward(dyg, c.shape, c.dim, false),
-                          sum_backward(dy, c.shape, c.dim, false)));
-      EXPECT_TRUE(matches(mean_backward(dyg, c.shape, c.dim, false),
-                          mean_backward(dy, c.shape, c.dim, false)));
-      EXPECT_TRUE(matches(max_backward(dyg, xg, idx.to(kGpu), c.dim, false),
-                          max_backward(dy, x, idx, c.dim, false)));
+      EXPECT_PARITY(sum_backward(dyg, c.shape, c.dim, false),
+                          sum_backward(dy, c.shape, c.dim, false));
+      EXPECT_PARITY(mean_backward(dyg, c.shape, c.dim, false),
+                          mean_backward(dy, c.shape, c.dim, false));
+      EXPECT_PARITY(max_backward(dyg, xg, idx.to(kGpu), c.dim, false),
+                          max_backward(dy, x, idx, c.dim, false));
       const Tensor y = logsumexp(x, c.dim);
-      EXPECT_TRUE(matches(logsumexp_backward(dyg, xg, y.to(kGpu), c.dim, false),
-                          logsumexp_backward(dy, x, y, c.dim, false)));
+      EXPECT_PARITY(logsumexp_backward(dyg, xg, y.to(kGpu), c.dim, false),
+                          logsumexp_backward(dy, x, y, c.dim, false));
     }
   }
 }
@@ -85,9 +78,7 @@ TEST(ReduceGpu, SumAllMatchesCpu) {
     const Tensor x = rand_normal({97, 1025}, 3, dtype);
     const Tensor s = sum_all(x.to(kGpu));
     EXPECT_EQ(s.dim(), 0);
-    // ~1e5 terms summed in another order (f32), then one bf16 rounding step.
-    const double expected = sum_all(x).item();
-    EXPECT_NEAR(s.item(), expected, dtype == DType::bf16 ? 1e-2 * std::abs(expected) : 1e-2);
+    EXPECT_PARITY(s, sum_all(x), x.numel());
   }
 }
 
@@ -96,15 +87,16 @@ TEST(ReduceGpu, SoftmaxAndBackwardMatchCpu) {
   for (DType dtype : kDtypes) {
     for (const Case& c : cases()) {
       SCOPED_TRACE(trace(dtype, c.shape, c.dim));
+      const int64_t n = c.shape[static_cast<size_t>(c.dim)];  // terms of each normalisation
       const Tensor x = mul(rand_normal(c.shape, 4, dtype), 3.0), xg = x.to(kGpu);
       const Tensor dy = rand_normal(c.shape, 5, dtype), dyg = dy.to(kGpu);
       const Tensor p = softmax(x, c.dim), lp = log_softmax(x, c.dim);
-      EXPECT_TRUE(matches(softmax(non_contiguous(xg), c.dim), p));
-      EXPECT_TRUE(matches(log_softmax(xg, c.dim), lp));
-      EXPECT_TRUE(matches(softmax_backward(p.to(kGpu), non_contiguous(dyg), c.dim),
-                          softmax_backward(p, dy, c.dim)));
-      EXPECT_TRUE(matches(log_softmax_backward(lp.to(kGpu), dyg, c.dim),
-                          log_softmax_backward(lp, dy, c.dim)));
+      EXPECT_PARITY(softmax(non_contiguous(xg), c.dim), p, n);
+      EXPECT_PARITY(log_softmax(xg, c.dim), lp, n);
+      EXPECT_PARITY(softmax_backward(p.to(kGpu), non_contiguous(dyg), c.dim),
+                          softmax_backward(p, dy, c.dim), n);
+      EXPECT_PARITY(log_softmax_backward(lp.to(kGpu), dyg, c.dim),
+                          log_softmax_backward(lp, dy, c.dim), n);
     }
   }
 }
@@ -120,15 +112,15 @@ TEST(ReduceGpu, RowsOfNegativeInfinity) {
       const Tensor x = Tensor::from_vector(v, {2, n}, dtype), xg = x.to(kGpu);
       const std::vector<double> lse = logsumexp(xg, 1).to_vector<double>();
       EXPECT_EQ(lse[0], -INFINITY);
-      EXPECT_TRUE(matches(logsumexp(xg, 1), logsumexp(x, 1)));
+      EXPECT_PARITY(logsumexp(xg, 1), logsumexp(x, 1), n);
       EXPECT_EQ(argmax(xg, 1).to_vector<int64_t>(), argmax(x, 1).to_vector<int64_t>());
       const Tensor p = softmax(xg, 1), lp = log_softmax(xg, 1);
       EXPECT_TRUE(all_close(p.select(0, 0), Tensor::zeros({n}), 0));
       EXPECT_TRUE(all_close(lp.select(0, 0), Tensor::full({n}, -INFINITY), 0));
-      EXPECT_TRUE(matches(p, softmax(x, 1)));
-      EXPECT_TRUE(matches(lp, log_softmax(x, 1)));
+      EXPECT_PARITY(p, softmax(x, 1), n);
+      EXPECT_PARITY(lp, log_softmax(x, 1), n);
       // Over dim 0 (a thread per column) the first column is all -inf.
-      EXPECT_TRUE(matches(softmax(xg.t().contiguous(), 0), softmax(x.t().contiguous(), 0)));
+      EXPECT_PARITY(softmax(xg.t().contiguous(), 0), softmax(x.t().contiguous(), 0), n);
     }
   }
 }

@@ -1,5 +1,5 @@
-// Masks in and out of files: JSON mask specs (the input of `sprig mask`), the dense dump as
-// safetensors, and a picture of the mask as a grayscale PNG.
+// Masks in and out of files: JSON mask specs (the input of `sprig mask`) and the dense dump as
+// safetensors (tools/viz/mask_image.h draws them).
 //
 // Spec kinds (optional fields marked ?; a sliding_window, when given, is >= 1):
 //   {"kind": "causal", "length": T, "sliding_window"?: W}
@@ -12,9 +12,7 @@
 // Unknown kinds and fields, wrong types and bad values throw std::invalid_argument.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <vector>
 
 #include "attention/mask.h"
 
@@ -25,15 +23,5 @@ Mask load_mask_spec(const std::string& path);        // errors "<path>: [mask] .
 
 // Writes the tensor "mask": U8 [q_len, k_len], 1 where allowed.
 void save_mask_safetensors(const Mask& mask, const std::string& path);
-
-// The picture of a mask: `scale` x `scale` pixels per element (scale grows up to 16 until the
-// longer side reaches 512 pixels), allowed white (255), masked black (0); the first pixel row and
-// column of every tile of `tile` elements (the grid) are gray: 170 over allowed, 85 over masked.
-struct MaskImage {
-  int64_t width = 0, height = 0, scale = 1;
-  std::vector<uint8_t> pixels;  // row-major, one byte per pixel
-};
-MaskImage render_mask(const Mask& mask, int64_t tile = 64);
-void save_mask_png(const Mask& mask, const std::string& path, int64_t tile = 64);
 
 }  // namespace sprig

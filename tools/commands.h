@@ -5,11 +5,11 @@ namespace CLI { class App; }
 
 namespace sprig::tools {
 
-void add_bench_command(CLI::App& app);  // tools/bench_command.cpp
-void add_bench_attention_command(CLI::App& bench);  // tools/bench_attention.cpp
-void add_bench_data_command(CLI::App& bench);  // tools/bench_data.cpp: `sprig bench data`
-void add_bench_step_command(CLI::App& bench);  // tools/bench_step.cpp: `sprig bench step`
-void add_bench_qwen_step_command(CLI::App& bench);  // tools/bench_qwen_step.cpp: step-qwen
+void add_bench_command(CLI::App& app);  // tools/bench/bench_command.cpp
+void add_bench_attention_command(CLI::App& bench);  // tools/bench/attention_bench.cpp
+void add_bench_data_command(CLI::App& bench);  // tools/bench/data_bench.cpp
+void add_bench_step_command(CLI::App& bench);  // tools/bench/step_bench.cpp
+void add_bench_qwen_step_command(CLI::App& bench);  // tools/bench/qwen_step_bench.cpp
 void add_data_command(CLI::App& app);  // tools/data_command.cpp
 void add_demo_command(CLI::App& app);  // tools/demo_command.cpp
 void add_mask_command(CLI::App& app);  // tools/mask_command.cpp

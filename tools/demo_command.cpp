@@ -1,11 +1,11 @@
 // `sprig demo [--run-dir DIR] [--device auto|cpu|cuda] [--quick]`: pre-trains a tiny Qwen3 on a
 // synthetic corpus, then fine-tunes it on shared-prefix rollouts with prefix-tree attention
-// (train/demo.h). No downloads.
+// (tools/demo.h). No downloads.
 #include <CLI/CLI.hpp>
 #include <memory>
 
 #include "tools/commands.h"
-#include "train/demo.h"
+#include "tools/demo.h"
 
 namespace sprig::tools {
 

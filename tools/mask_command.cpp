@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attention/mask_io.h"
+#include "tools/viz/mask_image.h"
 #include "tools/commands.h"
 
 namespace sprig::tools {

@@ -1,12 +1,12 @@
 // `sprig plot RUN_DIR [--out curves.png]`: the loss (and val_loss) and lr curves of a training run
-// (train/plot.h).
+// (tools/viz/plot.h).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "tools/commands.h"
-#include "train/plot.h"
+#include "tools/viz/plot.h"
 
 namespace sprig::tools {
 

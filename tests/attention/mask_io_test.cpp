@@ -1,6 +1,5 @@
 // Mask specs (JSON) and dumps, the library side of `sprig mask`: every spec kind against its
-// builder, bad specs with their messages, the safetensors dump's bytes and header, the picture's
-// pixels and the PNG file.
+// builder, bad specs with their messages, the safetensors dump's bytes and header.
 #include "attention/mask_io.h"
 
 #include <gtest/gtest.h>
@@ -119,43 +118,6 @@ TEST(MaskIo, SafetensorsDumpIsU8Dense) {
   // The project's reader accepts the file.
   EXPECT_EQ(SafetensorsFile(path).load("mask").to_vector<int32_t>(),
             m.dense().to_vector<int32_t>());
-  std::remove(path.c_str());
-}
-
-TEST(MaskIo, PictureShowsMaskAndTileGrid) {
-  // causal(4) drawn with a tile of 2: scale 16 (512 / 4 capped at 16), 64 x 64 pixels.
-  const MaskImage img = render_mask(causal_mask(4), 2);
-  ASSERT_EQ(img.scale, 16);
-  ASSERT_EQ(img.width, 64);
-  ASSERT_EQ(img.height, 64);
-  auto at = [&](int64_t x, int64_t y) { return img.pixels[y * img.width + x]; };
-  EXPECT_EQ(at(5, 5), 255);   // (q 0, k 0) allowed
-  EXPECT_EQ(at(21, 5), 0);    // (q 0, k 1) masked
-  EXPECT_EQ(at(0, 5), 170);   // grid column over an allowed element
-  EXPECT_EQ(at(32, 5), 85);   // grid column (key 2 starts tile 1) over a masked element
-  EXPECT_EQ(at(5, 32), 170);  // grid row (query 2) over an allowed element
-  // A long mask keeps one pixel per element.
-  EXPECT_EQ(render_mask(causal_mask(600)).scale, 1);
-  EXPECT_EQ(testing::invalid_argument_message([] {
-              render_mask(Mask{0, 3, {}});
-            }),
-            "[mask] cannot draw an empty mask [0, 3]");
-}
-
-TEST(MaskIo, PngFile) {
-  const std::string path = temp_path("mask.png");
-  save_mask_png(document_mask({3, 5}), path);
-  const std::string bytes = read_bytes(path);
-  ASSERT_GE(bytes.size(), 24u);
-  EXPECT_EQ(bytes.substr(0, 8), "\x89PNG\r\n\x1a\n");
-  auto be32 = [&](size_t at) {
-    uint32_t v = 0;
-    for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<uint8_t>(bytes[at + i]);
-    return v;
-  };
-  EXPECT_EQ(bytes.substr(12, 4), "IHDR");
-  EXPECT_EQ(be32(16), 8u * 16);  // width: 8 keys at scale 16
-  EXPECT_EQ(be32(20), 8u * 16);  // height
   std::remove(path.c_str());
 }
 

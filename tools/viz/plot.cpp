@@ -1,6 +1,6 @@
 // Training curves as a PNG: metrics.jsonl parsing, a small RGB canvas (lines, rectangles, a 5x7
 // bitmap font drawn at twice its size), "nice" tick values, and the two-panel layout.
-#include "train/plot.h"
+#include "tools/viz/plot.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "tensor/png.h"
+#include "tools/viz/png.h"
 
 namespace sprig {
 

@@ -1,4 +1,4 @@
-#include "train/demo.h"
+#include "tools/demo.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,10 +16,10 @@
 #include "nn/generate.h"
 #include "tensor/random.h"
 #include "train/config.h"
-#include "train/plot.h"
+#include "tools/viz/plot.h"
 #include "train/sft.h"
 
-namespace sprig {
+namespace sprig::tools {
 
 namespace {
 
@@ -273,4 +273,4 @@ void run_demo(const DemoOptions& options) {
             << "  model         " << rollouts.checkpoint << "\n";
 }
 
-}  // namespace sprig
+}  // namespace sprig::tools

@@ -11,7 +11,7 @@
 
 #include <string>
 
-namespace sprig {
+namespace sprig::tools {
 
 struct DemoOptions {
   std::string run_dir = "runs/demo";
@@ -23,4 +23,4 @@ struct DemoOptions {
 // anything but an earlier demo is refused; an earlier demo there is replaced.
 void run_demo(const DemoOptions& options);
 
-}  // namespace sprig
+}  // namespace sprig::tools

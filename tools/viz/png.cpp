@@ -1,4 +1,4 @@
-#include "tensor/png.h"
+#include "tools/viz/png.h"
 
 #include <png.h>
 

@@ -1,6 +1,6 @@
 // `sprig bench`: benchmarks that print ratios against ceilings measured in the same run:
 // `sprig bench ops [--device cpu|cuda|auto] [--quick]` (tools/bench/ops_bench.h) and
-// `sprig bench data` (tools/bench_data.cpp).
+// `sprig bench data` (tools/bench/data_bench.cpp).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>

@@ -1,7 +1,7 @@
 // Training curves: metrics.jsonl parsing (missing values, bad lines) and the picture: both panels
 // carry their curves in their colours, the loss curve falls as the logged loss does, and the PNG
 // file is written.
-#include "train/plot.h"
+#include "tools/viz/plot.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// Attention masks as lists of rectangles (DESIGN §4): the one description every layout of sprig
+// Attention masks as lists of rectangles (docs/architecture.md §4): the one description every layout of sprig
 // compiles from (causal, packed documents, prefix trees of any depth, DFlash blocks, sliding
-// windows), its builders (SPEC §2.2, §2.3, §2.10) with argument checks, and its dense realisation.
+// windows), its builders (docs/semantics.md §2) with argument checks, and its dense realisation.
 //
 // allowed(q, k) = OR over rectangles of: q in [q0, q1) AND k in [k0, k1) AND the rectangle's
 // own condition (causal and/or window, see Rect). A query row no rectangle allows is fully masked:
@@ -21,7 +21,7 @@ const char* rect_kind_name(RectKind kind);  // "full", "causal"
 
 // Queries [q0, q1) x keys [k0, k1) (half-open, global indices).
 // - causal: top-left aligned on the rectangle itself, allowed iff k - k0 <= q - q0 (for the
-//   square rectangles of every builder this is SPEC §2.2's k <= q).
+//   square rectangles of every builder this is k <= q, docs/semantics.md §2.1).
 // - window > 0 (a sliding window, lower edge only): query row q sits at key position
 //   p(q) = k0 + band_shift + (q - q0) and sees only keys with p(q) - k < window.
 struct Rect {
@@ -69,13 +69,13 @@ class BatchMask {
 // One causal square [0, length)^2.
 Mask causal_mask(int64_t length, int64_t window = 0);
 
-// Packed documents: one causal square per document (SPEC §2.3 block-causal). Zero-length entries
+// Packed documents: one causal square per document (docs/semantics.md §2.4). Zero-length entries
 // never split a document. When `length` exceeds the sum, the trailing padding is folded into the
-// last document (SPEC §2.5); a sum above `length` is an error.
+// last document (docs/semantics.md §4.5); a sum above `length` is an error.
 Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> length = {},
                    int64_t window = 0);
 
-// Prefix tree (SPEC §2.2): node u occupies [offset[u], offset[u] + node_lengths[u]); along each
+// Prefix tree (docs/semantics.md §2.5): node u occupies [offset[u], offset[u] + node_lengths[u]); along each
 // path, in path order, every node emits (u, u, causal) then (u, a, full) for each earlier node a
 // of the path; repeats of an emitted rectangle are skipped (first-emission order is kept).
 Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
@@ -85,7 +85,7 @@ Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
 // q_len / k_len of the parts before it (e.g. several prefix trees packed in one batch row).
 Mask block_diagonal(const std::vector<Mask>& parts);
 
-// DFlash block mask (SPEC §2.10). Queries are the N * block_size slots of N blocks, keys are
+// DFlash block mask (docs/semantics.md §2.7). Queries are the N * block_size slots of N blocks, keys are
 // [context (ctx_len) | slots]. Slot (j, i) sees, when keep[j], the context strictly before its
 // anchor a_j (only a_j's document when seq_lens is given; only keys with (a_j + i) - k < window
 // when a window is set), and always the slots of its own block (all of them, or offsets <= i when

@@ -8,7 +8,7 @@
 //   {"kind": "prefix_tree", "node_lengths": [...], "sample_paths": [[...], ...]}
 //   {"kind": "dflash", "ctx_len": S, "block_size": bs, "anchors": [...], "keep": [...],
 //    "causal"?: false, "seq_lens"?: [...], "sliding_window"?: W}
-//       (keep holds booleans or 0/1; the mask is [N * bs, S + N * bs] as SPEC §2.10)
+//       (keep holds booleans or 0/1; the mask is [N * bs, S + N * bs] as docs/semantics.md §2.7)
 // Unknown kinds and fields, wrong types and bad values throw std::invalid_argument.
 #pragma once
 

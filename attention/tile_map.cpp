@@ -1,5 +1,5 @@
 // Mask compilation: per-row key intervals (stage A) and the block-sparse tile map with partial
-// keep bits, its transpose and LPT orders (stage B). See tile_map.h and KERNELS §3.8.
+// keep bits, its transpose and LPT orders (stage B). See tile_map.h and docs/kernels.md §2.
 #include "attention/tile_map.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Collation of packed rows into a Batch (layouts of SPEC §2.1, §2.3, §2.5), and document ids from
+// Collation of packed rows into a Batch (layouts of docs/semantics.md §4.7), and document ids from
 // seq_lens.
 #include "data/batch.h"
 

@@ -27,7 +27,7 @@ struct Batch {
   Tensor labels;          // pre-shifted, kIgnoreIndex where unsupervised and on padding
   Tensor loss_mask;       // unshifted 0/1, 0 on padding
   Tensor attention_mask;  // 1 on real tokens, 0 on padding
-  Tensor position_ids;    // restart per document (per tree: SPEC §2.1); padding continues the
+  Tensor position_ids;    // restart per document (per tree: docs/semantics.md §1.2); padding continues the
                           // last document's positions, capped at S - 1
   Tensor doc_remaining;   // real tokens after each slot in its document, 0 on padding
   Tensor seq_lens;        // (B, max_docs) documents in row order, padding folded into the last
@@ -45,7 +45,7 @@ Batch collate(const Corpus& corpus, const PackPlan& plan, const std::vector<int6
               int64_t pad_id);
 
 // Document index of every token from (B, max_docs) seq_lens: doc[b, t] = #{j : cumsum_j <= t}, so
-// zero-length entries never split a document (SPEC §2.9 ctx_doc_id). Returns (B, S) int64.
+// zero-length entries never split a document (docs/semantics.md §4.8). Returns (B, S) int64.
 Tensor context_doc_ids(const Tensor& seq_lens, int64_t seq_len);
 
 }  // namespace sprig::data

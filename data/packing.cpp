@@ -1,4 +1,4 @@
-// Packers (SPEC §2.3-§2.5): bin assignment and the row plans built from it.
+// Packers (docs/semantics.md §4): bin assignment and the row plans built from it.
 #include "data/packing.h"
 
 #include <algorithm>

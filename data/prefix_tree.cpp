@@ -1,4 +1,4 @@
-// Shared-prefix rollout folding (SPEC §2.1) and mock rollouts.
+// Shared-prefix rollout folding (docs/semantics.md §1) and mock rollouts.
 #include "data/prefix_tree.h"
 
 #include <numeric>

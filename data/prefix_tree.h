@@ -1,4 +1,4 @@
-// Shared-prefix rollout folding (SPEC §2.1): one prompt and N sampled completions become one flat
+// Shared-prefix rollout folding (docs/semantics.md §1): one prompt and N sampled completions become one flat
 // sequence [prompt | c_0 | c_1 | ...] with pre-shifted labels, per-token positions and a depth-2
 // prefix tree (node_lengths, sample_paths). Also the seeded mock rollout generator.
 #pragma once
@@ -28,7 +28,7 @@ void write_tree_positions(const std::vector<int32_t>& node_lengths, int64_t* out
 // Root-to-leaf node paths: [[0,1], ..., [0,N]], or [[1], ..., [N]] when the prompt is empty.
 std::vector<std::vector<int64_t>> tree_sample_paths(const std::vector<int32_t>& node_lengths);
 
-// SPEC §2.1 build_mock_rollout_dataset, drawn with sprig's Philox generator: per group the prompt
+// The reference's build_mock_rollout_dataset (docs/semantics.md §1.6), drawn with sprig's Philox generator: per group the prompt
 // first, then each completion; every token uniform in [2, vocab_size - 1].
 struct MockRolloutOptions {
   int64_t num_groups = 16;

@@ -1,6 +1,6 @@
 // `sprig data pack|fold|dump`: what packing and folding make of a file, and the first batches a
 // training config will see. Each writes JSON Lines (one object per row, group or batch) with
-// SPEC's field names.
+// the reference's field names (docs/semantics.md §4.9).
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -34,7 +34,7 @@ std::vector<int64_t> row_values(const Tensor& t, int64_t r) {
   return t.select(0, r).contiguous().to_vector<int64_t>();
 }
 
-// Row r of a batch as SPEC's pack output: dflash (§2.5) input_ids, loss_mask, attention_mask,
+// Row r of a batch as the reference's pack output (docs/semantics.md §4.9): dflash (§4.5) input_ids, loss_mask, attention_mask,
 // position_ids, doc_remaining, seq_lens (padding folded in); sft and bfd (§2.3) input_ids,
 // labels, position_ids, seq_lens (the documents' own lengths), seq_lens_padded.
 ordered_json packed_row_json(const Batch& b, int64_t r) {
@@ -176,8 +176,8 @@ void add_data_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   pack->add_option("--seq-len", pack_args->seq_len, "row length S")->required();
   pack->add_option("--mode", pack_args->mode,
-                   "dflash: in order, pad folded into the last document (SPEC 2.5); sft: in order, "
-                   "labels (SPEC 2.3); bfd: best-fit decreasing, labels")
+                   "dflash: in order, pad folded into the last document (docs/semantics.md §4.5); sft: in order, "
+                   "labels (docs/semantics.md §4.3); bfd: best-fit decreasing, labels")
       ->required()
       ->check(CLI::IsMember({"dflash", "sft", "bfd"}));
   pack->add_option("--out", pack_args->out, "output JSONL, one packed row per line")->required();
@@ -203,7 +203,7 @@ void add_data_command(CLI::App& app) {
   CLI::App* fold = data->add_subcommand(
       "fold",
       "Fold each rollout group (one prompt, several completions) into one prefix-tree "
-      "sequence (SPEC 2.1), one JSON object per group");
+      "sequence (docs/semantics.md §1), one JSON object per group");
   fold->add_option("--input", fold_args->input,
                    "rollouts JSONL: {\"prompt_ids\": [...], \"completions\": [[...], ...]}")
       ->required()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The check to run on a GPU machine (DESIGN §8), in under 8 minutes on one H200: CUDA build into
+# The check to run on a GPU machine (docs/architecture.md §9), in under 8 minutes on one H200: CUDA build into
 # build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops` on the device, then the
 # attention benchmark against PyTorch (tools/bench/attention_vs_torch.py; up to 4 more minutes,
 # most of it FlexAttention's compilation). Full logs go to ${OUT:-gpu_out}/; the benchmark

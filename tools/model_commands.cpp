@@ -62,7 +62,7 @@ std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
 }
 
 // {"input_ids"}: one causal sequence. {"documents"}: one packed row, each document causal with its
-// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of SPEC §2.1.
+// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of docs/semantics.md §1.
 ScoreItem parse_score_record(const json& rec, const QwenConfig& config, const std::string& where,
                              Device device) {
   const int64_t vocab = config.vocab_size;

@@ -1,4 +1,4 @@
-// Learning-rate schedule (SPEC §2.16, E16): linear warmup then cosine decay to min_lr_ratio.
+// Learning-rate schedule (docs/semantics.md §10.3, E16): linear warmup then cosine decay to min_lr_ratio.
 #pragma once
 
 #include <algorithm>
@@ -18,7 +18,7 @@ inline double lr_multiplier(int64_t step, int64_t warmup, int64_t total, double 
   return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
-// warmup = max(1, int(ratio * total)) when given as a ratio (SPEC §2.16).
+// warmup = max(1, int(ratio * total)) when given as a ratio (docs/semantics.md §10.3).
 inline int64_t warmup_from_ratio(double ratio, int64_t total) {
   return std::max<int64_t>(1, static_cast<int64_t>(ratio * static_cast<double>(total)));
 }

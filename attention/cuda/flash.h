@@ -1,4 +1,4 @@
-// CUDA flash attention (KERNELS §1, stage 1: FA2 structure on mma.sync m16n8k16, bf16/f16 inputs,
+// CUDA flash attention (docs/kernels.md §4, stage 1: FA2 structure on mma.sync m16n8k16, bf16/f16 inputs,
 // fp32 accumulation), forward and backward, driven by the block-sparse tile map of tile_map.h.
 //
 // Layouts (all contiguous, one CUDA device, q/k/v of one dtype, bf16 or f16):

@@ -1,4 +1,4 @@
-// CUDA flash-attention backward (KERNELS §1.6), driven by the tile map of the backward tile shape.
+// CUDA flash-attention backward (docs/kernels.md §4.8), driven by the tile map of the backward tile shape.
 // Backward rule: dq, dk, dv are activation gradients, written with `=`.
 //
 // 1. preprocess: delta = rowsum(dout * out) in fp32 and lse_log2 = lse * log2(e), with +inf

@@ -2,7 +2,7 @@
 // shared-memory tiles, cp.async tile loads, ldmatrix fragment loads, the m16n8k16 MMA and the warp
 // GEMM built on it, keep-bit masking, and the device view of an uploaded tile map.
 //
-// Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4; KERNELS §1.2):
+// Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4; docs/kernels.md §4.3):
 //   C, a 16x8 fp32 tile: c[0], c[1] at (row g, cols 2t, 2t+1); c[2], c[3] at row g + 8.
 //   A, 16x16: a[0] (row g, k 2t..2t+1), a[1] (row g+8, same k), a[2] (row g, k 2t+8..2t+9), a[3]
 //   (row g+8, k 2t+8..). B, 16x8: b[0] (k 2t..2t+1, col g), b[1] (k 2t+8..2t+9, col g).

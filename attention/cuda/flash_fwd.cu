@@ -1,4 +1,4 @@
-// CUDA flash-attention forward (KERNELS §1.1-1.5), driven by the tile map's by_query lists.
+// CUDA flash-attention forward (docs/kernels.md §4.1-§4.7), driven by the tile map's by_query lists.
 //
 // One CTA per (query tile, head, batch row), 4 warps, each warp owning 32 whole query rows, so
 // the online softmax row statistics never leave the warp. Q stays in swizzled shared memory; the

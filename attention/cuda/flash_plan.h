@@ -16,7 +16,7 @@ struct FlashConfig {
   int block_m, block_n, warps;
 };
 
-// Forward: 4 warps of 32 whole query rows each (KERNELS §1.1). Backward (dK/dV, and dQ with
+// Forward: 4 warps of 32 whole query rows each (docs/kernels.md §4.1). Backward (dK/dV, and dQ with
 // atomics): 8 warps of 16 keys each. The deterministic dQ kernel runs the backward tile with one
 // warp per 16 query rows. head_dim must be 64 or 128 (flash_tile_shape checks it).
 constexpr FlashConfig flash_config(FlashPass pass, int head_dim) {

@@ -40,7 +40,7 @@ TEST(MaskIo, EveryKindMatchesItsBuilder) {
                 R"({"kind": "prefix_tree", "node_lengths": [2, 1, 1, 2],
                     "sample_paths": [[0, 1, 2], [0, 1, 3]]})")),
             (std::vector<std::string>{"100000", "110000", "111000", "111100", "111010", "111011"}));
-  // SPEC E8, packed JetSpec with keep given as booleans and as 0/1.
+  // docs/semantics.md E8, packed JetSpec with keep given as booleans and as 0/1.
   for (const char* keep : {"[true, true]", "[1, 1]"}) {
     const Mask m = parse_mask_spec(
         std::string(R"({"kind": "dflash", "ctx_len": 10, "block_size": 3, "anchors": [2, 7],
@@ -97,7 +97,7 @@ TEST(MaskIo, BadSpecs) {
 }
 
 TEST(MaskIo, SafetensorsDumpIsU8Dense) {
-  const Mask m = dflash_mask({6, 3, {1, 3}, {true, false}, false, {}, 0});  // SPEC E8 padding
+  const Mask m = dflash_mask({6, 3, {1, 3}, {true, false}, false, {}, 0});  // docs/semantics.md E8 padding
   const std::string path = temp_path("dump.safetensors");
   save_mask_safetensors(m, path);
   const std::string bytes = read_bytes(path);

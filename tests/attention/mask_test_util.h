@@ -1,5 +1,5 @@
 // Helpers of the attention tests: dense masks as strings of 0/1 rows, independent predicates that
-// restate SPEC §2.2 / §2.10 literally, and random masks of every kind for a given length.
+// restate docs/semantics.md §2.5 / §2.7 literally, and random masks of every kind for a given length.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 namespace sprig::testing {
 
 // Rows of the dense mask as "0110..." strings; with split > 0 a '|' separates keys [0, split)
-// from the rest (SPEC §3 writes DFlash masks as "context|slots").
+// from the rest (docs/semantics.md §12 writes DFlash masks as "context|slots").
 inline std::vector<std::string> dense_rows(const Mask& m, int64_t split = 0) {
   const std::vector<int32_t> d = m.dense().to_vector<int32_t>();
   std::vector<std::string> rows;
@@ -28,14 +28,14 @@ inline std::vector<std::string> dense_rows(const Mask& m, int64_t split = 0) {
   return rows;
 }
 
-// ctx_doc_id[t] = #{j : cumsum(seq_lens)[j] <= t} (SPEC §2.3, §2.9).
+// ctx_doc_id[t] = #{j : cumsum(seq_lens)[j] <= t} (docs/semantics.md §4.8).
 inline int64_t doc_id(const std::vector<int64_t>& seq_lens, int64_t t) {
   int64_t id = 0, end = 0;
   for (int64_t len : seq_lens) id += (end += len) <= t;
   return id;
 }
 
-// SPEC §2.10's predicate, transcribed literally.
+// The predicate of docs/semantics.md §2.7, transcribed literally.
 inline bool dflash_allowed(const DFlashMaskSpec& s, int64_t q, int64_t kv) {
   const int64_t j = q / s.block_size, i = q % s.block_size, a = s.anchors[j], S = s.ctx_len;
   const bool ctx_vis = kv < S && kv < a &&
@@ -46,7 +46,7 @@ inline bool dflash_allowed(const DFlashMaskSpec& s, int64_t q, int64_t kv) {
   return (ctx_vis && s.keep[j]) || noise_vis;
 }
 
-// SPEC §2.2 in words: a token attends causally to its own node and fully to every node before
+// docs/semantics.md §2.5 in words: a token attends causally to its own node and fully to every node before
 // its node on a path that holds its node.
 inline bool prefix_tree_allowed(const std::vector<int64_t>& node_lengths,
                                 const std::vector<std::vector<int64_t>>& paths, int64_t q,

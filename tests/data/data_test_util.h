@@ -35,7 +35,7 @@ class TempFile {
   std::string path_;
 };
 
-// Labels-form corpus whose labels equal the ids (as in SPEC E4).
+// Labels-form corpus whose labels equal the ids (as in docs/semantics.md E4).
 inline Corpus labels_corpus(const std::vector<std::vector<int32_t>>& docs) {
   Corpus c;
   c.form = TargetForm::labels;

@@ -1,4 +1,4 @@
-// Packers and collation: SPEC worked examples E4 (SFT packing), E5 (decreasing fit), E6 (DFlash
+// Packers and collation: the worked examples of docs/semantics.md E4 (SFT packing), E5 (decreasing fit), E6 (DFlash
 // packing), E9 (document ids), error conditions, and randomised layout properties.
 #include "data/packing.h"
 
@@ -25,7 +25,7 @@ std::vector<int64_t> all_rows(const PackPlan& plan) {
   return ids;
 }
 
-// The SPEC's seq_lens of an SFT pack: the documents' own lengths, padding not folded in.
+// The reference's seq_lens of an SFT pack (docs/semantics.md §4.9): the documents' own lengths, padding not folded in.
 std::vector<int64_t> unpadded_seq_lens(const Batch& b, int64_t r) {
   std::vector<int64_t> lens = row(b.seq_lens, r);
   while (!lens.empty() && lens.back() == 0) lens.pop_back();
@@ -43,7 +43,7 @@ TEST(Packing, E4SftPackSeqLen10) {
   EXPECT_EQ(row(b.labels, 0), i64({1, 2, 3, 4, 5, 6, 7, 8, 9, -100}));
   EXPECT_EQ(row(b.position_ids, 0), i64({0, 1, 2, 0, 1, 2, 3, 0, 1, 2}));
   EXPECT_EQ(unpadded_seq_lens(b, 0), i64({3, 4, 2}));
-  EXPECT_EQ(row(b.seq_lens, 0), i64({3, 4, 3}));  // SPEC's seq_lens_padded
+  EXPECT_EQ(row(b.seq_lens, 0), i64({3, 4, 3}));  // the reference's seq_lens_padded
   EXPECT_EQ(row(b.input_ids, 1), i64({10, 11, 12, 13, 14, 0, 0, 0, 0, 0}));
   EXPECT_EQ(row(b.labels, 1), i64({10, 11, 12, 13, 14, -100, -100, -100, -100, -100}));
   EXPECT_EQ(row(b.position_ids, 1), i64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));

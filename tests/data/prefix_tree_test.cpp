@@ -1,4 +1,4 @@
-// Rollout folding (SPEC §2.1, worked examples E1, E2), mock rollouts, and collation of several
+// Rollout folding (docs/semantics.md §1, worked examples E1, E2), mock rollouts, and collation of several
 // folded groups per row and several rows per batch.
 #include "data/prefix_tree.h"
 

@@ -1,5 +1,5 @@
 // CPU tests of the row losses: cross-entropy (values against a naive f64 formula, ignored rows,
-// numerical stability, argmax, bf16 input) and forward KL (SPEC E14 values, zero-probability
+// numerical stability, argmax, bf16 input) and forward KL (docs/semantics.md E14 values, zero-probability
 // terms), each backward against central differences in f64, and argument errors.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The learning-rate schedule against SPEC E16.
+// The learning-rate schedule against docs/semantics.md E16.
 #include "train/schedule.h"
 
 #include <gtest/gtest.h>

@@ -4,10 +4,11 @@ sprig >= 1.0x).
 
 Runs `sprig bench attention --device cpu --json` (causal, packed documents, prefix tree, DFlash at
 the CPU sizes: T=1024, 4 heads, D=64, f32), rebuilds each mask in PyTorch from the spec printed in
-its row (attention_masks.py, SPEC rules; its allowed-element count must equal sprig's), and times
-the straightforward PyTorch implementation on the same shapes: q @ k^T * scale, masked_fill with
-the dense mask, softmax, @ v, GQA by repeat_interleave, backward by autograd. Both run on the same
-number of threads. Prints both median times and the speed ratios (PyTorch time / sprig time) last.
+its row (attention_masks.py, the rules of docs/semantics.md §2; its allowed-element count must
+equal sprig's), and times the straightforward PyTorch implementation on the same shapes:
+q @ k^T * scale, masked_fill with the dense mask, softmax, @ v, GQA by repeat_interleave, backward
+by autograd. Both run on the same number of threads (PyTorch on OpenBLAS; torch_blas.py refuses
+the reference BLAS). Prints both median times and the speed ratios (PyTorch time / sprig time) last.
 
 Usage (Debian's python3-torch 1.13):
     /usr/bin/python3 tools/bench/attention_cpu_vs_torch.py --sprig build/tools/sprig
@@ -18,6 +19,7 @@ import os
 import sys
 
 from attention_masks import dense_mask, run_sprig, time_median
+from torch_blas import require_openblas
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,6 +64,7 @@ def main():
     args = parser.parse_args()
 
     import torch
+    require_openblas(torch)
     torch.set_num_threads(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     rows = run_sprig(args.sprig, ["--device", "cpu", "--mask", "all", "--reps", str(args.reps)],

@@ -3,9 +3,9 @@
 Shared by attention_cpu_vs_torch.py and attention_vs_torch.py. A spec (the "spec" field of each
 `sprig bench attention --json` row, the format of attention/mask_io.h) becomes a predicate
 allowed(q, k) on broadcastable integer tensors of query and key indices, written with the rules
-of SPEC §2.2, §2.3 and §2.10 rather than with sprig's rectangles, so that a wrong sprig mask shows
-up as a disagreement in the allowed-element count. The same predicate gives the dense mask (CPU) and
-FlexAttention's mask_mod (GPU).
+of docs/semantics.md §2.4, §2.5 and §2.7 rather than with sprig's rectangles, so that a wrong
+sprig mask shows up as a disagreement in the allowed-element count. The same predicate gives the
+dense mask (CPU) and FlexAttention's mask_mod (GPU).
 """
 
 
@@ -34,14 +34,16 @@ def allowed_fn(torch, spec, device="cpu"):
     if kind == "causal":
         return lambda q, k: k <= q
     if kind == "documents":
-        # Document id per token; padding beyond the sum joins the last document (SPEC §2.5).
+        # Document id per token; padding beyond the sum joins the last document
+        # (docs/semantics.md §4.5).
         n = mask_shape(spec)[0]
         lens = [x for x in spec["seq_lens"] if x > 0]
         lens[-1] += n - sum(lens)
         doc = torch.repeat_interleave(torch.arange(len(lens)), torch.tensor(lens)).to(device)
         return lambda q, k: (doc[q] == doc[k]) & (k <= q)
     if kind == "prefix_tree":
-        # Node per token; ancestor[u, a]: node a comes before u on some sample path (SPEC §2.2).
+        # Node per token; ancestor[u, a]: node a comes before u on some sample path
+        # (docs/semantics.md §2.5).
         lens = spec["node_lengths"]
         node = torch.repeat_interleave(torch.arange(len(lens)), torch.tensor(lens)).to(device)
         ancestor = torch.zeros(len(lens), len(lens), dtype=torch.bool)
@@ -52,7 +54,7 @@ def allowed_fn(torch, spec, device="cpu"):
         return lambda q, k: ((node[q] == node[k]) & (k <= q)) | ancestor[node[q], node[k]]
     if kind == "dflash":
         # Slot (j, i) = query j * bs + i sees the context strictly before anchor j when block j is
-        # kept, and the slots of its own block (offsets <= i when causal) (SPEC §2.10).
+        # kept, and the slots of its own block (offsets <= i when causal) (docs/semantics.md §2.7).
         ctx, bs, causal = spec["ctx_len"], spec["block_size"], spec.get("causal", False)
         anchor = torch.tensor(spec["anchors"]).to(device)
         keep = torch.tensor([bool(x) for x in spec["keep"]]).to(device)

@@ -6,8 +6,8 @@ The benchmark of issue 4's targets, one run on the GPU machine (PyTorch >= 2.5 w
 documents of 16k tokens, prefix tree N=8 P=2048 C=512, DFlash S=3072 with 512 anchors and bs=16;
 16 heads, D=128, bf16), and on the same shapes times, fwd and bwd in bf16:
   - SDPA with the flash and the cuDNN backends where the mask is expressible (dense causal);
-  - FlexAttention always, its mask_mod built from the row's spec with the SPEC rules
-    (attention_masks.py; its block mask's allowed count must equal sprig's).
+  - FlexAttention always, its mask_mod built from the row's spec with the rules of
+    docs/semantics.md §2 (attention_masks.py; its block mask's allowed count must equal sprig's).
 TFLOP/s count allowed elements only: fwd 4 * D * allowed * H * B, bwd 2.5x that. Printed last, the
 ratios of the targets: sprig / flash on causal (>= 0.8), sprig / Flex on every mask (>= 1.0), each
 custom mask against sprig's best dense causal rate (>= 0.85), and the prefix tree's fwd+bwd time

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Forward + backward of the same tiny Qwen3 on the CPU: sprig against PyTorch.
 
-Builds the model of DESIGN §8 (H=256, 4 layers, 4/2 heads, D=64, I=768, V=4096, untied: 5.25M
-parameters) with random weights through tests/golden/make_qwen_golden.py's PyTorch Qwen
-implementation, writes it as a Hugging Face checkpoint plus the token ids to a temporary
-directory, times PyTorch's forward + backward of the mean next-token cross-entropy, then times
-`sprig bench step-qwen` on the same files, both on the same number of threads. Prints both
-losses (they must agree), both median step times and the speed ratio (target: sprig >= 1.0x),
-and the ratio of process CPU time per step, which other jobs on a shared machine disturb less.
+Builds the CPU yardstick model (docs/architecture.md §9: H=256, 4 layers, 4/2 heads, D=64,
+I=768, V=4096, untied: 5.25M parameters) with random weights through the PyTorch Qwen of
+tests/golden/make_qwen_golden.py, writes it as a Hugging Face checkpoint plus the token ids to a
+temporary directory, times PyTorch's forward + backward of the mean next-token cross-entropy,
+then times `sprig bench step-qwen` on the same files, both on the same number of threads. Prints
+both losses (they must agree), both median step times and the speed ratio (target: sprig >=
+1.0x), and the ratio of process CPU time per step, which other jobs on a shared machine disturb
+less.
 
-Usage (Debian's python3-torch with libopenblas0-pthread):
+Usage (Debian's python3-torch with libopenblas0-pthread; torch_blas.py refuses the reference BLAS):
     /usr/bin/python3 tools/bench/qwen_step_vs_torch.py --sprig build/tools/sprig
 """
 
@@ -21,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from torch_blas import require_openblas
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -77,6 +80,7 @@ def main():
     # OpenBLAS sizes its thread pool when loaded, so the thread count is set before torch loads.
     os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
+    require_openblas(torch)
     sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
     import make_qwen_golden as golden
 

@@ -5,7 +5,7 @@
 // step times, the speed-up against the ideal token ratio N*(P+C) / (P+N*C), and the peak memory
 // of each layout.
 //
-// Defaults: CPU, a 5.25M-parameter Qwen3 ("tiny": DESIGN §8's CPU yardstick), N=8, P=256, C=64;
+// Defaults: CPU, a 5.25M-parameter Qwen3 ("tiny": the CPU yardstick of docs/architecture.md §9), N=8, P=256, C=64;
 // CUDA, a Qwen3-0.6B-shaped model in bf16 with fp32 masters, N=8, P=2048, C=512.
 #include <CLI/CLI.hpp>
 #include <cstdio>

@@ -30,8 +30,7 @@ class AttentionMask {
   // The tile map of block_m x block_n tiles, compiled on first use.
   const TileMap& tile_map(int32_t block_m, int32_t block_n) const;
   // That map uploaded to `device`, on first use.
-  const cuda::DeviceTileMap& device_tile_map(int32_t block_m, int32_t block_n,
-                                             Device device) const;
+  const cuda::DeviceTileMap& device_tile_map(int32_t block_m, int32_t block_n, Device device) const;
 
  private:
   BatchMask mask_;

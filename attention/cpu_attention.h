@@ -24,9 +24,8 @@ constexpr int32_t kAttentionBlockM = 64, kAttentionBlockN = 64;
 // The twins of cuda::attention_forward / attention_backward: f32 tensors run the tiled flash
 // implementation below on the mask's kAttentionBlockM x kAttentionBlockN map (compiled on first
 // use), f64 tensors the dense reference. The backward reads lse, not out. lse is f32 (f64).
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionMask& mask, double scale, const Tensor& out,
-                       const Tensor& lse);
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                       double scale, const Tensor& out, const Tensor& lse);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
                         double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
@@ -36,14 +35,13 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
 // the outputs (the forward's online softmax; the backward's per-row delta and norm). OpenMP over
 // (batch, head, query tile) forward and for dQ, over (batch, kv head, key tile) for dK/dV, in the
 // map's LPT order; no two threads write the same output rows, so results are deterministic.
-void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                             const TileMap& map, float scale, const Tensor& out,
-                             const Tensor& lse);
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const TileMap& map,
+                             float scale, const Tensor& out, const Tensor& lse);
 // The backward recomputes delta = rowsum(dout * out) from its own probabilities (see
 // cpu_flash.cpp), so it needs lse but not out.
-void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& lse, const Tensor& dout, const TileMap& map,
-                              float scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
+                              const Tensor& dout, const TileMap& map, float scale, const Tensor& dq,
+                              const Tensor& dk, const Tensor& dv);
 
 // Dense reference: materialises the mask and the [Tq, Tk] scores of each head and runs the
 // textbook formulas (Eigen GEMMs, row softmax) in the tensors' dtype (all f32 or all f64). In f64

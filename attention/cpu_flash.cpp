@@ -115,9 +115,8 @@ struct Backward {
 
 }  // namespace
 
-void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                             const TileMap& map, float scale, const Tensor& out,
-                             const Tensor& lse) {
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const TileMap& map,
+                             float scale, const Tensor& out, const Tensor& lse) {
   const Heads qh(q), kh(k), vh(v), oh(out);
   const RowStats lse_rows(lse);
   const int64_t group = qh.H / kh.H, d = qh.D;
@@ -161,9 +160,9 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   for_each_tile(q.size(0), qh.H, map, map.q_order, map.num_q_tiles, query_tile);
 }
 
-void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& lse, const Tensor& dout, const TileMap& map,
-                              float scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
+                              const Tensor& dout, const TileMap& map, float scale, const Tensor& dq,
+                              const Tensor& dk, const Tensor& dv) {
   const int64_t batch = q.size(0), tq = q.size(1), tk = k.size(1), hq = q.size(2), hkv = k.size(2),
                 d = q.size(3);
   // norm starts at 1, so pass 1 sees the plain exp(S - lse); fully masked rows keep delta 0.
@@ -220,9 +219,8 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   for_each_tile(batch, hkv, map, map.k_order, map.num_k_tiles, key_grads);
 }
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionMask& mask, double scale, const Tensor& out,
-                       const Tensor& lse) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                       double scale, const Tensor& out, const Tensor& lse) {
   if (q.dtype() == DType::f64)
     return attention_reference_forward(q, k, v, mask.mask(), scale, out, lse);
   flash_attention_forward(q, k, v, mask.tile_map(kAttentionBlockM, kAttentionBlockN),

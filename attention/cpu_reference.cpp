@@ -22,14 +22,11 @@ namespace sprig::cpu {
 
 namespace {
 
-template <class T>
-using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using Rows = Eigen::Map<Matrix<T>, 0, Eigen::OuterStride<>>;
+template <class T> using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T> using Rows = Eigen::Map<Matrix<T>, 0, Eigen::OuterStride<>>;
 
 // One problem: shapes, data and the dense masks (one per mask row).
-template <class T>
-struct Problem {
+template <class T> struct Problem {
   int64_t batch, tq, tk, hq, hkv, d;
   T scale;
   std::vector<Tensor> masks;

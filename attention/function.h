@@ -1,5 +1,6 @@
-// The differentiable attention function on autograd Vars (docs/architecture.md §4): one node whose forward and
-// backward are attention_forward / attention_backward over a mask compiled once per batch.
+// The differentiable attention function on autograd Vars (docs/architecture.md §4): one node whose
+// forward and backward are attention_forward / attention_backward over a mask compiled once per
+// batch.
 #pragma once
 
 #include <memory>

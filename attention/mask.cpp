@@ -187,7 +187,8 @@ void check_dflash_spec(const DFlashMaskSpec& s) {
 }
 
 // First context position of the document holding `pos`: with ctx_doc_id[t] = #{j : cumsum[j] <= t}
-// (docs/semantics.md §4.8), that is the largest cumulative length <= pos (zero-length entries never split).
+// (docs/semantics.md §4.8), that is the largest cumulative length <= pos (zero-length entries never
+// split).
 int64_t document_start(const std::vector<int64_t>& seq_lens, int64_t pos) {
   int64_t start = 0, end = 0;
   for (int64_t len : seq_lens) {

@@ -1,6 +1,7 @@
-// Attention masks as lists of rectangles (docs/architecture.md §4): the one description every layout of sprig
-// compiles from (causal, packed documents, prefix trees of any depth, DFlash blocks, sliding
-// windows), its builders (docs/semantics.md §2) with argument checks, and its dense realisation.
+// Attention masks as lists of rectangles (docs/architecture.md §4): the one description every
+// layout of sprig compiles from (causal, packed documents, prefix trees of any depth, DFlash
+// blocks, sliding windows), its builders (docs/semantics.md §2) with argument checks, and its dense
+// realisation.
 //
 // allowed(q, k) = OR over rectangles of: q in [q0, q1) AND k in [k0, k1) AND the rectangle's
 // own condition (causal and/or window, see Rect). A query row no rectangle allows is fully masked:
@@ -75,9 +76,10 @@ Mask causal_mask(int64_t length, int64_t window = 0);
 Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> length = {},
                    int64_t window = 0);
 
-// Prefix tree (docs/semantics.md §2.5): node u occupies [offset[u], offset[u] + node_lengths[u]); along each
-// path, in path order, every node emits (u, u, causal) then (u, a, full) for each earlier node a
-// of the path; repeats of an emitted rectangle are skipped (first-emission order is kept).
+// Prefix tree (docs/semantics.md §2.5): node u occupies [offset[u], offset[u] + node_lengths[u]);
+// along each path, in path order, every node emits (u, u, causal) then (u, a, full) for each
+// earlier node a of the path; repeats of an emitted rectangle are skipped (first-emission order is
+// kept).
 Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
                       const std::vector<std::vector<int64_t>>& sample_paths);
 
@@ -85,9 +87,9 @@ Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
 // q_len / k_len of the parts before it (e.g. several prefix trees packed in one batch row).
 Mask block_diagonal(const std::vector<Mask>& parts);
 
-// DFlash block mask (docs/semantics.md §2.7). Queries are the N * block_size slots of N blocks, keys are
-// [context (ctx_len) | slots]. Slot (j, i) sees, when keep[j], the context strictly before its
-// anchor a_j (only a_j's document when seq_lens is given; only keys with (a_j + i) - k < window
+// DFlash block mask (docs/semantics.md §2.7). Queries are the N * block_size slots of N blocks,
+// keys are [context (ctx_len) | slots]. Slot (j, i) sees, when keep[j], the context strictly before
+// its anchor a_j (only a_j's document when seq_lens is given; only keys with (a_j + i) - k < window
 // when a window is set), and always the slots of its own block (all of them, or offsets <= i when
 // causal, as JetSpec).
 struct DFlashMaskSpec {

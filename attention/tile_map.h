@@ -1,5 +1,5 @@
-// Compilation of a batch mask for the tiled attention kernels (docs/kernels.md §2), once per batch and
-// shared by every layer and head:
+// Compilation of a batch mask for the tiled attention kernels (docs/kernels.md §2), once per batch
+// and shared by every layer and head:
 //   stage A: rectangles -> per query row, the sorted, merged, disjoint key intervals;
 //   stage B: intervals -> for one tile shape (block_m x block_n), the block-sparse tile map.
 // Everything is flat int32 / uint64 vectors so the structure uploads to a GPU as is.

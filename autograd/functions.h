@@ -52,7 +52,7 @@ inline Var operator-(double s, const Var& x) { return binary_scalar(BinaryOp::su
 inline Var operator*(double s, const Var& x) { return binary_scalar(BinaryOp::mul, x, s, true); }
 inline Var operator/(double s, const Var& x) { return binary_scalar(BinaryOp::div, x, s, true); }
 
-Var where(const Tensor& cond, const Var& a, const Var& b);  // cond ? a : b
+Var where(const Tensor& cond, const Var& a, const Var& b);        // cond ? a : b
 Var masked_fill(const Var& x, const Tensor& mask, double value);  // filled positions get no grad
 Var cast(const Var& x, DType dtype);  // the gradient is cast back to x's dtype
 
@@ -61,7 +61,7 @@ Var sum(const Var& x, int64_t dim, bool keepdim = false);
 Var mean(const Var& x, int64_t dim, bool keepdim = false);
 Var max(const Var& x, int64_t dim, bool keepdim = false);  // the gradient goes to the first max
 Var logsumexp(const Var& x, int64_t dim, bool keepdim = false);
-Var sum_all(const Var& x);  // 0-dim
+Var sum_all(const Var& x);   // 0-dim
 Var mean_all(const Var& x);  // 0-dim
 Var softmax(const Var& x, int64_t dim = -1);
 Var log_softmax(const Var& x, int64_t dim = -1);
@@ -89,9 +89,9 @@ Var gather(const Var& x, int64_t dim, const Tensor& idx);
 
 // ---- matmul and fused transformer ops (functions_nn.cpp) ----------------------------------------
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false);
-Var rms_norm(const Var& x, const Var& w, double eps);  // over the last dim
+Var rms_norm(const Var& x, const Var& w, double eps);     // over the last dim
 Var rope(const Var& x, const Tensor& pos, double theta);  // x [B, T, nH, D], pos [B, T]
-Var swiglu(const Var& gate, const Var& up);  // silu(gate) * up
+Var swiglu(const Var& gate, const Var& up);               // silu(gate) * up
 // Per-row loss [T] f32 of logits [T, V] against targets [T]; ignored rows give 0 and no gradient.
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100);
 // Per-row KL(softmax(teacher/T) || softmax(student/T)) [R] f32; student, teacher [R, V].

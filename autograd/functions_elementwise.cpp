@@ -33,23 +33,20 @@ Var binary_scalar(BinaryOp op, const Var& x, double s, bool scalar_first) {
   const Tensor y = binary_scalar(op, xv, s, scalar_first);
   const char* name = binary_op_name(op);
   switch (op) {
-    case BinaryOp::add:
-      return record(name, y, {x}, [](const Tensor& dy) -> Grads { return {dy}; });
+    case BinaryOp::add: return record(name, y, {x}, [](const Tensor& dy) -> Grads { return {dy}; });
     case BinaryOp::sub:
       return record(name, y, {x}, [scalar_first](const Tensor& dy) -> Grads {
         return {scalar_first ? neg(dy) : dy};
       });
     case BinaryOp::mul:
       return record(name, y, {x}, [s](const Tensor& dy) -> Grads { return {mul(dy, s)}; });
-    case BinaryOp::div:
-      break;
+    case BinaryOp::div: break;
   }
   if (!scalar_first)
     return record(name, y, {x}, [s](const Tensor& dy) -> Grads { return {div(dy, s)}; });
   // d(s / x)/dx = -s / x^2 = -y / x
-  return record(name, y, {x}, [xv, y](const Tensor& dy) -> Grads {
-    return {neg(div(mul(dy, y), xv))};
-  });
+  return record(name, y, {x},
+                [xv, y](const Tensor& dy) -> Grads { return {neg(div(mul(dy, y), xv))}; });
 }
 
 Var where(const Tensor& cond, const Var& a, const Var& b) {

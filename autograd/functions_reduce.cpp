@@ -42,24 +42,21 @@ Var sum_all(const Var& x) {
 
 Var mean_all(const Var& x) {
   const double n = static_cast<double>(x.numel());
-  return record("mean_all", div(sum_all(x.value()), n), {x},
-                [x_shape = x.shape(), n](const Tensor& dy) -> Grads {
-                  return {div(dy, n).expand(x_shape)};
-                });
+  return record(
+      "mean_all", div(sum_all(x.value()), n), {x},
+      [x_shape = x.shape(), n](const Tensor& dy) -> Grads { return {div(dy, n).expand(x_shape)}; });
 }
 
 Var softmax(const Var& x, int64_t dim) {
   const Tensor y = softmax(x.value(), dim);
-  return record("softmax", y, {x}, [y, dim](const Tensor& dy) -> Grads {
-    return {softmax_backward(y, dy, dim)};
-  });
+  return record("softmax", y, {x},
+                [y, dim](const Tensor& dy) -> Grads { return {softmax_backward(y, dy, dim)}; });
 }
 
 Var log_softmax(const Var& x, int64_t dim) {
   const Tensor y = log_softmax(x.value(), dim);
-  return record("log_softmax", y, {x}, [y, dim](const Tensor& dy) -> Grads {
-    return {log_softmax_backward(y, dy, dim)};
-  });
+  return record("log_softmax", y, {x},
+                [y, dim](const Tensor& dy) -> Grads { return {log_softmax_backward(y, dy, dim)}; });
 }
 
 }  // namespace sprig

@@ -13,8 +13,7 @@ Var reshaped_view(const char* op, const Var& x, Tensor value) {
 
 // A view selecting part of x: its gradient is dy written into zeros of x's shape at
 // region(zeros), a function returning the same view of its argument.
-template <class Region>
-Var region_view(const char* op, const Var& x, Region region) {
+template <class Region> Var region_view(const char* op, const Var& x, Region region) {
   return record(op, region(x.value()), {x},
                 [x_shape = x.shape(), region](const Tensor& dy) -> Grads {
                   Tensor dx = Tensor::zeros(x_shape, dy.dtype(), dy.device());
@@ -61,8 +60,7 @@ Var permute(const Var& x, const std::vector<int64_t>& dims) {
 }
 
 Var slice(const Var& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  return region_view("slice", x,
-                     [=](const Tensor& t) { return t.slice(dim, start, end, step); });
+  return region_view("slice", x, [=](const Tensor& t) { return t.slice(dim, start, end, step); });
 }
 
 Var narrow(const Var& x, int64_t dim, int64_t start, int64_t length) {
@@ -84,9 +82,8 @@ Var concat(const std::vector<Var>& xs, int64_t dim) {
   const Tensor y = concat(values, dim);
   std::vector<int64_t> sizes;
   for (const Tensor& v : values) sizes.push_back(v.size(dim));
-  return record("concat", y, xs, [sizes, dim](const Tensor& dy) -> Grads {
-    return split(dy, sizes, dim);
-  });
+  return record("concat", y, xs,
+                [sizes, dim](const Tensor& dy) -> Grads { return split(dy, sizes, dim); });
 }
 
 std::vector<Var> split(const Var& x, const std::vector<int64_t>& sizes, int64_t dim) {

@@ -105,8 +105,10 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     }
   }
   std::ostringstream summary;
-  if (result.ok) summary << "max |analytic - numeric| = " << largest_diff;
-  else summary << result.message << "; " << mismatches << " elements mismatch";
+  if (result.ok)
+    summary << "max |analytic - numeric| = " << largest_diff;
+  else
+    summary << result.message << "; " << mismatches << " elements mismatch";
   result.message = summary.str();
   return result;
 }

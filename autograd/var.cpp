@@ -14,7 +14,7 @@ namespace sprig {
 struct GradNode {
   struct Edge {
     std::shared_ptr<GradNode> node;  // null when the input needs no gradient
-    Shape shape;  // the input's shape and dtype, which its gradient must have
+    Shape shape;                     // the input's shape and dtype, which its gradient must have
     DType dtype;
   };
   const char* op = "leaf";
@@ -65,8 +65,8 @@ std::shared_ptr<GradNode> make_leaf_node() {
 // Per-node state of one backward pass.
 struct Pending {
   std::shared_ptr<GradNode> node;  // keeps the node alive while its consumers release their edges
-  int consumers = 0;  // consumers whose gradient has not arrived yet
-  Tensor grad;  // the sum of the gradients received so far
+  int consumers = 0;               // consumers whose gradient has not arrived yet
+  Tensor grad;                     // the sum of the gradients received so far
 };
 
 // Finds every node reachable from `root` and counts, for each, the edges that point to it.
@@ -99,14 +99,16 @@ Tensor checked_grad(const GradNode& n, size_t i, Tensor g) {
   const GradNode::Edge& e = n.inputs[i];
   if (g.shape() != e.shape)
     fail("backward", std::string("'") + n.op + "' returned a gradient of shape " +
-                         shape_str(g.shape()) + " for input " + std::to_string(i) +
-                         " of shape " + shape_str(e.shape));
+                         shape_str(g.shape()) + " for input " + std::to_string(i) + " of shape " +
+                         shape_str(e.shape));
   return g.to(e.dtype);
 }
 
 void accumulate_leaf(GradNode& leaf, const Tensor& g) {
-  if (!leaf.grad.defined()) leaf.grad = g.clone();  // a fresh tensor: g may alias other gradients
-  else leaf.grad.copy_(add(leaf.grad, g));
+  if (!leaf.grad.defined())
+    leaf.grad = g.clone();  // a fresh tensor: g may alias other gradients
+  else
+    leaf.grad.copy_(add(leaf.grad, g));
 }
 
 // Runs backward through every node reachable from `root`, each after all its consumers (Kahn's
@@ -127,9 +129,8 @@ void run_backward(const std::shared_ptr<GradNode>& root, const Tensor& seed) {
     if (g.defined()) {
       grads = n->backward(g);
       if (grads.size() != n->inputs.size())
-        fail("backward", std::string("'") + n->op + "' returned " +
-                             std::to_string(grads.size()) + " gradients for " +
-                             std::to_string(n->inputs.size()) + " inputs");
+        fail("backward", std::string("'") + n->op + "' returned " + std::to_string(grads.size()) +
+                             " gradients for " + std::to_string(n->inputs.size()) + " inputs");
     }
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       GradNode* in = n->inputs[i].node.get();
@@ -178,8 +179,10 @@ void Var::set_requires_grad(bool requires_grad) {
   if (requires_grad && !is_floating(impl_->value.dtype()))
     fail("set_requires_grad", std::string("only floating tensors can require grad, got ") +
                                   dtype_name(impl_->value.dtype()));
-  if (!requires_grad) impl_->node = nullptr;
-  else if (!impl_->node) impl_->node = make_leaf_node();
+  if (!requires_grad)
+    impl_->node = nullptr;
+  else if (!impl_->node)
+    impl_->node = make_leaf_node();
 }
 
 void Var::zero_grad() {

@@ -40,7 +40,7 @@ class Var {
   bool is_leaf() const;
   // Leaves only: turning it off drops the gradient.
   void set_requires_grad(bool requires_grad);
-  void zero_grad();  // drops the gradient; the next backward starts it afresh
+  void zero_grad();    // drops the gradient; the next backward starts it afresh
   Var detach() const;  // same value (shared storage), no graph, no gradient
 
   // Backpropagates from this Var. `seed` is the gradient of this Var; it may be omitted for a

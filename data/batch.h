@@ -27,8 +27,8 @@ struct Batch {
   Tensor labels;          // pre-shifted, kIgnoreIndex where unsupervised and on padding
   Tensor loss_mask;       // unshifted 0/1, 0 on padding
   Tensor attention_mask;  // 1 on real tokens, 0 on padding
-  Tensor position_ids;    // restart per document (per tree: docs/semantics.md §1.2); padding continues the
-                          // last document's positions, capped at S - 1
+  Tensor position_ids;    // restart per document (per tree: docs/semantics.md §1.2); padding
+                          // continues the last document's positions, capped at S - 1
   Tensor doc_remaining;   // real tokens after each slot in its document, 0 on padding
   Tensor seq_lens;        // (B, max_docs) documents in row order, padding folded into the last
                           // one (each row sums to S), zero-filled on the right

@@ -37,21 +37,11 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 bool present(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
 
 // What a value of type T looks like, for messages.
-template <class T>
-constexpr const char* kind() {
-  return "an integer";
-}
-template <>
-constexpr const char* kind<bool>() {
-  return "true or false";
-}
-template <>
-constexpr const char* kind<std::string>() {
-  return "a string";
-}
+template <class T> constexpr const char* kind() { return "an integer"; }
+template <> constexpr const char* kind<bool>() { return "true or false"; }
+template <> constexpr const char* kind<std::string>() { return "a string"; }
 
-template <class T>
-T read(const YAML::Node& node, const std::string& name) {
+template <class T> T read(const YAML::Node& node, const std::string& name) {
   try {
     return node.as<T>();
   } catch (const YAML::Exception&) {
@@ -60,8 +50,7 @@ T read(const YAML::Node& node, const std::string& name) {
 }
 
 // A key of `data:` as T, or `fallback` when absent.
-template <class T>
-T value_or(const YAML::Node& data, const char* key, T fallback) {
+template <class T> T value_or(const YAML::Node& data, const char* key, T fallback) {
   const YAML::Node node = data[key];
   return present(node) ? read<T>(node, std::string("data.") + key) : fallback;
 }

@@ -1,6 +1,6 @@
 // Documents: the unit the packers place into rows. A document is token ids plus what supervises
-// them, in one of two forms (docs/semantics.md §3.1), and, for a folded rollout group, its prefix tree.
-// A Corpus is every document of a split held in memory, with where each one came from.
+// them, in one of two forms (docs/semantics.md §3.1), and, for a folded rollout group, its prefix
+// tree. A Corpus is every document of a split held in memory, with where each one came from.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,8 @@ inline constexpr int32_t kIgnoreIndex = -100;  // label of an unsupervised posit
 
 // How a document says which positions are trained on.
 enum class TargetForm {
-  loss_mask,  // unshifted: loss_mask[t] = 1 iff token t is supervised (DFlash, docs/semantics.md §4.5)
+  loss_mask,  // unshifted: loss_mask[t] = 1 iff token t is supervised (DFlash, docs/semantics.md
+              // §4.5)
   labels,     // pre-shifted: labels[t] is the token position t predicts, or kIgnoreIndex (SFT)
 };
 
@@ -21,7 +22,8 @@ struct Document {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;     // labels form: one per input id
   std::vector<int32_t> loss_mask;  // loss_mask form: one per input id, or empty = all ones
-  // Folded rollout group only (docs/semantics.md §1): node lengths [P, C_0, ..., C_{N-1}]; empty otherwise.
+  // Folded rollout group only (docs/semantics.md §1): node lengths [P, C_0, ..., C_{N-1}]; empty
+  // otherwise.
   std::vector<int32_t> node_lengths;
   int32_t source = 0;  // index into Corpus::sources
   int64_t record = 0;  // 1-based line of a JSONL file, or 0-based document index of a shard

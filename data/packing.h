@@ -2,7 +2,8 @@
 // (and how many of their tokens) in row order; data/batch.h turns rows of a plan into tensors.
 //   dflash  in-order greedy, longer documents truncated to S           (docs/semantics.md §4.5)
 //   sft     in-order greedy, longer documents dropped or an error      (docs/semantics.md §4.3)
-//   bfd     best-fit decreasing, at least as tight as the reference's knapsack (docs/semantics.md §4.2); rows laid out as sft's
+//   bfd     best-fit decreasing, at least as tight as the reference's knapsack (docs/semantics.md
+//   §4.2); rows laid out as sft's
 //           (long documents likewise)
 //   fold    in-order greedy over folded rollout groups (several trees per row; long groups as sft)
 #pragma once
@@ -27,8 +28,8 @@ std::vector<std::vector<int64_t>> fit_in_order(const std::vector<int64_t>& lengt
                                                int64_t capacity);
 // Decreasing: items by length, longest first (ties keep input order), each into the open bin
 // chosen by `rule` among those it fits, else into a new bin. FitRule::worst (least-filled bin,
-// ties to the lower index) is the reference's greedy_knapsack (docs/semantics.md §4.2); FitRule::best (fullest bin that fits,
-// ties to the lower index) packs tighter.
+// ties to the lower index) is the reference's greedy_knapsack (docs/semantics.md §4.2);
+// FitRule::best (fullest bin that fits, ties to the lower index) packs tighter.
 enum class FitRule { worst, best };
 std::vector<std::vector<int64_t>> fit_decreasing(const std::vector<int64_t>& lengths,
                                                  int64_t capacity, FitRule rule);

@@ -1,6 +1,6 @@
-// Shared-prefix rollout folding (docs/semantics.md §1): one prompt and N sampled completions become one flat
-// sequence [prompt | c_0 | c_1 | ...] with pre-shifted labels, per-token positions and a depth-2
-// prefix tree (node_lengths, sample_paths). Also the seeded mock rollout generator.
+// Shared-prefix rollout folding (docs/semantics.md §1): one prompt and N sampled completions become
+// one flat sequence [prompt | c_0 | c_1 | ...] with pre-shifted labels, per-token positions and a
+// depth-2 prefix tree (node_lengths, sample_paths). Also the seeded mock rollout generator.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +28,9 @@ void write_tree_positions(const std::vector<int32_t>& node_lengths, int64_t* out
 // Root-to-leaf node paths: [[0,1], ..., [0,N]], or [[1], ..., [N]] when the prompt is empty.
 std::vector<std::vector<int64_t>> tree_sample_paths(const std::vector<int32_t>& node_lengths);
 
-// The reference's build_mock_rollout_dataset (docs/semantics.md §1.6), drawn with sprig's Philox generator: per group the prompt
-// first, then each completion; every token uniform in [2, vocab_size - 1].
+// The reference's build_mock_rollout_dataset (docs/semantics.md §1.6), drawn with sprig's Philox
+// generator: per group the prompt first, then each completion; every token uniform in [2,
+// vocab_size - 1].
 struct MockRolloutOptions {
   int64_t num_groups = 16;
   int64_t completions_per_group = 4;

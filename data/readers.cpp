@@ -310,15 +310,9 @@ Corpus load_corpus(const std::vector<std::string>& paths, DataFormat format, Pac
       corpus.docs.push_back(std::move(doc));
     };
     switch (format) {
-      case DataFormat::documents:
-        read_documents(path, corpus.form, options, bad, sink);
-        break;
-      case DataFormat::rollouts:
-        read_rollouts(path, options, bad, sink);
-        break;
-      case DataFormat::shards:
-        read_shard(path, corpus.form, options, bad, sink);
-        break;
+      case DataFormat::documents: read_documents(path, corpus.form, options, bad, sink); break;
+      case DataFormat::rollouts: read_rollouts(path, options, bad, sink); break;
+      case DataFormat::shards: read_shard(path, corpus.form, options, bad, sink); break;
     }
   }
   return corpus;

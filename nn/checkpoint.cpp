@@ -87,7 +87,8 @@ WeightFiles::WeightFiles(const std::string& dir) {
     files_.push_back(std::make_unique<SafetensorsFile>(single.string()));
     for (const StTensorInfo& t : files_[0]->tensors()) by_name_[t.name] = files_[0].get();
   } else {
-    throw std::runtime_error(dir + ": has neither model.safetensors nor "
+    throw std::runtime_error(dir +
+                             ": has neither model.safetensors nor "
                              "model.safetensors.index.json");
   }
 }
@@ -139,8 +140,7 @@ std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {
   Generator gen(0);
   auto model = std::make_unique<QwenForCausalLM>(config, gen);
   std::map<std::string, Tensor> state;
-  for (const auto& [name, shape] : expected_tensor_shapes(config))
-    state[name] = weights.load(name);
+  for (const auto& [name, shape] : expected_tensor_shapes(config)) state[name] = weights.load(name);
   model->load_state_dict(state);
   return model;
 }

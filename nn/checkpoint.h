@@ -2,9 +2,9 @@
 //
 // An HF directory holds config.json and either model.safetensors or a sharded set described by
 // model.safetensors.index.json. A sprig checkpoint directory holds config.json (HF format) and one
-// model.safetensors with HF tensor names (docs/architecture.md §5). Conversions keep every tensor's bytes and
-// dtype, check every expected tensor is present with the right shape (listing all missing,
-// unexpected and mis-shaped tensors in one error) and write nothing on failure.
+// model.safetensors with HF tensor names (docs/architecture.md §5). Conversions keep every tensor's
+// bytes and dtype, check every expected tensor is present with the right shape (listing all
+// missing, unexpected and mis-shaped tensors in one error) and write nothing on failure.
 #pragma once
 
 #include <map>

@@ -22,8 +22,8 @@ std::vector<int64_t> generate_greedy(const QwenForCausalLM& model,
   for (int64_t id : prompt)
     if (id < 0 || id >= c.vocab_size)
       throw std::invalid_argument("[generate] prompt id " + std::to_string(id) +
-                                  " is outside the vocabulary [0, " +
-                                  std::to_string(c.vocab_size) + ")");
+                                  " is outside the vocabulary [0, " + std::to_string(c.vocab_size) +
+                                  ")");
   NoGradGuard no_grad;
   const Device device = model.head_weight().device();
   KVCache cache;

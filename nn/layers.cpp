@@ -6,8 +6,9 @@ namespace sprig {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, double init_std,
                Generator& gen) {
-  register_parameter("weight", weight, normal({out_features, in_features}, 0.0, init_std,
-                                              DType::f32, Device::cpu(), gen));
+  register_parameter(
+      "weight", weight,
+      normal({out_features, in_features}, 0.0, init_std, DType::f32, Device::cpu(), gen));
   if (has_bias) register_parameter("bias", bias, Tensor::zeros({out_features}));
 }
 
@@ -30,10 +31,10 @@ RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {
 }
 
 QwenMLP::QwenMLP(int64_t hidden, int64_t intermediate, double init_std, Generator& gen)
-    : gate_proj(register_module("gate_proj",
-                                std::make_unique<Linear>(hidden, intermediate, false, init_std, gen))),
-      up_proj(register_module("up_proj",
-                              std::make_unique<Linear>(hidden, intermediate, false, init_std, gen))),
+    : gate_proj(register_module(
+          "gate_proj", std::make_unique<Linear>(hidden, intermediate, false, init_std, gen))),
+      up_proj(register_module(
+          "up_proj", std::make_unique<Linear>(hidden, intermediate, false, init_std, gen))),
       down_proj(register_module(
           "down_proj", std::make_unique<Linear>(intermediate, hidden, false, init_std, gen))) {}
 

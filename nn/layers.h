@@ -1,6 +1,7 @@
-// Basic layers: Linear (optional bias), Embedding, RMSNorm (HF numerics, docs/semantics.md §6.1) and the SwiGLU
-// MLP of Qwen. Weights are initialised like Hugging Face (normal(0, std) for Linear and Embedding,
-// zeros for biases, ones for norms) from an explicit Generator, so models are seeded.
+// Basic layers: Linear (optional bias), Embedding, RMSNorm (HF numerics, docs/semantics.md §6.1)
+// and the SwiGLU MLP of Qwen. Weights are initialised like Hugging Face (normal(0, std) for Linear
+// and Embedding, zeros for biases, ones for norms) from an explicit Generator, so models are
+// seeded.
 #pragma once
 
 #include "autograd/functions.h"

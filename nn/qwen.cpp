@@ -36,18 +36,18 @@ AttentionConfig AttentionConfig::of_layer(const QwenConfig& c, int64_t layer) {
 }
 
 QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
-    : q_proj(register_module("q_proj", std::make_unique<Linear>(
-                                           c.hidden_size, c.num_attention_heads * c.head_dim,
-                                           c.has_qkv_bias(), init_std(c), gen))),
-      k_proj(register_module("k_proj", std::make_unique<Linear>(
-                                           c.hidden_size, c.num_key_value_heads * c.head_dim,
-                                           c.has_qkv_bias(), init_std(c), gen))),
-      v_proj(register_module("v_proj", std::make_unique<Linear>(
-                                           c.hidden_size, c.num_key_value_heads * c.head_dim,
-                                           c.has_qkv_bias(), init_std(c), gen))),
-      o_proj(register_module("o_proj", std::make_unique<Linear>(
-                                           c.num_attention_heads * c.head_dim, c.hidden_size,
-                                           c.has_o_bias(), init_std(c), gen))),
+    : q_proj(register_module(
+          "q_proj", std::make_unique<Linear>(c.hidden_size, c.num_attention_heads * c.head_dim,
+                                             c.has_qkv_bias(), init_std(c), gen))),
+      k_proj(register_module(
+          "k_proj", std::make_unique<Linear>(c.hidden_size, c.num_key_value_heads * c.head_dim,
+                                             c.has_qkv_bias(), init_std(c), gen))),
+      v_proj(register_module(
+          "v_proj", std::make_unique<Linear>(c.hidden_size, c.num_key_value_heads * c.head_dim,
+                                             c.has_qkv_bias(), init_std(c), gen))),
+      o_proj(register_module(
+          "o_proj", std::make_unique<Linear>(c.num_attention_heads * c.head_dim, c.hidden_size,
+                                             c.has_o_bias(), init_std(c), gen))),
       config_(AttentionConfig::of_layer(c, layer)),
       layer_(layer) {
   if (config_.qk_norm) {
@@ -56,12 +56,11 @@ QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
   }
 }
 
-Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv,
-                           const Tensor& kv_pos, const std::shared_ptr<const AttentionMask>& mask,
-                           KVCache* cache) const {
+Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv, const Tensor& kv_pos,
+                           const std::shared_ptr<const AttentionMask>& mask, KVCache* cache) const {
   const int64_t B = xq.size(0), Tq = xq.size(1), Tk = xkv.size(1), D = config_.head_dim;
   const int64_t nH = config_.num_heads, nKV = config_.num_kv_heads;
-  Var q = reshape(q_proj.forward(xq), {B, Tq, nH, D});  // (B, Tq, nH, D)
+  Var q = reshape(q_proj.forward(xq), {B, Tq, nH, D});    // (B, Tq, nH, D)
   Var k = reshape(k_proj.forward(xkv), {B, Tk, nKV, D});  // (B, Tk, nKV, D)
   Var v = reshape(v_proj.forward(xkv), {B, Tk, nKV, D});
   if (q_norm) {  // Qwen3: per-head RMSNorm over D, before RoPE
@@ -86,10 +85,10 @@ Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv,
 
 QwenDecoderLayer::QwenDecoderLayer(const QwenConfig& c, int64_t layer, Generator& gen)
     : self_attn(register_module("self_attn", std::make_unique<QwenAttention>(c, layer, gen))),
-      mlp(register_module("mlp", std::make_unique<QwenMLP>(c.hidden_size, c.intermediate_size,
-                                                           init_std(c), gen))),
-      input_layernorm(register_module(
-          "input_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+      mlp(register_module(
+          "mlp", std::make_unique<QwenMLP>(c.hidden_size, c.intermediate_size, init_std(c), gen))),
+      input_layernorm(register_module("input_layernorm",
+                                      std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
       post_attention_layernorm(register_module(
           "post_attention_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))) {}
 
@@ -101,8 +100,9 @@ Var QwenDecoderLayer::forward(const Var& x, const LayerInput& in) const {
 }
 
 QwenModel::QwenModel(const QwenConfig& c, Generator& gen)
-    : embed_tokens(register_module("embed_tokens", std::make_unique<Embedding>(
-                                                       c.vocab_size, c.hidden_size, init_std(c), gen))) {
+    : embed_tokens(register_module(
+          "embed_tokens",
+          std::make_unique<Embedding>(c.vocab_size, c.hidden_size, init_std(c), gen))) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     layers.push_back(&register_module("layers." + std::to_string(i),
                                       std::make_unique<QwenDecoderLayer>(c, i, gen)));
@@ -120,8 +120,8 @@ Var QwenModel::forward(const QwenInput& in, KVCache* cache,
   for (size_t i = 0; i < layers.size(); ++i) {
     const int64_t layer = static_cast<int64_t>(i);
     const int64_t window = layers[i]->self_attn.config().sliding_window;
-    x = layers[i]->forward(x, {in.position_ids, in.position_ids, in.layer_mask(layer, window),
-                               Var(), cache});
+    x = layers[i]->forward(
+        x, {in.position_ids, in.position_ids, in.layer_mask(layer, window), Var(), cache});
     if (captured)
       for (int64_t id : capture_layers)
         if (id == layer) captured->push_back(x);
@@ -135,9 +135,9 @@ QwenForCausalLM::QwenForCausalLM(QwenConfig config, Generator& gen)
     : config_(std::move(config)),
       model(register_module("model", std::make_unique<QwenModel>(config_, gen))) {
   if (!config_.tie_word_embeddings)
-    lm_head = &register_module("lm_head", std::make_unique<Linear>(
-                                              config_.hidden_size, config_.vocab_size, false,
-                                              init_std(config_), gen));
+    lm_head = &register_module(
+        "lm_head", std::make_unique<Linear>(config_.hidden_size, config_.vocab_size, false,
+                                            init_std(config_), gen));
 }
 
 const Var& QwenForCausalLM::head_weight() const {

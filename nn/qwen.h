@@ -57,8 +57,8 @@ class QwenAttention : public Module {
 
 // What one decoder layer attends with besides its hidden states x (B, Tq, H).
 struct LayerInput {
-  Tensor q_pos;  // (B, Tq): positions of x's tokens
-  Tensor kv_pos;  // (B, S + Tq) with a context, else q_pos
+  Tensor q_pos;                               // (B, Tq): positions of x's tokens
+  Tensor kv_pos;                              // (B, S + Tq) with a context, else q_pos
   std::shared_ptr<const AttentionMask> mask;  // [Tq, S + Tq] (plus cached keys when decoding)
   // Optional (B, S, H): keys and values placed before x's own, used as given (no layer norm).
   Var context;
@@ -101,7 +101,9 @@ class QwenForCausalLM : public Module {
   // The LM head matrix (V, H): lm_head.weight, or the embedding when tied.
   const Var& head_weight() const;
 
-  Var hidden(const QwenInput& in, KVCache* cache = nullptr) const { return model.forward(in, cache); }
+  Var hidden(const QwenInput& in, KVCache* cache = nullptr) const {
+    return model.forward(in, cache);
+  }
   Var logits(const Var& hidden) const;  // (..., H) -> (..., V)
   // Per-token loss (B*T) f32 of the final hidden states (B, T, H) against pre-shifted labels
   // (B, T) (ignore_index -100), in row chunks so no (B*T, V) logits tensor is ever held.

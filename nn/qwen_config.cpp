@@ -81,8 +81,8 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
   if (c.model_type != "qwen2" && c.model_type != "qwen3")
     fail(label, "model_type \"" + c.model_type +
                     "\" is not supported (sprig loads dense qwen2 and qwen3 models)");
-  const std::string expected_arch = c.model_type == "qwen2" ? "Qwen2ForCausalLM"
-                                                             : "Qwen3ForCausalLM";
+  const std::string expected_arch =
+      c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
   if (j.contains("architectures")) {
     const json& archs = j["architectures"];
     if (!archs.is_array() || archs.empty() || archs[0] != expected_arch)
@@ -182,7 +182,9 @@ json QwenConfig::to_json() const {
   j["attention_bias"] = attention_bias;
   j["hidden_act"] = "silu";
   if (!j.contains("dtype") && !j.contains("torch_dtype"))
-    j["torch_dtype"] = dtype == DType::f32 ? "float32" : dtype == DType::f16 ? "float16" : "bfloat16";
+    j["torch_dtype"] = dtype == DType::f32   ? "float32"
+                       : dtype == DType::f16 ? "float16"
+                                             : "bfloat16";
   return j;
 }
 

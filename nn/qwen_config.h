@@ -30,7 +30,7 @@ struct QwenConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // Qwen3: q/k/v/o biases; Qwen2 always has q/k/v biases
   std::vector<int64_t> sliding_window_per_layer;  // 0 = full attention, else the window size
-  DType dtype = DType::bf16;  // the checkpoint's parameter dtype
+  DType dtype = DType::bf16;                      // the checkpoint's parameter dtype
   nlohmann::json raw;  // the parsed file, kept so an export writes back what was read
 
   bool has_qk_norm() const { return model_type == "qwen3"; }

@@ -33,8 +33,7 @@ void check_rows(const char* builder, const Tensor& input_ids, const Tensor& posi
                                 shape_str(input_ids.shape()));
   if (static_cast<int64_t>(rows) != input_ids.size(0))
     throw std::invalid_argument(std::string("[") + builder + "] " + std::to_string(rows) +
-                                " row layouts for " + std::to_string(input_ids.size(0)) +
-                                " rows");
+                                " row layouts for " + std::to_string(input_ids.size(0)) + " rows");
 }
 
 }  // namespace
@@ -46,10 +45,9 @@ const std::shared_ptr<const AttentionMask>& QwenInput::layer_mask(int64_t layer,
     throw std::invalid_argument("[qwen] layer " + std::to_string(layer) +
                                 " is windowed but the input has no window mask");
   if (window != layer_window)
-    throw std::invalid_argument("[qwen] layer " + std::to_string(layer) + " has window " +
-                                std::to_string(layer_window) +
-                                " but the input's window mask has window " +
-                                std::to_string(window));
+    throw std::invalid_argument(
+        "[qwen] layer " + std::to_string(layer) + " has window " + std::to_string(layer_window) +
+        " but the input's window mask has window " + std::to_string(window));
   return window_mask;
 }
 

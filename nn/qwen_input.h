@@ -17,11 +17,11 @@
 namespace sprig {
 
 struct QwenInput {
-  Tensor input_ids;  // (B, T) i64
-  Tensor position_ids;  // (B, T) i64, RoPE phase of each token
-  std::shared_ptr<const AttentionMask> mask;  // full-attention layers
+  Tensor input_ids;                                  // (B, T) i64
+  Tensor position_ids;                               // (B, T) i64, RoPE phase of each token
+  std::shared_ptr<const AttentionMask> mask;         // full-attention layers
   std::shared_ptr<const AttentionMask> window_mask;  // sliding-window layers, when the model has
-  int64_t window = 0;  // window_mask's window (0: there is none)
+  int64_t window = 0;                                // window_mask's window (0: there is none)
 
   // The mask of decoder layer `layer`, whose sliding window is `window` (0: full attention).
   // Throws "[qwen] layer N is windowed but the input has no window mask" (or names both windows

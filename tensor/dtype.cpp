@@ -9,9 +9,12 @@ namespace sprig {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f64: case DType::i64: return 8;
-    case DType::bf16: case DType::f16: return 2;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::bf16:
+    case DType::f16: return 2;
     case DType::boolean: return 1;
   }
   return 0;
@@ -35,8 +38,8 @@ bool is_floating(DType t) {
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64,
-                  DType::boolean})
+  for (DType t :
+       {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::boolean})
     if (name == dtype_name(t)) return t;
   throw std::invalid_argument("[dtype] unknown dtype '" + name +
                               "' (expected f32, f64, bf16, f16, i32, i64 or bool)");
@@ -48,10 +51,19 @@ f16::f16(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) { bits = static_cast<uint16_t>(sign | 0x7e00u); return; }
-  if (abs >= 0x477ff000u) { bits = static_cast<uint16_t>(sign | 0x7c00u); return; }  // overflow -> inf
+  if (abs > 0x7f800000u) {
+    bits = static_cast<uint16_t>(sign | 0x7e00u);
+    return;
+  }
+  if (abs >= 0x477ff000u) {
+    bits = static_cast<uint16_t>(sign | 0x7c00u);
+    return;
+  }                         // overflow -> inf
   if (abs < 0x38800000u) {  // subnormal half (or zero)
-    if (abs < 0x33000000u) { bits = static_cast<uint16_t>(sign); return; }
+    if (abs < 0x33000000u) {
+      bits = static_cast<uint16_t>(sign);
+      return;
+    }
     const uint32_t mant = (abs & 0x007fffffu) | 0x00800000u;
     const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
     uint32_t h = mant >> shift;
@@ -92,7 +104,8 @@ Device resolve_device(const std::string& name) {
   if (name == "cpu" || (name == "auto" && !has_cuda)) return Device::cpu();
   if (name != "cuda" && name != "auto")
     throw std::invalid_argument("[device] unknown device '" + name + "' (cpu, cuda or auto)");
-  if (!has_cuda) throw std::invalid_argument("[device] cuda was requested but no CUDA device is present");
+  if (!has_cuda)
+    throw std::invalid_argument("[device] cuda was requested but no CUDA device is present");
   return Device::cuda(0);
 }
 

@@ -12,7 +12,7 @@ enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
-bool is_floating(DType t);  // f32, f64, bf16, f16
+bool is_floating(DType t);                       // f32, f64, bf16, f16
 DType dtype_from_name(const std::string& name);  // "f32", "bf16", ...; throws on unknown
 
 // bfloat16 storage type: the upper 16 bits of an IEEE float.

@@ -10,7 +10,7 @@ namespace sprig {
 enum class UnaryOp { neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, pow, abs };
 enum class BinaryOp { add, sub, mul, div };
 enum class ReduceOp { sum, mean, max, logsumexp };
-const char* unary_op_name(UnaryOp op);  // "neg", ...
+const char* unary_op_name(UnaryOp op);    // "neg", ...
 const char* binary_op_name(BinaryOp op);  // "add", ...
 
 struct AdamWParams {
@@ -23,7 +23,7 @@ struct AdamWParams {
 struct AdamWScalars {
   float decay;  // 1 - lr * weight_decay
   float one_minus_beta1, beta2, one_minus_beta2;
-  float step_size;  // lr / (1 - beta1^step)
+  float step_size;   // lr / (1 - beta1^step)
   float bias2_sqrt;  // sqrt(1 - beta2^step)
   float eps;
 };

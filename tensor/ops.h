@@ -21,8 +21,9 @@
 
 namespace sprig {
 
-// ---- elementwise ---------------------------------------------------------------------------------
-// y = op(x); `exponent` is used by UnaryOp::pow only. Works on any strides.
+// ---- elementwise
+// --------------------------------------------------------------------------------- y = op(x);
+// `exponent` is used by UnaryOp::pow only. Works on any strides.
 Tensor unary(UnaryOp op, const Tensor& x, double exponent = 0.0);
 // dx = dy * op'(x) (y = op(x) is passed so exp/sqrt/tanh/sigmoid reuse it).
 Tensor unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -93,7 +94,8 @@ Tensor logsumexp_backward(const Tensor& dy, const Tensor& x, const Tensor& y, in
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 Tensor softmax_backward(const Tensor& y, const Tensor& dy, int64_t dim = -1);  // y = softmax(x)
-Tensor log_softmax_backward(const Tensor& y, const Tensor& dy, int64_t dim = -1);  // y = log_softmax
+Tensor log_softmax_backward(const Tensor& y, const Tensor& dy,
+                            int64_t dim = -1);  // y = log_softmax
 
 // ---- indexing -----------------------------------------------------------------------------------
 // weight [V, H], ids [...] (i32/i64, each in [0, V)) -> [..., H].
@@ -128,10 +130,11 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& out, bool trans
 std::pair<Tensor, Tensor> matmul_backward(const Tensor& a, const Tensor& b, const Tensor& dy,
                                           bool trans_a, bool trans_b);
 
-// ---- fused transformer ops -----------------------------------------------------------------------
-// Statistics and losses documented as f32 below are f64 when the inputs are f64.
-// RMSNorm over the last dim (HF numerics): y = w * cast_to_x_dtype(x32 * rstd),
-// rstd = rsqrt(mean(x32^2) + eps). Returns (y, rstd [rows] f32).
+// ---- fused transformer ops
+// ----------------------------------------------------------------------- Statistics and losses
+// documented as f32 below are f64 when the inputs are f64. RMSNorm over the last dim (HF numerics):
+// y = w * cast_to_x_dtype(x32 * rstd), rstd = rsqrt(mean(x32^2) + eps). Returns (y, rstd [rows]
+// f32).
 std::pair<Tensor, Tensor> rms_norm(const Tensor& x, const Tensor& w, double eps);
 // Returns dx; dw (f32 or w's dtype, shape [H]) += the weight gradient.
 Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
@@ -150,20 +153,21 @@ std::pair<Tensor, Tensor> swiglu_backward(const Tensor& gate, const Tensor& up, 
 // Cross-entropy per row: logits [T, V], targets [T] (i64/i32, ignore_index rows give loss 0).
 // Reads logits in their own dtype with fp32 math, row chunk by row chunk (never a [T, V] f32 copy).
 struct CrossEntropyResult {
-  Tensor loss;  // [T] f32 (0 on ignored rows)
-  Tensor lse;  // [T] f32 log-sum-exp per row (saved for backward)
+  Tensor loss;    // [T] f32 (0 on ignored rows)
+  Tensor lse;     // [T] f32 log-sum-exp per row (saved for backward)
   Tensor argmax;  // [T] i64 when requested, else undefined
 };
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets,
                                  int64_t ignore_index = -100, bool want_argmax = false);
-// dlogits [T, V] (logits dtype) = dloss[t] * (softmax(logits[t]) - onehot(target[t])), 0 if ignored.
+// dlogits [T, V] (logits dtype) = dloss[t] * (softmax(logits[t]) - onehot(target[t])), 0 if
+// ignored.
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                               const Tensor& lse, int64_t ignore_index = -100);
 
 // Forward KL per row: KL(softmax(teacher/T) || softmax(student/T)) = sum_v p (log p - log q),
 // terms with p == 0 contribute 0. teacher, student [R, V]. Returns (kl [R] f32, s_lse, t_lse).
 struct KLResult {
-  Tensor kl;  // [R] f32
+  Tensor kl;           // [R] f32
   Tensor teacher_lse;  // [R] f32, of teacher / T
   Tensor student_lse;  // [R] f32, of student / T
 };
@@ -172,8 +176,9 @@ KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature
 Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
                        const KLResult& fwd, double temperature = 1.0);
 
-// ---- optimizer ------------------------------------------------------------------------------------
-// Global L2 norm of a list of tensors (fp32/fp64 accumulation), as a double on the host.
+// ---- optimizer
+// ------------------------------------------------------------------------------------ Global L2
+// norm of a list of tensors (fp32/fp64 accumulation), as a double on the host.
 double global_norm(const std::vector<Tensor>& tensors);
 // Scales every tensor by min(1, max_norm / (norm + 1e-6)); returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);

@@ -61,8 +61,7 @@ Generator& default_generator() {
 void manual_seed(uint64_t seed) { default_generator().set_state(seed, 0); }
 
 namespace {
-template <class Draw>
-Tensor draw(const Shape& shape, DType dtype, Device device, Draw&& f) {
+template <class Draw> Tensor draw(const Shape& shape, DType dtype, Device device, Draw&& f) {
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
   for (double& x : v) x = f();
   return Tensor::from_vector(v, shape, dtype, device);

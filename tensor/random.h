@@ -23,8 +23,8 @@ class Generator {
   }
 
   uint32_t next_u32();
-  double next_uniform();  // [0, 1) with 53 random bits
-  double next_normal();  // standard normal (Box-Muller on two uniforms)
+  double next_uniform();                        // [0, 1) with 53 random bits
+  double next_normal();                         // standard normal (Box-Muller on two uniforms)
   int64_t next_int(int64_t low, int64_t high);  // uniform in [low, high), unbiased
 
  private:

@@ -24,15 +24,19 @@ constexpr uint64_t kMaxHeaderSize = 100'000'000;  // the official reader's cap
   throw std::runtime_error(label + ": " + reason);
 }
 
-constexpr StDType kAllDTypes[] = {StDType::BF16, StDType::F16, StDType::F32, StDType::F64,
+constexpr StDType kAllDTypes[] = {StDType::BF16, StDType::F16, StDType::F32,  StDType::F64,
                                   StDType::I64,  StDType::I32, StDType::BOOL, StDType::U8};
 
 size_t st_dtype_size(StDType t) {
   switch (t) {
-    case StDType::F64: case StDType::I64: return 8;
-    case StDType::F32: case StDType::I32: return 4;
-    case StDType::BF16: case StDType::F16: return 2;
-    case StDType::BOOL: case StDType::U8: return 1;
+    case StDType::F64:
+    case StDType::I64: return 8;
+    case StDType::F32:
+    case StDType::I32: return 4;
+    case StDType::BF16:
+    case StDType::F16: return 2;
+    case StDType::BOOL:
+    case StDType::U8: return 1;
   }
   return 0;
 }
@@ -70,11 +74,21 @@ bool valid_utf8(const uint8_t* s, size_t n) {
     const uint8_t c = s[i];
     size_t len;
     uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      return false;
     if (i + len > n) return false;
     for (size_t j = 1; j < len; ++j) {
       if ((s[i + j] & 0xC0) != 0x80) return false;
@@ -191,9 +205,9 @@ ParsedSafetensors parse_safetensors(const uint8_t* bytes, size_t size, const std
     const uint64_t esize = st_dtype_size(info.dtype);
     if (numel > std::numeric_limits<uint64_t>::max() / esize) fail(where, "byte size overflows");
     if (info.end < info.begin || info.end - info.begin != numel * esize)
-      fail(where, "data_offsets [" + std::to_string(info.begin) + ", " +
-                      std::to_string(info.end) + ") do not match " + std::to_string(numel) +
-                      " elements of " + dts + " (" + std::to_string(numel * esize) + " bytes)");
+      fail(where, "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                      ") do not match " + std::to_string(numel) + " elements of " + dts + " (" +
+                      std::to_string(numel * esize) + " bytes)");
     out.tensors.push_back(std::move(info));
   }
   std::sort(out.tensors.begin(), out.tensors.end(), [](const auto& a, const auto& b) {
@@ -209,17 +223,17 @@ ParsedSafetensors parse_safetensors(const uint8_t* bytes, size_t size, const std
   }
   const uint64_t data_size = size - out.data_offset;
   if (expected != data_size)
-    fail(label, expected < data_size
-                    ? "has " + std::to_string(data_size - expected) + " trailing bytes after the tensors"
-                    : "data section is truncated (" + std::to_string(data_size) + " of " +
-                          std::to_string(expected) + " bytes)");
+    fail(label, expected < data_size ? "has " + std::to_string(data_size - expected) +
+                                           " trailing bytes after the tensors"
+                                     : "data section is truncated (" + std::to_string(data_size) +
+                                           " of " + std::to_string(expected) + " bytes)");
   return out;
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     fail(path, "cannot stat");

@@ -21,7 +21,8 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
     if (!data_) throw std::bad_alloc();
     const size_t now = cpu_current.fetch_add(bytes) + bytes;
     size_t peak = cpu_peak.load();
-    while (now > peak && !cpu_peak.compare_exchange_weak(peak, now)) {}
+    while (now > peak && !cpu_peak.compare_exchange_weak(peak, now)) {
+    }
   } else {
     data_ = cuda::device_malloc(bytes, device.index);
   }

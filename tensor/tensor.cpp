@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <optional>
 #include <iomanip>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -53,9 +53,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     throw std::invalid_argument("[empty] device " + device.str() + " is not available (" +
                                 std::to_string(cuda::device_count()) + " CUDA devices)");
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) *
-                                             dtype_size(dtype),
-                                         device);
+  t.storage_ = std::make_shared<Storage>(
+      static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device);
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
@@ -110,9 +109,9 @@ double Tensor::item() const {
   return to_vector<double>()[0];
 }
 
-#define SPRIG_INSTANTIATE(T)                                                                     \
-  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&, Device);           \
-  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&, DType, Device);    \
+#define SPRIG_INSTANTIATE(T)                                                                  \
+  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&, Device);        \
+  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&, DType, Device); \
   template std::vector<T> Tensor::to_vector<T>() const;
 SPRIG_INSTANTIATE(float)
 SPRIG_INSTANTIATE(double)
@@ -185,7 +184,8 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
 
 // Strides for viewing (shape, strides) as new_shape without a copy, or empty when impossible
 // (the algorithm merges runs of dimensions that are contiguous with each other).
-std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape) {
+std::optional<Shape> view_strides(const Shape& shape, const Shape& strides,
+                                  const Shape& new_shape) {
   Shape out(new_shape.size());
   if (shape_numel(shape) == 0 || shape.empty()) return contiguous_strides(new_shape);
   int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
@@ -263,8 +263,8 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
   d = normalize_dim(d, dim(), "slice");
-  if (step <= 0) throw std::invalid_argument("[slice] step must be positive, got " +
-                                             std::to_string(step));
+  if (step <= 0)
+    throw std::invalid_argument("[slice] step must be positive, got " + std::to_string(step));
   const int64_t n = shape_[d];
   if (start < 0) start += n;
   if (end < 0) end += n;

@@ -1,5 +1,5 @@
-// Tensor: a strided view (shape, strides in elements, offset) of a shared Storage, with a DType and a
-// Device. Views (view, reshape, transpose, permute, slice, narrow, expand, ...) share storage;
+// Tensor: a strided view (shape, strides in elements, offset) of a shared Storage, with a DType and
+// a Device. Views (view, reshape, transpose, permute, slice, narrow, expand, ...) share storage;
 // contiguous(), to(), clone() copy. The raw ops that compute on tensors live in tensor/ops.h.
 #pragma once
 
@@ -67,7 +67,7 @@ class Tensor {
   template <class T> T* data() const;  // checks that T matches dtype()
 
   // ---- views (share storage) -----------------------------------------------------------------
-  Tensor view(const Shape& shape) const;  // needs compatible strides; one -1 allowed
+  Tensor view(const Shape& shape) const;     // needs compatible strides; one -1 allowed
   Tensor reshape(const Shape& shape) const;  // view when possible, else a contiguous copy
   Tensor flatten() const { return reshape({-1}); }
   Tensor transpose(int64_t d0, int64_t d1) const;
@@ -82,17 +82,17 @@ class Tensor {
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
 
   // ---- copies ---------------------------------------------------------------------------------
-  Tensor contiguous() const;  // self when already contiguous
+  Tensor contiguous() const;       // self when already contiguous
   Tensor to(Device device) const;  // self when already there
-  Tensor to(DType dtype) const;  // self when already that dtype
+  Tensor to(DType dtype) const;    // self when already that dtype
   Tensor to(Device device, DType dtype) const;
-  Tensor clone() const;  // always a fresh contiguous copy
+  Tensor clone() const;                 // always a fresh contiguous copy
   void copy_(const Tensor& src) const;  // same shape (src may broadcast), any dtype/device
   void fill_(double value) const;
   void zero_() const { fill_(0.0); }
 
   std::string str(int64_t max_per_dim = 6) const;  // printable summary with values
-  std::string describe() const;  // "Tensor[2, 3] f32 cpu"
+  std::string describe() const;                    // "Tensor[2, 3] f32 cpu"
 
  private:
   std::shared_ptr<Storage> storage_;

@@ -50,17 +50,17 @@ inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, do
   int bad = 0;
   std::string msg;
   for (size_t i = 0; i < x.size(); ++i) {
-    const bool same_special = (std::isnan(x[i]) && std::isnan(y[i])) ||
-                              (std::isinf(x[i]) && x[i] == y[i]);
+    const bool same_special =
+        (std::isnan(x[i]) && std::isnan(y[i])) || (std::isinf(x[i]) && x[i] == y[i]);
     if (same_special || std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i])) continue;
     if (bad++ < 5)
       msg += " [" + std::to_string(i) + "] " + std::to_string(x[i]) + " vs " +
              std::to_string(y[i]) + ";";
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << x.size()
-                                       << " elements differ beyond atol=" << atol
-                                       << " rtol=" << rtol << ":" << msg;
+  return ::testing::AssertionFailure()
+         << bad << " of " << x.size() << " elements differ beyond atol=" << atol << " rtol=" << rtol
+         << ":" << msg;
 }
 
 // ---- GPU parity ---------------------------------------------------------------------------------
@@ -91,15 +91,15 @@ inline Tolerance parity_tolerance(DType dtype, int64_t terms = 1, double scale =
 inline ::testing::AssertionResult parity(const Tensor& gpu, const Tensor& cpu, int64_t terms = 1,
                                          double scale = 1.0) {
   if (!gpu.device().is_cuda())
-    return ::testing::AssertionFailure() << "the first tensor must be the CUDA result, got "
-                                         << gpu.describe();
+    return ::testing::AssertionFailure()
+           << "the first tensor must be the CUDA result, got " << gpu.describe();
   const Tolerance tol = parity_tolerance(cpu.dtype(), terms, scale);
   return all_close(gpu, cpu, tol.atol, tol.rtol);
 }
 
 // EXPECT_PARITY(gpu, cpu[, terms[, scale]]): the assertion every GPU test states.
 #define EXPECT_PARITY(gpu, cpu, ...) \
-  EXPECT_TRUE(::sprig::testing::parity((gpu), (cpu) __VA_OPT__(, ) __VA_ARGS__))
+  EXPECT_TRUE(::sprig::testing::parity((gpu), (cpu)__VA_OPT__(, ) __VA_ARGS__))
 
 // Deterministic random tensors for tests.
 inline Tensor rand_normal(const Shape& shape, uint64_t seed, DType dtype = DType::f32,

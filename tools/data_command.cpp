@@ -34,9 +34,10 @@ std::vector<int64_t> row_values(const Tensor& t, int64_t r) {
   return t.select(0, r).contiguous().to_vector<int64_t>();
 }
 
-// Row r of a batch as the reference's pack output (docs/semantics.md §4.9): dflash (§4.5) input_ids, loss_mask, attention_mask,
-// position_ids, doc_remaining, seq_lens (padding folded in); sft and bfd (§2.3) input_ids,
-// labels, position_ids, seq_lens (the documents' own lengths), seq_lens_padded.
+// Row r of a batch as the reference's pack output (docs/semantics.md §4.9): dflash (§4.5)
+// input_ids, loss_mask, attention_mask, position_ids, doc_remaining, seq_lens (padding folded in);
+// sft and bfd (§2.3) input_ids, labels, position_ids, seq_lens (the documents' own lengths),
+// seq_lens_padded.
 ordered_json packed_row_json(const Batch& b, int64_t r) {
   std::vector<int64_t> seq_lens = row_values(b.seq_lens, r);
   while (seq_lens.back() == 0) seq_lens.pop_back();  // zero-fill of shorter rows
@@ -176,7 +177,8 @@ void add_data_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   pack->add_option("--seq-len", pack_args->seq_len, "row length S")->required();
   pack->add_option("--mode", pack_args->mode,
-                   "dflash: in order, pad folded into the last document (docs/semantics.md §4.5); sft: in order, "
+                   "dflash: in order, pad folded into the last document (docs/semantics.md §4.5); "
+                   "sft: in order, "
                    "labels (docs/semantics.md §4.3); bfd: best-fit decreasing, labels")
       ->required()
       ->check(CLI::IsMember({"dflash", "sft", "bfd"}));

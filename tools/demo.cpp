@@ -15,8 +15,8 @@
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
 #include "tensor/random.h"
-#include "train/config.h"
 #include "tools/viz/plot.h"
+#include "train/config.h"
 #include "train/sft.h"
 
 namespace sprig::tools {

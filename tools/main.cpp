@@ -5,8 +5,9 @@
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"sprig: train Qwen-style language models (packed documents, prefix-tree rollouts, "
-               "speculative-decoding drafts) on CPU and CUDA"};
+  CLI::App app{
+      "sprig: train Qwen-style language models (packed documents, prefix-tree rollouts, "
+      "speculative-decoding drafts) on CPU and CUDA"};
   app.require_subcommand(1);
   sprig::tools::add_bench_command(app);
   sprig::tools::add_data_command(app);

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "attention/mask_io.h"
-#include "tools/viz/mask_image.h"
 #include "tools/commands.h"
+#include "tools/viz/mask_image.h"
 
 namespace sprig::tools {
 

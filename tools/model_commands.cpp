@@ -62,7 +62,8 @@ std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
 }
 
 // {"input_ids"}: one causal sequence. {"documents"}: one packed row, each document causal with its
-// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of docs/semantics.md §1.
+// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of docs/semantics.md
+// §1.
 ScoreItem parse_score_record(const json& rec, const QwenConfig& config, const std::string& where,
                              Device device) {
   const int64_t vocab = config.vocab_size;
@@ -115,7 +116,8 @@ ScoreItem parse_score_record(const json& rec, const QwenConfig& config, const st
                           data::tree_sample_paths(doc.node_lengths)};
     return {prefix_tree_input(row(ids), row(positions), {{tree}}, {0}, config), row(labels)};
   }
-  throw std::runtime_error(where + ": a record needs \"input_ids\", \"documents\", or "
+  throw std::runtime_error(where +
+                           ": a record needs \"input_ids\", \"documents\", or "
                            "\"prompt_ids\" and \"completions\"");
 }
 
@@ -209,7 +211,8 @@ void add_model_commands(CLI::App& app) {
 
   CLI::App* convert = app.add_subcommand(
       "convert", "Convert a Hugging Face Qwen checkpoint to a sprig checkpoint, or back");
-  auto* from = convert->add_option("--from-hf", from_hf, "HF directory (config.json + "
+  auto* from = convert->add_option("--from-hf", from_hf,
+                                   "HF directory (config.json + "
                                    "model.safetensors or a sharded index)");
   convert->add_option("--to-hf", to_hf, "sprig checkpoint directory to export")->excludes(from);
   convert->add_option("--out", out, "Output directory (replaced only when complete)")->required();
@@ -224,10 +227,11 @@ void add_model_commands(CLI::App& app) {
   CLI::App* score = app.add_subcommand(
       "score", "Run records through a model: logits per record and the mean next-token NLL");
   score->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
-  score->add_option("--input", input,
-                    "JSONL records: {\"input_ids\": [...]}, {\"documents\": [[...], ...]} "
-                    "(one packed row) or {\"prompt_ids\": [...], \"completions\": [[...], ...]} "
-                    "(folded prefix tree)")
+  score
+      ->add_option("--input", input,
+                   "JSONL records: {\"input_ids\": [...]}, {\"documents\": [[...], ...]} "
+                   "(one packed row) or {\"prompt_ids\": [...], \"completions\": [[...], ...]} "
+                   "(folded prefix tree)")
       ->required();
   score->add_option("--out", out, "safetensors file receiving logits.<i> (f32, [T_i, V])")
       ->required();

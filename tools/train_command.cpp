@@ -13,8 +13,9 @@ void add_train_command(CLI::App& app) {
   CLI::App* train = app.add_subcommand("train", "Train a model (recipes: sft)");
   train->require_subcommand(1);
   CLI::App* sft = train->add_subcommand(
-      "sft", "Next-token SFT on packed documents or folded shared-prefix rollouts. Any config key "
-             "can be overridden as --section.key=value (e.g. --train.max_steps=10)");
+      "sft",
+      "Next-token SFT on packed documents or folded shared-prefix rollouts. Any config key "
+      "can be overridden as --section.key=value (e.g. --train.max_steps=10)");
   sft->add_option("-c,--config", config_path, "Training config (YAML)")->required();
   sft->add_flag("--resume", resume, "Continue from the run directory's latest checkpoint");
   sft->allow_extras();

@@ -21,9 +21,9 @@ using TensorMap = std::map<std::string, Tensor>;
 
 // What a checkpoint holds, and what loading one gives back.
 struct CheckpointPayload {
-  nlohmann::json config;  // config.json
+  nlohmann::json config;                     // config.json
   std::map<std::string, TensorMap> tensors;  // <name>.safetensors
-  nlohmann::json state;  // trainer_state.json
+  nlohmann::json state;                      // trainer_state.json
 };
 
 struct LoadedCheckpoint {

@@ -18,11 +18,13 @@ bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 // The valid keys of each section (the data section is checked by data/config.h).
 const std::map<std::string, std::vector<std::string>>& schema() {
   static const std::map<std::string, std::vector<std::string>> s = {
-      {"", {"run_dir", "seed", "device", "model", "data", "train", "optimizer", "scheduler", "log",
-            "checkpoint", "val"}},
+      {"",
+       {"run_dir", "seed", "device", "model", "data", "train", "optimizer", "scheduler", "log",
+        "checkpoint", "val"}},
       {"model", {"path", "config", "dtype"}},
-      {"train", {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm",
-                 "loss_normalization", "max_consecutive_skips"}},
+      {"train",
+       {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm", "loss_normalization",
+        "max_consecutive_skips"}},
       {"optimizer", {"lr", "betas", "weight_decay", "eps"}},
       {"scheduler", {"warmup_ratio", "warmup_steps", "min_lr_ratio"}},
       {"log", {"every_steps"}},
@@ -43,8 +45,8 @@ void check_section(const YAML::Node& node, const std::string& section) {
 
 // root[section][key] as T; an absent key gets `fallback`, which is also written into `root` so the
 // dumped config shows every value the run uses.
-template <class T> T get(YAML::Node& root, const std::string& section, const char* key,
-                         T fallback) {
+template <class T>
+T get(YAML::Node& root, const std::string& section, const char* key, T fallback) {
   if (!section.empty() && !present(root[section])) root[section] = YAML::Node(YAML::NodeType::Map);
   YAML::Node sec = section.empty() ? root : root[section];
   if (!present(sec[key])) {
@@ -82,7 +84,8 @@ void apply_override(YAML::Node& root, const std::string& text) {
   std::vector<YAML::Node> chain = {root};
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     YAML::Node next = chain.back()[parts[i]];
-    if (!next.IsDefined() || next.IsNull()) chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    if (!next.IsDefined() || next.IsNull())
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
     chain.push_back(chain.back()[parts[i]]);
   }
   chain.back()[parts.back()] = value;
@@ -128,8 +131,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.num_epochs = get<int64_t>(root, "train", "num_epochs", 1);
     c.grad_accumulation_steps = get<int64_t>(root, "train", "grad_accumulation_steps", 1);
     c.max_grad_norm = get<double>(root, "train", "max_grad_norm", 1.0);
-    const std::string normalization =
-        get<std::string>(root, "train", "loss_normalization", "mean");
+    const std::string normalization = get<std::string>(root, "train", "loss_normalization", "mean");
     c.max_consecutive_skips = get<int64_t>(root, "train", "max_consecutive_skips", 10);
     if (c.max_steps < 0 || c.num_epochs <= 0 || c.grad_accumulation_steps <= 0)
       fail("train.max_steps must be >= 0, train.num_epochs and train.grad_accumulation_steps > 0");

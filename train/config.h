@@ -33,7 +33,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   std::string device = "auto";
   std::string model_path, model_config;  // exactly one is set
-  std::string model_dtype = "bf16";  // compute dtype on CUDA (CPU always trains in f32)
+  std::string model_dtype = "bf16";      // compute dtype on CUDA (CPU always trains in f32)
   data::DataConfig data;
 
   int64_t max_steps = 0;  // 0: num_epochs over the training data

@@ -62,7 +62,8 @@ void restore(const std::map<std::string, Tensor>& from, const std::string& key, 
   if (it == from.end()) throw std::runtime_error("the checkpoint has no \"" + key + "\"");
   if (it->second.shape() != dst.shape())
     throw std::runtime_error("the checkpoint's \"" + key + "\" has shape " +
-                             shape_str(it->second.shape()) + ", expected " + shape_str(dst.shape()));
+                             shape_str(it->second.shape()) + ", expected " +
+                             shape_str(dst.shape()));
   dst.copy_(it->second);
 }
 }  // namespace

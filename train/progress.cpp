@@ -17,9 +17,8 @@ namespace fs = std::filesystem;
 double peak_bf16_flops(const std::string& device_name) {
   // Dense (no sparsity) bf16 tensor-core peaks from the vendors' data sheets; the SXM parts.
   static const std::vector<std::pair<std::string, double>> peaks = {
-      {"GH200", 989e12}, {"H200", 989e12}, {"H100", 989e12}, {"H800", 989e12},
-      {"B200", 2250e12}, {"B100", 1750e12}, {"A100", 312e12}, {"A800", 312e12},
-      {"L40S", 362e12}};
+      {"GH200", 989e12}, {"H200", 989e12}, {"H100", 989e12}, {"H800", 989e12}, {"B200", 2250e12},
+      {"B100", 1750e12}, {"A100", 312e12}, {"A800", 312e12}, {"L40S", 362e12}};
   for (const auto& [name, peak] : peaks)
     if (device_name.find(name) != std::string::npos) return peak;
   return 0;
@@ -53,8 +52,8 @@ ProgressLog::ProgressLog(const std::string& run_dir, int64_t resumed_step, Devic
 }
 
 void ProgressLog::log(const StepRecord& r) {
-  const double peak_memory = static_cast<double>(
-      device_.is_cuda() ? cuda::memory_peak(device_.index) : cpu_memory_peak());
+  const double peak_memory =
+      static_cast<double>(device_.is_cuda() ? cuda::memory_peak(device_.index) : cpu_memory_peak());
   std::ostringstream line;
   line << "step " << r.step << "/" << r.total_steps << " | loss " << std::fixed
        << std::setprecision(4) << r.loss << " | lr " << std::scientific << std::setprecision(3)
@@ -62,7 +61,8 @@ void ProgressLog::log(const StepRecord& r) {
        << std::setprecision(0) << r.tokens_per_s << " tok/s";
   if (peak_flops_ > 0)
     line << " | MFU " << std::setprecision(1) << 100.0 * r.flops_per_s / peak_flops_ << "%";
-  for (const auto& [key, value] : r.extra) line << " | " << key << " " << std::setprecision(4) << value;
+  for (const auto& [key, value] : r.extra)
+    line << " | " << key << " " << std::setprecision(4) << value;
   line << " | peak " << std::setprecision(1) << peak_memory / (1 << 20) << " MiB | ETA "
        << format_duration(r.eta_seconds);
   std::cout << line.str() << std::endl;

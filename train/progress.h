@@ -23,9 +23,9 @@ std::string format_duration(double seconds);
 struct StepRecord {
   int64_t step = 0, total_steps = 0;
   double loss = 0, lr = 0, grad_norm = 0;
-  int64_t tokens = 0;  // supervised tokens trained on so far
+  int64_t tokens = 0;       // supervised tokens trained on so far
   double tokens_per_s = 0;  // real (non-padding) tokens per second over the logging window
-  double flops_per_s = 0;  // training FLOPs per second over the window
+  double flops_per_s = 0;   // training FLOPs per second over the window
   int64_t skipped_steps = 0, epoch = 0;
   double eta_seconds = 0;
   std::vector<std::pair<std::string, double>> extra;  // recipe metrics, validation results

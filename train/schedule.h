@@ -1,4 +1,5 @@
-// Learning-rate schedule (docs/semantics.md §10.3, E16): linear warmup then cosine decay to min_lr_ratio.
+// Learning-rate schedule (docs/semantics.md §10.3, E16): linear warmup then cosine decay to
+// min_lr_ratio.
 #pragma once
 
 #include <algorithm>

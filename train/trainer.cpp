@@ -138,10 +138,10 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   }
   std::string last_checkpoint = ck ? ck->dir : "";
   auto save = [&] {
-    const CheckpointPayload payload{recipe.checkpoint_config(),
-                                    {{"model", optimizer.masters()},
-                                     {"optimizer", optimizer.moments()}},
-                                    state_json(state, recipe.checkpoint_metadata())};
+    const CheckpointPayload payload{
+        recipe.checkpoint_config(),
+        {{"model", optimizer.masters()}, {"optimizer", optimizer.moments()}},
+        state_json(state, recipe.checkpoint_metadata())};
     last_checkpoint = checkpoints.save(payload, state.step);
   };
 

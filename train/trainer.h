@@ -38,11 +38,11 @@ struct RatioMetric {
 
 // The loss of one micro-batch.
 struct MicroBatchLoss {
-  Var sum;  // 0-dim, differentiable: the weighted sum of the per-item losses
-  double weight = 0;  // the sum of the weights (supervised tokens for next-token losses)
+  Var sum;             // 0-dim, differentiable: the weighted sum of the per-item losses
+  double weight = 0;   // the sum of the weights (supervised tokens for next-token losses)
   int64_t tokens = 0;  // supervised tokens (metrics.jsonl "tokens" counts them)
-  double flops = 0;  // training FLOPs of the micro-batch, forward and backward (for MFU)
-  MetricSums sums;  // what the recipe's ratios divide
+  double flops = 0;    // training FLOPs of the micro-batch, forward and backward (for MFU)
+  MetricSums sums;     // what the recipe's ratios divide
 };
 
 class Recipe {
@@ -79,13 +79,13 @@ class GradientSync {
 
 // Where a run stands; saved in every checkpoint's trainer_state.json.
 struct TrainerState {
-  int64_t step = 0;  // optimizer steps taken
+  int64_t step = 0;     // optimizer steps taken
   int64_t updates = 0;  // AdamW updates made (steps minus the skipped ones: its bias correction)
   data::LoaderState loader;  // the next micro-batch
   uint64_t rng_seed = 0, rng_offset = 0;
-  int64_t skipped_steps = 0;  // updates skipped for a non-finite loss or gradient
+  int64_t skipped_steps = 0;          // updates skipped for a non-finite loss or gradient
   int64_t skipped_micro_batches = 0;  // micro-batches the recipe had nothing to train on
-  int64_t tokens = 0;  // supervised tokens trained on so far
+  int64_t tokens = 0;                 // supervised tokens trained on so far
 };
 
 // What one run reports when it ends.

@@ -23,9 +23,9 @@ TileShape flash_tile_shape(FlashPass pass, int64_t head_dim);
 
 // One CSR list of a TileMap on the device (see TileList): i32 tensors.
 struct DeviceTileList {
-  Tensor ptr;  // [num_rows * lines_per_row + 1]
+  Tensor ptr;      // [num_rows * lines_per_row + 1]
   Tensor entries;  // [entries, 2]: (start, mask_idx), mask_idx -1 for a full tile
-  Tensor order;  // [num_rows * lines_per_row]: the LPT order of the lines of each mask row
+  Tensor order;    // [num_rows * lines_per_row]: the LPT order of the lines of each mask row
 };
 
 // A TileMap uploaded to one device: the scalars stay on the host, the arrays are tensors.

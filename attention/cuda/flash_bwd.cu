@@ -1,5 +1,5 @@
-// CUDA flash-attention backward (docs/kernels.md §4.8), driven by the tile map of the backward tile shape.
-// Backward rule: dq, dk, dv are activation gradients, written with `=`.
+// CUDA flash-attention backward (docs/kernels.md §4.8), driven by the tile map of the backward tile
+// shape. Backward rule: dq, dk, dv are activation gradients, written with `=`.
 //
 // 1. preprocess: delta = rowsum(dout * out) in fp32 and lse_log2 = lse * log2(e), with +inf
 //    where lse = -inf so that fully masked rows get P = 2^(s - inf) = 0 (and, with atomics, a
@@ -65,8 +65,8 @@ template <class T, int D> struct DkdvKernel {
   static constexpr int kThreads = 32 * kConfig.warps;
   static_assert(kBN == 16 * kConfig.warps, "each warp owns 16 keys");
   static constexpr int kSub = 4096 / D, kSubQT = kSub / 8;  // queries, n8 tiles of a sub-tile
-  static constexpr int kDT = D / 8;  // n8 tiles of dK, dV
-  static constexpr int kWords = kBN / 64;  // keep-bit words per tile row
+  static constexpr int kDT = D / 8;                         // n8 tiles of dK, dV
+  static constexpr int kWords = kBN / 64;                   // keep-bit words per tile row
   // dQ = dS K: the kBM x D tile as (kBM / 16) row tiles x kDqSplit column slices, one per warp.
   static constexpr int kDqRowTiles = kBM / 16, kDqSplit = kConfig.warps / kDqRowTiles;
   static constexpr int kDqNT = D / kDqSplit / 8;
@@ -105,8 +105,7 @@ __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
     const int head = head_of(i), q0 = p.by_key.entries[first + i % entries].x;
     const int64_t off = (int64_t(w.batch) * p.q_len + q0) * q_stride + int64_t(head) * D;
     load_tile_async<K::kThreads>(sq, static_cast<const T*>(p.q) + off, q_stride, p.q_len - q0);
-    load_tile_async<K::kThreads>(sdo, static_cast<const T*>(p.dout) + off, q_stride,
-                                 p.q_len - q0);
+    load_tile_async<K::kThreads>(sdo, static_cast<const T*>(p.dout) + off, q_stride, p.q_len - q0);
     cp_async_commit();
     if (threadIdx.x < K::kBM) {
       const int row = q0 + threadIdx.x;
@@ -138,8 +137,8 @@ __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
       zero(s);
       warp_gemm<T, 1, K::kSubQT, D / 16>(s, operand_a(sk, warp_key0, 0), operand_b(sq, j, 0));
       if (entry.y >= 0)
-        mask_cols(s, p.by_key.bits + int64_t(entry.y) * K::kBM * K::kWords, K::kWords,
-                  warp_key0, j);
+        mask_cols(s, p.by_key.bits + int64_t(entry.y) * K::kBM * K::kWords, K::kWords, warp_key0,
+                  j);
 #pragma unroll
       for (int n = 0; n < K::kSubQT; ++n)
 #pragma unroll
@@ -218,8 +217,7 @@ template <class T, int D> struct DqKernel {
 };
 
 template <class T, int D>
-__global__ void __launch_bounds__(DqKernel<T, D>::kThreads)
-    flash_bwd_dq_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(DqKernel<T, D>::kThreads) flash_bwd_dq_kernel(const BwdParams p) {
   using K = DqKernel<T, D>;
   extern __shared__ __align__(128) unsigned char smem[];
   SmemCarver carve(smem);
@@ -245,8 +243,7 @@ __global__ void __launch_bounds__(DqKernel<T, D>::kThreads)
   float dq[1][K::kDT][4];
   zero(dq);
   if (first < last) {
-    load_tile_async<K::kThreads>(sq, static_cast<const T*>(p.q) + q_offset, q_stride,
-                                 p.q_len - q0);
+    load_tile_async<K::kThreads>(sq, static_cast<const T*>(p.q) + q_offset, q_stride, p.q_len - q0);
     load_tile_async<K::kThreads>(sdo, static_cast<const T*>(p.dout) + q_offset, q_stride,
                                  p.q_len - q0);
   }
@@ -267,8 +264,7 @@ __global__ void __launch_bounds__(DqKernel<T, D>::kThreads)
       zero(s);
       warp_gemm<T, 1, K::kSubNT, D / 16>(s, operand_a(sq, row0, 0), operand_b(sk, j, 0));
       if (entry.y >= 0)
-        mask_rows(s, p.by_query.bits + int64_t(entry.y) * K::kBM * K::kWords, K::kWords, row0,
-                  j);
+        mask_rows(s, p.by_query.bits + int64_t(entry.y) * K::kBM * K::kWords, K::kWords, row0, j);
       float ds[1][K::kSubNT][4];  // dP, then dS
       zero(ds);
       warp_gemm<T, 1, K::kSubNT, D / 16>(ds, operand_a(sdo, row0, 0), operand_b(sv, j, 0));
@@ -283,25 +279,24 @@ __global__ void __launch_bounds__(DqKernel<T, D>::kThreads)
     }
     __syncthreads();  // every warp is done with K and V
   }
-  store_rows(dq, static_cast<T*>(p.dq) + q_offset + row0 * q_stride, q_stride,
-             p.q_len - q0 - row0, p.scale);
+  store_rows(dq, static_cast<T*>(p.dq) + q_offset + row0 * q_stride, q_stride, p.q_len - q0 - row0,
+             p.scale);
 }
 
 }  // namespace
 
-void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& out, const Tensor& lse, const Tensor& dout,
-                              const DeviceTileMap& map, double scale, const Tensor& dq,
-                              const Tensor& dk, const Tensor& dv, cudaStream_t stream,
-                              bool deterministic) {
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const Tensor& dout, const DeviceTileMap& map,
+                              double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                              cudaStream_t stream, bool deterministic) {
   const char* op = "flash_attention_backward";
   detail::check_flash_backward(q, k, v, out, lse, dout, map, scale, dq, dk, dv);
   const int batch = static_cast<int>(q.size(0)), q_len = static_cast<int>(q.size(1));
   const int q_heads = static_cast<int>(q.size(2)), kv_heads = static_cast<int>(k.size(2));
   const Device dev = q.device();
-  const Tensor delta = Tensor::empty(lse.shape(), DType::f32, dev);  // (B, Hq, Tq)
+  const Tensor delta = Tensor::empty(lse.shape(), DType::f32, dev);     // (B, Hq, Tq)
   const Tensor lse_log2 = Tensor::empty(lse.shape(), DType::f32, dev);  // (B, Hq, Tq)
-  Tensor dq_accum;  // (B, Tq, Hq, D) f32
+  Tensor dq_accum;                                                      // (B, Tq, Hq, D) f32
   if (!deterministic) {
     dq_accum = Tensor::empty(q.shape(), DType::f32, dev);
     CUDA_CHECK(cudaMemsetAsync(dq_accum.data_ptr(), 0, dq_accum.nbytes(), stream));

@@ -193,7 +193,7 @@ template <class Tile, bool Trans, bool RowsAreK> struct SmemOperand {
 // (r+8, c), (r+8, c+8) as the B fragments of two n8 tiles.
 template <bool RowPairs, bool Trans, bool RowsAreK, class Tile>
 __device__ __forceinline__ SmemOperand<Tile, Trans, RowsAreK> smem_operand(const Tile& tile,
-                                                                         int row0, int col0) {
+                                                                           int row0, int col0) {
   const int lane = fresh_lane();
   const int row = row0 + (RowPairs ? lane % 16 : lane % 8 + lane / 16 * 8);
   const int col = col0 + (RowPairs ? lane / 16 * 8 : lane / 8 % 2 * 8);
@@ -340,11 +340,15 @@ struct TileListView {
 // launchers' checks guarantee both): the only instantiations of every kernel.
 template <class F> void dispatch_flash(DType dtype, int64_t head_dim, F&& f) {
   const auto with_head_dim = [&](auto tag) {
-    if (head_dim == 64) f(tag, std::integral_constant<int, 64>{});
-    else f(tag, std::integral_constant<int, 128>{});
+    if (head_dim == 64)
+      f(tag, std::integral_constant<int, 64>{});
+    else
+      f(tag, std::integral_constant<int, 128>{});
   };
-  if (dtype == DType::bf16) with_head_dim(__nv_bfloat16{});
-  else with_head_dim(__half{});
+  if (dtype == DType::bf16)
+    with_head_dim(__nv_bfloat16{});
+  else
+    with_head_dim(__half{});
 }
 
 // Launches `kernel` with `smem` bytes of dynamic shared memory (raising its limit first).
@@ -357,9 +361,12 @@ void launch_with_smem(Kernel kernel, unsigned grid, int threads, int smem, cudaS
 
 inline TileListView list_view(const DeviceTileMap& map, bool by_key) {
   const DeviceTileList& l = by_key ? map.by_key : map.by_query;
-  return {l.ptr.data<int32_t>(), static_cast<const int2*>(l.entries.data_ptr()),
-          l.order.data<int32_t>(), static_cast<const uint64_t*>(map.bits.data_ptr()),
-          map.num_rows, by_key ? map.num_k_tiles : map.num_q_tiles};
+  return {l.ptr.data<int32_t>(),
+          static_cast<const int2*>(l.entries.data_ptr()),
+          l.order.data<int32_t>(),
+          static_cast<const uint64_t*>(map.bits.data_ptr()),
+          map.num_rows,
+          by_key ? map.num_k_tiles : map.num_q_tiles};
 }
 
 // The keep bits of a partial tile (see TileMap::bits): `bits` points at the tile's first word,

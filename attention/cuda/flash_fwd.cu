@@ -1,4 +1,5 @@
-// CUDA flash-attention forward (docs/kernels.md §4.1-§4.7), driven by the tile map's by_query lists.
+// CUDA flash-attention forward (docs/kernels.md §4.1-§4.7), driven by the tile map's by_query
+// lists.
 //
 // One CTA per (query tile, head, batch row), 4 warps, each warp owning 32 whole query rows, so
 // the online softmax row statistics never leave the warp. Q stays in swizzled shared memory; the
@@ -21,10 +22,10 @@ template <class T, int D> struct FwdKernel {
   static constexpr detail::FlashConfig kConfig = detail::flash_config(FlashPass::forward, D);
   static constexpr int kBM = kConfig.block_m, kBN = kConfig.block_n;
   static constexpr int kThreads = 32 * kConfig.warps;
-  static constexpr int kMT = kBM / 16 / kConfig.warps;  // m16 tiles per warp
+  static constexpr int kMT = kBM / 16 / kConfig.warps;      // m16 tiles per warp
   static constexpr int kSub = 4096 / D, kSubNT = kSub / 8;  // keys and n8 tiles of a sub-tile
-  static constexpr int kDT = D / 8;  // n8 tiles of O
-  static constexpr int kWords = kBN / 64;  // keep-bit words per tile row
+  static constexpr int kDT = D / 8;                         // n8 tiles of O
+  static constexpr int kWords = kBN / 64;                   // keep-bit words per tile row
   static_assert(kBM == 16 * kMT * kConfig.warps && kBN % kSub == 0 && 64 % kSub == 0,
                 "whole m16 tiles per warp; a sub-tile's keep bits lie in one word");
   using QTile = SmemTile<kBM, D>;
@@ -76,8 +77,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)
 }
 
 template <class T, int D>
-__global__ void __launch_bounds__(FwdKernel<T, D>::kThreads)
-    flash_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(const FwdParams p) {
   using K = FwdKernel<T, D>;
   extern __shared__ __align__(128) unsigned char smem[];
   SmemCarver carve(smem);
@@ -122,14 +122,16 @@ __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads)
       float s[K::kMT][K::kSubNT][4];
       zero(s);
       warp_gemm<T, K::kMT, K::kSubNT, D / 16>(s, operand_a(sq, row0, 0),
-                                             operand_b(sk, j * K::kSub, 0));
+                                              operand_b(sk, j * K::kSub, 0));
       if constexpr (decltype(partial)::value)
         mask_rows(s, p.map.bits + int64_t(entry.y) * K::kBM * K::kWords, K::kWords, row0,
                   j * K::kSub);
       online_softmax<decltype(partial)::value>(s, o, row_max, row_sum, p.scale_log2);
       if (j == 0) {
-        if (prefetch) cp_async_wait<1>();
-        else cp_async_wait<0>();
+        if (prefetch)
+          cp_async_wait<1>();
+        else
+          cp_async_wait<0>();
         __syncthreads();  // V landed
       }
       warp_gemm<T, K::kMT, K::kDT, K::kSub / 16>(o, acc_operand<T>(s),
@@ -185,8 +187,8 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                     static_cast<int>(k.size(2)),
                     static_cast<float>(scale),
                     static_cast<float>(scale * kLog2e)};
-  const unsigned grid = detail::flash_grid_size("flash_attention_forward", p.q_heads, p.batch,
-                                                map.num_q_tiles);
+  const unsigned grid =
+      detail::flash_grid_size("flash_attention_forward", p.q_heads, p.batch, map.num_q_tiles);
   if (grid == 0) return;
   dispatch_flash(q.dtype(), q.size(3), [&](auto tag, auto head_dim) {
     using K = FwdKernel<decltype(tag), head_dim>;
@@ -196,9 +198,8 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   CUDA_CHECK(cudaGetLastError());
 }
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionMask& mask, double scale, const Tensor& out,
-                       const Tensor& lse, cudaStream_t stream) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                       double scale, const Tensor& out, const Tensor& lse, cudaStream_t stream) {
   const TileShape s = flash_tile_shape(FlashPass::forward, q.size(3));
   flash_attention_forward(q, k, v, mask.device_tile_map(s.block_m, s.block_n, q.device()), scale,
                           out, lse, stream);

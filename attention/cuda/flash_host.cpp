@@ -22,8 +22,7 @@ TileShape flash_tile_shape(FlashPass pass, int64_t head_dim) {
 
 namespace {
 
-DeviceTileList upload_list(const TileList& list, const std::vector<int32_t>& order,
-                           Device device) {
+DeviceTileList upload_list(const TileList& list, const std::vector<int32_t>& order, Device device) {
   const std::vector<int32_t> entries = detail::pack_tile_entries(list);
   const auto n = static_cast<int64_t>(list.start.size());
   return {Tensor::from_vector(list.ptr, {static_cast<int64_t>(list.ptr.size())}, device),
@@ -86,8 +85,8 @@ void check_tensor(const char* op, const Tensor& t, const char* name, const Shape
                   DType dtype) {
   sprig::detail::check_defined(op, t, name);
   if (t.dtype() != dtype)
-    fail(op, std::string(name) + " must be " + dtype_name(dtype) + ", got " +
-                 dtype_name(t.dtype()));
+    fail(op,
+         std::string(name) + " must be " + dtype_name(dtype) + ", got " + dtype_name(t.dtype()));
   sprig::detail::check_shape(op, t, shape, name);
 }
 
@@ -131,10 +130,9 @@ void check_map(const char* op, const DeviceTileMap& map, FlashPass pass, const T
                  std::to_string(q.size(0)) + " (need 1 or the batch size)");
   const TileShape need = flash_tile_shape(pass, q.size(3));
   if (map.block_m != need.block_m || map.block_n != need.block_n)
-    fail(op, "tile map has " + std::to_string(map.block_m) + " x " +
-                 std::to_string(map.block_n) + " tiles, head dim " + std::to_string(q.size(3)) +
-                 " needs " + std::to_string(need.block_m) + " x " +
-                 std::to_string(need.block_n));
+    fail(op, "tile map has " + std::to_string(map.block_m) + " x " + std::to_string(map.block_n) +
+                 " tiles, head dim " + std::to_string(q.size(3)) + " needs " +
+                 std::to_string(need.block_m) + " x " + std::to_string(need.block_n));
 }
 
 void check_scale(const char* op, double scale) {
@@ -148,8 +146,7 @@ void check_devices(const char* op, const DeviceTileMap& map, NamedTensors ts) {
   for (auto [t, name] : ts)
     if (t->device() != dev)
       fail(op, std::string(name) + " is on " + t->device().str() + ", q on " + dev.str());
-  if (map.device() != dev)
-    fail(op, "tile map is on " + map.device().str() + ", q on " + dev.str());
+  if (map.device() != dev) fail(op, "tile map is on " + map.device().str() + ", q on " + dev.str());
 }
 
 Shape lse_shape(const Tensor& q) { return {q.size(0), q.size(2), q.size(1)}; }
@@ -180,9 +177,8 @@ void check_flash_backward(const Tensor& q, const Tensor& k, const Tensor& v, con
   check_tensor(op, dq, "dq", q.shape(), q.dtype());
   check_tensor(op, dk, "dk", k.shape(), q.dtype());
   check_tensor(op, dv, "dv", k.shape(), q.dtype());
-  const NamedTensors all = {
-      {&q, "q"},       {&k, "k"},   {&v, "v"},   {&out, "out"}, {&lse, "lse"},
-      {&dout, "dout"}, {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
+  const NamedTensors all = {{&q, "q"},       {&k, "k"},   {&v, "v"},   {&out, "out"}, {&lse, "lse"},
+                            {&dout, "dout"}, {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
   check_layout(op, all);
   check_map(op, map, FlashPass::backward, q, k);
   check_scale(op, scale);

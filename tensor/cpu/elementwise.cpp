@@ -115,7 +115,8 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& y, double exponent) {
     const T* px = static_cast<const T*>(x.data_ptr());
     T* py = static_cast<T*>(y.data_ptr());
     with_unary_fn<T>(op, static_cast<T>(exponent), [&](auto f) {
-      for_each_element(y, [=](int64_t o, int64_t i) { py[o] = f(px[i]); }, x);
+      for_each_element(
+          y, [=](int64_t o, int64_t i) { py[o] = f(px[i]); }, x);
     });
   });
 }
@@ -157,9 +158,11 @@ void binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_first, co
     const T v = static_cast<T>(s);
     with_binary_fn<T>(op, [&](auto f) {
       if (scalar_first)
-        for_each_element(out, [=](int64_t o, int64_t i) { po[o] = f(v, px[i]); }, x);
+        for_each_element(
+            out, [=](int64_t o, int64_t i) { po[o] = f(v, px[i]); }, x);
       else
-        for_each_element(out, [=](int64_t o, int64_t i) { po[o] = f(px[i], v); }, x);
+        for_each_element(
+            out, [=](int64_t o, int64_t i) { po[o] = f(px[i], v); }, x);
     });
   });
 }

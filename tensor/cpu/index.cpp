@@ -20,8 +20,10 @@ namespace {
 
 // Calls f(ptr) with ptr the typed data of an i32 or i64 index tensor.
 template <class F> void visit_ids(const Tensor& ids, F&& f) {
-  if (ids.dtype() == DType::i32) f(ids.data<int32_t>());
-  else f(ids.data<int64_t>());
+  if (ids.dtype() == DType::i32)
+    f(ids.data<int32_t>());
+  else
+    f(ids.data<int64_t>());
 }
 
 // Calls f(U{}) with U an unsigned integer type of the element size of `t` (gathers copy bits).

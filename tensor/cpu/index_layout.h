@@ -17,9 +17,12 @@ struct RowLayout {
 inline RowLayout row_layout(const Shape& shape, int64_t dim) {
   RowLayout l;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim) l.outer *= shape[d];
-    else if (d == dim) l.rows = shape[d];
-    else l.inner *= shape[d];
+    if (d < dim)
+      l.outer *= shape[d];
+    else if (d == dim)
+      l.rows = shape[d];
+    else
+      l.inner *= shape[d];
   }
   return l;
 }

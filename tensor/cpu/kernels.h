@@ -84,7 +84,7 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
 void sum_squares(const Tensor& x, const Tensor& out);
 // param, exp_avg, exp_avg_sq f32; grad f32 or bf16; compute_copy bf16/f16 or undefined.
 // The step constants come from adamw_scalars (tensor/kernel_params.h), as on CUDA.
-void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-           const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp);
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+           const Tensor& compute_copy, const AdamWParams& hp);
 
 }  // namespace sprig::cpu

@@ -35,15 +35,21 @@ void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool tr
   const Eigen::Map<const Matrix> B(b, trans_b ? n : k, trans_b ? k : n);
   Eigen::Map<Matrix> C(c, m, n);
   const auto product = [&](const auto& op_a, const auto& op_b) {
-    if (accumulate) C.noalias() += op_a * op_b;
-    else C.noalias() = op_a * op_b;
+    if (accumulate)
+      C.noalias() += op_a * op_b;
+    else
+      C.noalias() = op_a * op_b;
   };
   const auto with_b = [&](const auto& op_a) {
-    if (trans_b) product(op_a, B.transpose());
-    else product(op_a, B);
+    if (trans_b)
+      product(op_a, B.transpose());
+    else
+      product(op_a, B);
   };
-  if (trans_a) with_b(A.transpose());
-  else with_b(A);
+  if (trans_a)
+    with_b(A.transpose());
+  else
+    with_b(A);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ void adamw_loop(float* p, const G* grad, float* m, float* v, C* copy, int64_t n,
 #pragma omp parallel for if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     const float g = convert<float>(grad[i]);
-    p[i] *= s.decay;  // decoupled weight decay
+    p[i] *= s.decay;                         // decoupled weight decay
     m[i] += s.one_minus_beta1 * (g - m[i]);  // torch's lerp(m, g, 1 - beta1)
     v[i] = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
     const float denom = std::sqrt(v[i]) / s.bias2_sqrt + s.eps;
@@ -39,8 +39,8 @@ void adamw_loop(float* p, const G* grad, float* m, float* v, C* copy, int64_t n,
 
 }  // namespace
 
-void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-           const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp) {
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+           const Tensor& compute_copy, const AdamWParams& hp) {
   const AdamWScalars s = adamw_scalars(hp);
   float* p = param.data<float>();
   float* m = exp_avg.data<float>();

@@ -121,8 +121,8 @@ template <class T> void softmax_line(Line<const T> x, Line<T> y, bool log) {
 }
 
 // softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy).
-template <class T> void softmax_backward_line(Line<const T> y, Line<const T> dy, Line<T> dx,
-                                              bool log) {
+template <class T>
+void softmax_backward_line(Line<const T> y, Line<const T> dy, Line<T> dx, bool log) {
   T s = 0;
   for (int64_t k = 0; k < y.n; ++k) s += log ? dy[k] : dy[k] * y[k];
   for (int64_t k = 0; k < y.n; ++k) dx[k] = log ? dy[k] - std::exp(y[k]) * s : y[k] * (dy[k] - s);

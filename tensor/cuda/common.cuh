@@ -19,9 +19,9 @@ namespace sprig::cuda {
 
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
 
-#define CUDA_CHECK(expr)                                                          \
-  do {                                                                            \
-    cudaError_t err_ = (expr);                                                    \
+#define CUDA_CHECK(expr)                                                                       \
+  do {                                                                                         \
+    cudaError_t err_ = (expr);                                                                 \
     if (err_ != cudaSuccess) ::sprig::cuda::throw_cuda_error(err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
@@ -51,12 +51,16 @@ template <class T> using acc_t = typename AccType<T>::type;
 // Conversions to and from the accumulation type (exact for double, through float otherwise), and
 // a value rounded to T's precision but kept in the accumulation type.
 template <class T> __device__ __forceinline__ acc_t<T> to_acc(T x) {
-  if constexpr (std::is_same_v<T, double>) return x;
-  else return to_float(x);
+  if constexpr (std::is_same_v<T, double>)
+    return x;
+  else
+    return to_float(x);
 }
 template <class T> __device__ __forceinline__ T from_acc(acc_t<T> x) {
-  if constexpr (std::is_same_v<T, double>) return x;
-  else return from_float<T>(x);
+  if constexpr (std::is_same_v<T, double>)
+    return x;
+  else
+    return from_float<T>(x);
 }
 template <class T> __device__ __forceinline__ acc_t<T> round_to(acc_t<T> x) {
   return to_acc(from_acc<T>(x));
@@ -64,9 +68,7 @@ template <class T> __device__ __forceinline__ acc_t<T> round_to(acc_t<T> x) {
 
 // N elements of T moved as one memory access (N = kVec16<T> makes a 16-byte access; N = 1 is a
 // plain scalar). A pointer may be read as Vec<T, N> when it is aligned to sizeof(Vec<T, N>).
-template <class T, int N> struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
+template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
 template <class T> constexpr int kVec16 = 16 / sizeof(T);
 // True when every pointer is 16-byte aligned and rows of row_len elements keep that alignment.
 template <class T> bool vec16_ok(int64_t row_len, std::initializer_list<const void*> ptrs) {
@@ -79,8 +81,10 @@ template <class T> bool vec16_ok(int64_t row_len, std::initializer_list<const vo
 // launcher instantiates its kernel for both access widths in one place.
 template <class T, class F>
 void with_vec_width(int64_t row_len, std::initializer_list<const void*> ptrs, F&& launch) {
-  if (vec16_ok<T>(row_len, ptrs)) launch(std::integral_constant<int, kVec16<T>>{});
-  else launch(std::integral_constant<int, 1>{});
+  if (vec16_ok<T>(row_len, ptrs))
+    launch(std::integral_constant<int, kVec16<T>>{});
+  else
+    launch(std::integral_constant<int, 1>{});
 }
 
 template <class T> __device__ __forceinline__ T warp_sum(T v) {

@@ -23,8 +23,10 @@ __global__ void copy_kernel(const S* src, StridedIndex si, D* dst, StridedIndex 
                             bool contiguous) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    if (contiguous) dst[i] = convert<D>(src[i]);
-    else dst[di.offset(i)] = convert<D>(src[si.offset(i)]);
+    if (contiguous)
+      dst[i] = convert<D>(src[i]);
+    else
+      dst[di.offset(i)] = convert<D>(src[si.offset(i)]);
   }
 }
 
@@ -62,8 +64,8 @@ void copy(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
       using S = decltype(s_tag);
       using D = decltype(d_tag);
       copy_kernel<S, D><<<grid_for(n, 256), 256, 0, stream>>>(
-          static_cast<const S*>(src.data_ptr()), StridedIndex(src),
-          static_cast<D*>(dst.data_ptr()), StridedIndex(dst), n, contiguous);
+          static_cast<const S*>(src.data_ptr()), StridedIndex(src), static_cast<D*>(dst.data_ptr()),
+          StridedIndex(dst), n, contiguous);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -75,9 +77,12 @@ void fill(const Tensor& dst, double value, cudaStream_t stream) {
   visit_all(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T v;
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) v = __float2bfloat16(static_cast<float>(value));
-    else if constexpr (std::is_same_v<T, __half>) v = __float2half(static_cast<float>(value));
-    else v = static_cast<T>(value);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      v = __float2bfloat16(static_cast<float>(value));
+    else if constexpr (std::is_same_v<T, __half>)
+      v = __float2half(static_cast<float>(value));
+    else
+      v = static_cast<T>(value);
     fill_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(static_cast<T*>(dst.data_ptr()), v, n);
   });
   CUDA_CHECK(cudaGetLastError());

@@ -14,8 +14,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-#define GRID_STRIDE_LOOP(i, n)                                                                \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);                    \
+#define GRID_STRIDE_LOOP(i, n)                                              \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
 // Position of element i in an operand.
@@ -95,8 +95,8 @@ __global__ void unary_backward_kernel(UnaryOp op, const T* x, StridedIndex xs, c
 }
 
 template <class T>
-__global__ void binary_kernel(BinaryOp op, const T* a, StridedIndex as, const T* b,
-                              StridedIndex bs, T* out, int64_t n, bool contiguous) {
+__global__ void binary_kernel(BinaryOp op, const T* a, StridedIndex as, const T* b, StridedIndex bs,
+                              T* out, int64_t n, bool contiguous) {
   using C = acc_t<T>;
   GRID_STRIDE_LOOP(i, n) {
     out[i] = from_acc<T>(

@@ -24,8 +24,10 @@ constexpr int kThreads = 256;
 
 // The value a scatter-add accumulates: fp32 for f32/bf16/f16, fp64 for f64.
 template <class T> __device__ __forceinline__ typename AccType<T>::type to_acc(T v) {
-  if constexpr (std::is_same_v<T, double>) return v;
-  else return to_float(v);
+  if constexpr (std::is_same_v<T, double>)
+    return v;
+  else
+    return to_float(v);
 }
 
 // out[o, j, :] = x[o, ids[j], :] in units U; inner counts units per row.
@@ -73,8 +75,10 @@ template <class T> __global__ void add_scratch_kernel(const float* sum, T* dx, i
 
 // Calls f(ptr) with ptr the typed device data of an i32 or i64 index tensor.
 template <class F> void visit_ids(const Tensor& ids, F&& f) {
-  if (ids.dtype() == DType::i32) f(static_cast<const int32_t*>(ids.data_ptr()));
-  else f(static_cast<const int64_t*>(ids.data_ptr()));
+  if (ids.dtype() == DType::i32)
+    f(static_cast<const int32_t*>(ids.data_ptr()));
+  else
+    f(static_cast<const int64_t*>(ids.data_ptr()));
 }
 
 // Calls f(U{}) with U a trivially copyable type of `bytes` bytes (1, 2, 4, 8 or 16).

@@ -33,7 +33,8 @@ void reset_memory_peak(int device);
 void copy_host_to_device(void* dst, const void* src, size_t bytes, int device);
 void copy_device_to_host(void* dst, const void* src, size_t bytes, int device);
 
-// ---- kernels (see tensor/cpu/kernels.h for each contract) ----------------------------------------
+// ---- kernels (see tensor/cpu/kernels.h for each contract)
+// ----------------------------------------
 void copy(const Tensor& src, const Tensor& dst, cudaStream_t stream);
 void fill(const Tensor& dst, double value, cudaStream_t stream);
 
@@ -91,8 +92,7 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
                      double temperature, cudaStream_t stream);
 
 void sum_squares(const Tensor& x, const Tensor& out, cudaStream_t stream);
-void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-           const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp,
-           cudaStream_t stream);
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+           const Tensor& compute_copy, const AdamWParams& hp, cudaStream_t stream);
 
 }  // namespace sprig::cuda

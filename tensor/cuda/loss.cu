@@ -16,9 +16,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kNoIndex = INT64_MAX;
 
 // Running log-sum-exp state: the max so far and the sum of exp(v - max).
-template <class A> struct MaxSum {
-  A max, sum;
-};
+template <class A> struct MaxSum { A max, sum; };
 // Running first maximum: value and index (kNoIndex before any element).
 template <class A> struct ArgMax {
   A value;
@@ -162,8 +160,7 @@ __global__ void kl_div_kernel(const T* __restrict__ teacher, const T* __restrict
 // dstudent = dkl * (q - p) / temp.
 template <class T, int N>
 __global__ void kl_div_backward_kernel(const acc_t<T>* __restrict__ dkl,
-                                       const T* __restrict__ teacher,
-                                       const T* __restrict__ student,
+                                       const T* __restrict__ teacher, const T* __restrict__ student,
                                        const acc_t<T>* __restrict__ teacher_lse,
                                        const acc_t<T>* __restrict__ student_lse,
                                        T* __restrict__ dstudent, int64_t V, acc_t<T> temp) {
@@ -199,8 +196,8 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
     with_vec_width<T>(V, {lp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
       cross_entropy_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-          lp, targets.data_ptr(), targets.dtype() == DType::i64,
-          static_cast<A*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()), ap, V, ignore_index);
+          lp, targets.data_ptr(), targets.dtype() == DType::i64, static_cast<A*>(loss.data_ptr()),
+          static_cast<A*>(lse.data_ptr()), ap, V, ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());

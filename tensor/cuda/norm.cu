@@ -19,9 +19,9 @@ constexpr int kColThreads = 256;
 constexpr int64_t kMaxRowSplits = 1024;
 
 template <class T, int N>
-__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                T* __restrict__ y, acc_t<T>* __restrict__ rstd, int64_t rows,
-                                int64_t H, acc_t<T> eps) {
+__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                                acc_t<T>* __restrict__ rstd, int64_t rows, int64_t H,
+                                acc_t<T> eps) {
   using A = acc_t<T>;
   using V = Vec<T, N>;
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.y;
@@ -121,8 +121,8 @@ void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& r
     A* rp = static_cast<A*>(rstd.data_ptr());
     with_vec_width<T>(H, {xp, wp, yp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      rms_norm_kernel<T, N><<<row_blocks(R), dim3(32, kRowsPerBlock), 0, stream>>>(
-          xp, wp, yp, rp, R, H, A(eps));
+      rms_norm_kernel<T, N>
+          <<<row_blocks(R), dim3(32, kRowsPerBlock), 0, stream>>>(xp, wp, yp, rp, R, H, A(eps));
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -141,8 +141,8 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const
     T* dxp = static_cast<T*>(dx.data_ptr());
     with_vec_width<T>(H, {dyp, xp, wp, dxp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      rms_norm_dx_kernel<T, N><<<row_blocks(R), dim3(32, kRowsPerBlock), 0, stream>>>(
-          dyp, xp, wp, rp, dxp, R, H);
+      rms_norm_dx_kernel<T, N>
+          <<<row_blocks(R), dim3(32, kRowsPerBlock), 0, stream>>>(dyp, xp, wp, rp, dxp, R, H);
     });
     CUDA_CHECK(cudaGetLastError());
 
@@ -151,17 +151,17 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const
     const int64_t splits = std::clamp<int64_t>(2048 / col_blocks, 1, std::min(R, kMaxRowSplits));
     const Tensor partial = Tensor::empty({splits, H}, rstd.dtype(), x.device());
     A* pp = static_cast<A*>(partial.data_ptr());
-    rms_norm_dw_partial_kernel<T><<<dim3(static_cast<unsigned>(col_blocks),
-                                         static_cast<unsigned>(splits)),
-                                    kColThreads, 0, stream>>>(dyp, xp, rp, pp, R, H);
+    rms_norm_dw_partial_kernel<T>
+        <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)), kColThreads, 0,
+           stream>>>(dyp, xp, rp, pp, R, H);
     CUDA_CHECK(cudaGetLastError());
     const unsigned grid = grid_for(H, kColThreads);
     if (dw.dtype() == DType::f32)
-      rms_norm_dw_reduce_kernel<A, float><<<grid, kColThreads, 0, stream>>>(
-          pp, static_cast<float*>(dw.data_ptr()), splits, H);
+      rms_norm_dw_reduce_kernel<A, float>
+          <<<grid, kColThreads, 0, stream>>>(pp, static_cast<float*>(dw.data_ptr()), splits, H);
     else
-      rms_norm_dw_reduce_kernel<A, T><<<grid, kColThreads, 0, stream>>>(
-          pp, static_cast<T*>(dw.data_ptr()), splits, H);
+      rms_norm_dw_reduce_kernel<A, T>
+          <<<grid, kColThreads, 0, stream>>>(pp, static_cast<T*>(dw.data_ptr()), splits, H);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -69,15 +69,14 @@ void sum_squares(const Tensor& x, const Tensor& out, cudaStream_t stream) {
     sum_squares_partial_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
         static_cast<const T*>(x.data_ptr()), n, pp);
     CUDA_CHECK(cudaGetLastError());
-    sum_partials_kernel<A><<<1, kThreads, 0, stream>>>(pp, blocks,
-                                                       static_cast<float*>(out.data_ptr()));
+    sum_partials_kernel<A>
+        <<<1, kThreads, 0, stream>>>(pp, blocks, static_cast<float*>(out.data_ptr()));
   });
   CUDA_CHECK(cudaGetLastError());
 }
 
-void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-           const Tensor& exp_avg_sq, const Tensor& compute_copy, const AdamWParams& hp,
-           cudaStream_t stream) {
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+           const Tensor& compute_copy, const AdamWParams& hp, cudaStream_t stream) {
   const int64_t n = param.numel();
   const AdamWScalars s = adamw_scalars(hp);
   float* p = static_cast<float*>(param.data_ptr());
@@ -91,12 +90,16 @@ void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
         p, static_cast<const G*>(grad.data_ptr()), m, v, copy, n, s);
   };
   const auto with_grad_type = [&](auto c_tag) {
-    if (grad.dtype() == DType::bf16) launch(__nv_bfloat16{}, c_tag);
-    else launch(float{}, c_tag);
+    if (grad.dtype() == DType::bf16)
+      launch(__nv_bfloat16{}, c_tag);
+    else
+      launch(float{}, c_tag);
   };
   // The copy type is bf16 when there is no compute copy (the kernel then never writes it).
-  if (compute_copy.defined() && compute_copy.dtype() == DType::f16) with_grad_type(__half{});
-  else with_grad_type(__nv_bfloat16{});
+  if (compute_copy.defined() && compute_copy.dtype() == DType::f16)
+    with_grad_type(__half{});
+  else
+    with_grad_type(__nv_bfloat16{});
   CUDA_CHECK(cudaGetLastError());
 }
 

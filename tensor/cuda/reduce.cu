@@ -19,7 +19,7 @@ namespace sprig::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;  // per block, for thread-per-line kernels
+constexpr int kThreads = 256;         // per block, for thread-per-line kernels
 constexpr int kMaxLineThreads = 512;  // per block, for block-per-line kernels
 
 struct Lines {
@@ -220,8 +220,8 @@ void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t dim, cudaSt
     using T = decltype(tag);
     const Lines lines = lines_of(x.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      reduce_kernel<decltype(team), T><<<grid, block, 0, stream>>>(op, ptr<T>(x), ptr<T>(out),
-                                                                    lines);
+      reduce_kernel<decltype(team), T>
+          <<<grid, block, 0, stream>>>(op, ptr<T>(x), ptr<T>(out), lines);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -232,8 +232,8 @@ void argmax(const Tensor& x, const Tensor& out, int64_t dim, cudaStream_t stream
     using T = decltype(tag);
     const Lines lines = lines_of(x.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      argmax_kernel<decltype(team), T><<<grid, block, 0, stream>>>(ptr<T>(x), ptr<int64_t>(out),
-                                                                    lines);
+      argmax_kernel<decltype(team), T>
+          <<<grid, block, 0, stream>>>(ptr<T>(x), ptr<int64_t>(out), lines);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -244,8 +244,8 @@ void softmax(const Tensor& x, const Tensor& y, int64_t dim, bool log, cudaStream
     using T = decltype(tag);
     const Lines lines = lines_of(x.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      softmax_kernel<decltype(team), T><<<grid, block, 0, stream>>>(ptr<T>(x), ptr<T>(y), lines,
-                                                                     log);
+      softmax_kernel<decltype(team), T>
+          <<<grid, block, 0, stream>>>(ptr<T>(x), ptr<T>(y), lines, log);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -257,8 +257,8 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int64
     using T = decltype(tag);
     const Lines lines = lines_of(y.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      softmax_backward_kernel<decltype(team), T><<<grid, block, 0, stream>>>(
-          ptr<T>(y), ptr<T>(dy), ptr<T>(dx), lines, log);
+      softmax_backward_kernel<decltype(team), T>
+          <<<grid, block, 0, stream>>>(ptr<T>(y), ptr<T>(dy), ptr<T>(dx), lines, log);
     });
   });
   CUDA_CHECK(cudaGetLastError());

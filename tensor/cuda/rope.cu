@@ -27,8 +27,8 @@ __global__ void rope_kernel(const T* __restrict__ x, const void* __restrict__ po
   using A = acc_t<T>;
   __shared__ A cos_s[kMaxHalf], sin_s[kMaxHalf];
   const int64_t tok = blockIdx.x;
-  const int64_t p = pos64 ? static_cast<const int64_t*>(pos)[tok]
-                          : static_cast<const int32_t*>(pos)[tok];
+  const int64_t p =
+      pos64 ? static_cast<const int64_t*>(pos)[tok] : static_cast<const int32_t*>(pos)[tok];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const double freq = static_cast<float>(p) * inv_freq.v[i];
     const A s = round_to<T>(static_cast<float>(::sin(freq)));

@@ -30,8 +30,8 @@ inline void check_same_device(const char* op, std::initializer_list<const Tensor
 
 inline void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
-    fail(op, std::string("dtype mismatch: ") + dtype_name(a.dtype()) + " and " +
-                 dtype_name(b.dtype()));
+    fail(op,
+         std::string("dtype mismatch: ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
 }
 
 inline void check_floating(const char* op, const Tensor& t, const char* name) {
@@ -100,11 +100,13 @@ inline Tensor for_compute(const Tensor& t) { return t.to(compute_dtype(t)).conti
 // Calls cpu::kernel(args...) or cuda::kernel(args..., stream) for the device `dev`. In a build
 // without CUDA the CUDA branch is discarded at compile time (so the CUDA twins need no stubs) and
 // a CUDA device throws "[kernel] built without CUDA".
-#define SPRIG_DISPATCH(dev, kernel, ...)                                                      \
-  do {                                                                                        \
-    const ::sprig::Device dev_ = (dev);                                                       \
-    if (dev_.is_cpu()) ::sprig::cpu::kernel(__VA_ARGS__);                                     \
-    else if constexpr (::sprig::cuda::kBuilt)                                                 \
-      ::sprig::cuda::kernel(__VA_ARGS__, ::sprig::cuda::current_stream(dev_.index));          \
-    else ::sprig::detail::no_cuda(#kernel);                                                   \
+#define SPRIG_DISPATCH(dev, kernel, ...)                                             \
+  do {                                                                               \
+    const ::sprig::Device dev_ = (dev);                                              \
+    if (dev_.is_cpu())                                                               \
+      ::sprig::cpu::kernel(__VA_ARGS__);                                             \
+    else if constexpr (::sprig::cuda::kBuilt)                                        \
+      ::sprig::cuda::kernel(__VA_ARGS__, ::sprig::cuda::current_stream(dev_.index)); \
+    else                                                                             \
+      ::sprig::detail::no_cuda(#kernel);                                             \
   } while (0)

@@ -100,8 +100,7 @@ std::pair<Tensor, Tensor> binary_backward(BinaryOp op, const Tensor& a, const Te
   const std::string name = std::string(binary_op_name(op)) + "_backward";
   check_pair(name.c_str(), a, "a", b, "b");
   check_pair(name.c_str(), a, "a", dy, "dy");
-  detail::check_shape(name.c_str(), dy, broadcast_shapes(a.shape(), b.shape(), name.c_str()),
-                      "dy");
+  detail::check_shape(name.c_str(), dy, broadcast_shapes(a.shape(), b.shape(), name.c_str()), "dy");
   switch (op) {
     case BinaryOp::add: return {sum_to(dy, a.shape()), sum_to(dy, b.shape())};
     case BinaryOp::sub: return {sum_to(dy, a.shape()), sum_to(neg(dy), b.shape())};
@@ -140,8 +139,8 @@ std::pair<Tensor, Tensor> where_backward(const Tensor& cond, const Shape& a_shap
                                          const Shape& b_shape, const Tensor& dy) {
   check_bool("where_backward", cond, "cond");
   detail::check_float_input("where_backward", dy, "dy");
-  const Shape shape = broadcast_shapes(
-      broadcast_shapes(cond.shape(), a_shape, "where_backward"), b_shape, "where_backward");
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a_shape, "where_backward"),
+                                       b_shape, "where_backward");
   detail::check_shape("where_backward", dy, shape, "dy");
   const Tensor zero = Tensor::scalar(0.0, dy.dtype(), dy.device());
   return {sum_to(where(cond, dy, zero), a_shape), sum_to(where(cond, zero, dy), b_shape)};

@@ -56,8 +56,7 @@ void check_kl(const char* op, const Tensor& teacher, const Tensor& student, doub
   check_shape(op, student, teacher.shape(), "student");
   check_same_dtype(op, teacher, student);
   check_same_device(op, {&teacher, &student});
-  if (!(temperature > 0))
-    fail(op, "temperature must be positive, got " + num_str(temperature));
+  if (!(temperature > 0)) fail(op, "temperature must be positive, got " + num_str(temperature));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// matmul, matmul_into and matmul_backward. The dispatcher brings every call to the kernels' 3-D contract
-// (a [B, M, K], b [1 or B, K, N], contiguous, transposes as flags): 2-D operands gain a batch dim
-// of 1, a transposed view of a contiguous tensor is passed as the contiguous tensor with its flag
-// flipped (no copy), and a 3-D a times a shared 2-D b becomes one GEMM over the B*M rows.
+// matmul, matmul_into and matmul_backward. The dispatcher brings every call to the kernels' 3-D
+// contract (a [B, M, K], b [1 or B, K, N], contiguous, transposes as flags): 2-D operands gain a
+// batch dim of 1, a transposed view of a contiguous tensor is passed as the contiguous tensor with
+// its flag flipped (no copy), and a 3-D a times a shared 2-D b becomes one GEMM over the B*M rows.
 #include "tensor/ops.h"
 #include "tensor/ops/dispatch.h"
 
@@ -76,9 +76,8 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& out, bool trans
   const Operand pa = kernel_operand((fold_batch ? a.reshape({rows, d.k}) : a).to(dtype), trans_a);
   const Operand pb = kernel_operand(b.to(dtype), trans_b);
   // The kernel writes out itself, or (16-bit on CPU) an f32 copy that is cast back.
-  const Tensor target = dtype == out.dtype()
-                            ? out
-                            : (accumulate ? out.to(dtype) : Tensor::empty(out.shape(), dtype));
+  const Tensor target =
+      dtype == out.dtype() ? out : (accumulate ? out.to(dtype) : Tensor::empty(out.shape(), dtype));
   SPRIG_DISPATCH(a.device(), matmul, pa.t, pb.t, target.view({batch, rows, d.n}), pa.trans,
                  pb.trans, accumulate);
   if (!target.shares_storage(out)) out.copy_(target);
@@ -107,8 +106,10 @@ std::pair<Tensor, Tensor> matmul_backward(const Tensor& a, const Tensor& b, cons
   Tensor da;
   if (!trans_a) da = matmul(dy, b, false, !trans_b);
   // da = (dy B^T)^T per batch; the 2-D b cannot be the left operand of a batched product.
-  else if (broadcast_b) da = matmul(dy, b, false, !trans_b).transpose(1, 2).contiguous();
-  else da = matmul(b, dy, trans_b, true);
+  else if (broadcast_b)
+    da = matmul(dy, b, false, !trans_b).transpose(1, 2).contiguous();
+  else
+    da = matmul(b, dy, trans_b, true);
 
   Tensor db;
   if (broadcast_b) {

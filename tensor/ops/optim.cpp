@@ -39,8 +39,8 @@ double global_norm(const std::vector<Tensor>& tensors) {
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   for (size_t i = 0; i < grads.size(); ++i)
     if (grads[i].defined() && !grads[i].is_contiguous())
-      fail("clip_grad_norm", "gradient " + std::to_string(i) +
-                                 " must be contiguous (it is scaled in place)");
+      fail("clip_grad_norm",
+           "gradient " + std::to_string(i) + " must be contiguous (it is scaled in place)");
   const double norm = global_norm(grads);
   // A non-finite norm leaves the gradients untouched; the caller sees it in the returned norm.
   const double coef = max_norm / (norm + 1e-6);
@@ -48,8 +48,10 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
     for (const Tensor& g : grads) {
       if (g.numel() == 0) continue;
       // CPU kernels compute 16-bit floats through an f32 copy (binary_scalar converts back).
-      if (detail::cpu_upcast(g)) g.copy_(binary_scalar(BinaryOp::mul, g, coef));
-      else SPRIG_DISPATCH(g.device(), binary_scalar, BinaryOp::mul, g, coef, false, g);
+      if (detail::cpu_upcast(g))
+        g.copy_(binary_scalar(BinaryOp::mul, g, coef));
+      else
+        SPRIG_DISPATCH(g.device(), binary_scalar, BinaryOp::mul, g, coef, false, g);
     }
   return norm;
 }
@@ -66,8 +68,8 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   // t's dtype is a or b (a alone when b == a).
   const auto check_dtype = [&](const Tensor& t, const char* name, DType a, DType b) {
     if (t.dtype() == a || t.dtype() == b) return;
-    const std::string allowed = std::string(dtype_name(a)) + (a == b ? "" : " or ") +
-                                (a == b ? "" : dtype_name(b));
+    const std::string allowed =
+        std::string(dtype_name(a)) + (a == b ? "" : " or ") + (a == b ? "" : dtype_name(b));
     fail(op, std::string(name) + " must be " + allowed + ", got " + dtype_name(t.dtype()));
   };
   check_state(param, "param");

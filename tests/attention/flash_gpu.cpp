@@ -65,8 +65,8 @@ Outputs dense_attention(const Problem& p, const Inputs& host, Round round) {
       for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
         const auto qi = [&](int64_t i) { return ((b * Tq + i) * Hq + h) * D; };
         const auto kj = [&](int64_t j) { return ((b * Tk + j) * p.kv_heads + kvh) * D; };
-        const auto dot = [&](const std::vector<double>& x, int64_t xo,
-                             const std::vector<double>& y, int64_t yo) {
+        const auto dot = [&](const std::vector<double>& x, int64_t xo, const std::vector<double>& y,
+                             int64_t yo) {
           Acc s = 0;
           for (int64_t d = 0; d < D; ++d)
             s += static_cast<Acc>(x[xo + d]) * static_cast<Acc>(y[yo + d]);
@@ -142,11 +142,10 @@ Outputs flash(const Problem& p, const Inputs& dev, bool deterministic) {
   const Tensor out = nan_like(dev.q), dq = nan_like(dev.q), dk = nan_like(dev.k),
                dv = nan_like(dev.k);
   const Tensor lse = Tensor::full({p.batch, p.q_heads, p.q_len()}, NAN, DType::f32, kGpu);
-  cuda::flash_attention_forward(dev.q, dev.k, dev.v, map(FlashPass::forward), p.scale(), out,
-                                lse, stream);
-  cuda::flash_attention_backward(dev.q, dev.k, dev.v, out, lse, dev.dout,
-                                 map(FlashPass::backward), p.scale(), dq, dk, dv, stream,
-                                 deterministic);
+  cuda::flash_attention_forward(dev.q, dev.k, dev.v, map(FlashPass::forward), p.scale(), out, lse,
+                                stream);
+  cuda::flash_attention_backward(dev.q, dev.k, dev.v, out, lse, dev.dout, map(FlashPass::backward),
+                                 p.scale(), dq, dk, dv, stream, deterministic);
   const auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f64); };
   return {host(out), host(lse), host(dq), host(dk), host(dv)};
 }
@@ -196,8 +195,7 @@ void check(const Problem& p, uint64_t seed) {
     return testing::rand_normal({p.batch, t, heads, p.head_dim}, s).to(p.dtype);
   };
   const Inputs host{input(p.q_len(), p.q_heads, seed), input(p.k_len(), p.kv_heads, seed + 1),
-                    input(p.k_len(), p.kv_heads, seed + 2),
-                    input(p.q_len(), p.q_heads, seed + 3)};
+                    input(p.k_len(), p.kv_heads, seed + 2), input(p.q_len(), p.q_heads, seed + 3)};
   const Inputs dev{host.q.to(kGpu), host.k.to(kGpu), host.v.to(kGpu), host.dout.to(kGpu)};
   const Outputs ref = dense_attention<double>(p, host, [](double x) { return x; });
   const Outputs naive = dense_attention<float>(p, host, [&](float x) {
@@ -233,8 +231,7 @@ BatchMask make_mask(Kind kind, int64_t t, int64_t batch) {
   }
   if (kind == Kind::prefix_tree) {  // root, two children, a grandchild under the first
     if (t < 4) return BatchMask(prefix_tree_mask({t}, {{0}}));
-    return BatchMask(
-        prefix_tree_mask({t / 4, t / 4, t / 4, t - 3 * (t / 4)}, {{0, 1, 3}, {0, 2}}));
+    return BatchMask(prefix_tree_mask({t / 4, t / 4, t / 4, t - 3 * (t / 4)}, {{0, 1, 3}, {0, 2}}));
   }
   DFlashMaskSpec s;  // blocks of 4 slots, sorted anchors, the last quarter dropped
   s.ctx_len = t;
@@ -289,8 +286,7 @@ TEST(FlashGpu, FullyMaskedRowsAndUnseenKeys) {
 
 TEST(FlashGpu, Float16) {
   SPRIG_REQUIRE_CUDA();
-  for (int64_t d : {64, 128})
-    check({make_mask(Kind::documents, 97, 2), 2, 4, 2, d, DType::f16}, 3);
+  for (int64_t d : {64, 128}) check({make_mask(Kind::documents, 97, 2), 2, 4, 2, d, DType::f16}, 3);
 }
 
 // The attention op on CUDA tensors runs the twin entry points on the mask's own device tile maps
@@ -328,8 +324,7 @@ TEST(FlashGpu, RejectsTensorsOnDifferentDevices) {
   const cuda::DeviceTileMap map = cuda::upload_tile_map(
       compile_tile_map(row_intervals(BatchMask(causal_mask(17))), s.block_m, s.block_n), kGpu);
   EXPECT_EQ(testing::invalid_argument_message([&] {
-              cuda::flash_attention_forward(q, k, k, map, 0.125, q, lse,
-                                            cuda::current_stream(0));
+              cuda::flash_attention_forward(q, k, k, map, 0.125, q, lse, cuda::current_stream(0));
             }),
             "[flash_attention_forward] k is on cpu, q on cuda:0");
 }

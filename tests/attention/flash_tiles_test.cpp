@@ -45,7 +45,7 @@ TEST(FlashTiles, WorkItemsCoverTheGridHeadsFirstInRankOrder) {
   for (int linear = 0; linear < heads * batch * lines; ++linear) {
     const cuda::detail::WorkItem w = cuda::detail::work_item(linear, heads, batch);
     EXPECT_EQ(w.head, linear % heads);  // the query heads of a kv head are adjacent
-    EXPECT_GE(w.rank, last_rank);  // largest lines (rank 0) are issued first
+    EXPECT_GE(w.rank, last_rank);       // largest lines (rank 0) are issued first
     EXPECT_LT(w.batch, batch);
     EXPECT_LT(w.rank, lines);
     last_rank = w.rank;
@@ -106,8 +106,8 @@ TEST(FlashTiles, UploadKeepsEveryArrayAndTheBitsExactly) {
   const DeviceTileMap d = cuda::upload_tile_map(map, Device::cpu());
   EXPECT_EQ(std::tie(d.num_rows, d.q_len, d.k_len, d.block_m, d.block_n, d.num_q_tiles,
                      d.num_k_tiles, d.words_per_row),
-            std::tie(map.num_rows, map.q_len, map.k_len, map.block_m, map.block_n,
-                     map.num_q_tiles, map.num_k_tiles, map.words_per_row));
+            std::tie(map.num_rows, map.q_len, map.k_len, map.block_m, map.block_n, map.num_q_tiles,
+                     map.num_k_tiles, map.words_per_row));
   EXPECT_EQ(d.by_query.ptr.to_vector<int32_t>(), map.by_query.ptr);
   EXPECT_EQ(d.by_key.ptr.to_vector<int32_t>(), map.by_key.ptr);
   EXPECT_EQ(d.by_query.entries.to_vector<int32_t>(), cuda::detail::pack_tile_entries(map.by_query));
@@ -129,8 +129,8 @@ struct Args {
   int64_t b = 2, tq = 17, tk = 17, hq = 4, hkv = 2, d = 64;
   DType dtype = DType::bf16;
   Tensor q = Tensor::zeros({b, tq, hq, d}, dtype), k = Tensor::zeros({b, tk, hkv, d}, dtype),
-         v = k.clone(), out = q.clone(), lse = Tensor::zeros({b, hq, tq}),
-         dout = q.clone(), dq = q.clone(), dk = k.clone(), dv = k.clone();
+         v = k.clone(), out = q.clone(), lse = Tensor::zeros({b, hq, tq}), dout = q.clone(),
+         dq = q.clone(), dk = k.clone(), dv = k.clone();
   DeviceTileMap fwd = cuda::upload_tile_map(causal_map(17, {128, 128}), Device::cpu());
   DeviceTileMap bwd = fwd;  // the same tile shape at head dim 64
   double scale = 0.125;
@@ -179,8 +179,9 @@ TEST(FlashTiles, ArgumentChecks) {
   a.out = Tensor::zeros({17, 2, 4, 64}, DType::bf16).transpose(0, 1);
   EXPECT_EQ(a.forward(), fwd + "out must be contiguous");
   a = Args{};
-  a.k = Tensor::zeros({2 * 17 * 2 * 64 + 1}, DType::bf16).narrow(0, 1, 2 * 17 * 2 * 64).view(
-      {2, 17, 2, 64});
+  a.k = Tensor::zeros({2 * 17 * 2 * 64 + 1}, DType::bf16)
+            .narrow(0, 1, 2 * 17 * 2 * 64)
+            .view({2, 17, 2, 64});
   EXPECT_EQ(a.forward(), fwd + "k must be 16-byte aligned");
   a = Args{};
   a.fwd = cuda::upload_tile_map(causal_map(16, {128, 128}), Device::cpu());
@@ -190,9 +191,8 @@ TEST(FlashTiles, ArgumentChecks) {
   EXPECT_EQ(a.forward(), fwd + "tile map has 128 x 64 tiles, head dim 64 needs 128 x 128");
   a = Args{};
   a.fwd = cuda::upload_tile_map(
-      compile_tile_map(row_intervals(BatchMask({causal_mask(17), causal_mask(17),
-                                                causal_mask(17)})),
-                       128, 128),
+      compile_tile_map(
+          row_intervals(BatchMask({causal_mask(17), causal_mask(17), causal_mask(17)})), 128, 128),
       Device::cpu());
   EXPECT_EQ(a.forward(),
             fwd + "tile map has 3 mask rows for a batch of 2 (need 1 or the batch size)");

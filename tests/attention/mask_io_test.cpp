@@ -97,7 +97,8 @@ TEST(MaskIo, BadSpecs) {
 }
 
 TEST(MaskIo, SafetensorsDumpIsU8Dense) {
-  const Mask m = dflash_mask({6, 3, {1, 3}, {true, false}, false, {}, 0});  // docs/semantics.md E8 padding
+  const Mask m =
+      dflash_mask({6, 3, {1, 3}, {true, false}, false, {}, 0});  // docs/semantics.md E8 padding
   const std::string path = temp_path("dump.safetensors");
   save_mask_safetensors(m, path);
   const std::string bytes = read_bytes(path);

@@ -1,5 +1,6 @@
-// Mask builders: every worked example of docs/semantics.md §12 that has a mask (exact rectangles and dense rows), random
-// masks against the predicates of docs/semantics.md §2 restated independently, and bad arguments.
+// Mask builders: every worked example of docs/semantics.md §12 that has a mask (exact rectangles
+// and dense rows), random masks against the predicates of docs/semantics.md §2 restated
+// independently, and bad arguments.
 #include "attention/mask.h"
 
 #include <gtest/gtest.h>

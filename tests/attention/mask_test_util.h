@@ -1,5 +1,6 @@
 // Helpers of the attention tests: dense masks as strings of 0/1 rows, independent predicates that
-// restate docs/semantics.md §2.5 / §2.7 literally, and random masks of every kind for a given length.
+// restate docs/semantics.md §2.5 / §2.7 literally, and random masks of every kind for a given
+// length.
 #pragma once
 
 #include <algorithm>
@@ -46,8 +47,8 @@ inline bool dflash_allowed(const DFlashMaskSpec& s, int64_t q, int64_t kv) {
   return (ctx_vis && s.keep[j]) || noise_vis;
 }
 
-// docs/semantics.md §2.5 in words: a token attends causally to its own node and fully to every node before
-// its node on a path that holds its node.
+// docs/semantics.md §2.5 in words: a token attends causally to its own node and fully to every node
+// before its node on a path that holds its node.
 inline bool prefix_tree_allowed(const std::vector<int64_t>& node_lengths,
                                 const std::vector<std::vector<int64_t>>& paths, int64_t q,
                                 int64_t k) {
@@ -138,18 +139,12 @@ inline DFlashMaskSpec random_dflash(int64_t ctx_len, int64_t block_size, std::mt
 enum class MaskKind { causal, sliding_window, documents, prefix_trees, dflash, no_keys };
 inline const char* mask_kind_name(MaskKind k) {
   switch (k) {
-    case MaskKind::causal:
-      return "causal";
-    case MaskKind::sliding_window:
-      return "sliding_window";
-    case MaskKind::documents:
-      return "documents";
-    case MaskKind::prefix_trees:
-      return "prefix_trees";
-    case MaskKind::dflash:
-      return "dflash";
-    case MaskKind::no_keys:
-      return "no_keys";
+    case MaskKind::causal: return "causal";
+    case MaskKind::sliding_window: return "sliding_window";
+    case MaskKind::documents: return "documents";
+    case MaskKind::prefix_trees: return "prefix_trees";
+    case MaskKind::dflash: return "dflash";
+    case MaskKind::no_keys: return "no_keys";
   }
   return "";
 }
@@ -162,12 +157,10 @@ inline const std::vector<MaskKind> kAllMaskKinds = {MaskKind::causal,    MaskKin
 // no_keys is a document mask whose last documents see nothing (fully masked rows).
 inline Mask random_mask(MaskKind kind, int64_t t, std::mt19937& rng) {
   switch (kind) {
-    case MaskKind::causal:
-      return causal_mask(t);
+    case MaskKind::causal: return causal_mask(t);
     case MaskKind::sliding_window:
       return causal_mask(t, std::uniform_int_distribution<int64_t>(1, 80)(rng));
-    case MaskKind::documents:
-      return document_mask(random_lengths(t, 1 + rng() % 5, true, rng));
+    case MaskKind::documents: return document_mask(random_lengths(t, 1 + rng() % 5, true, rng));
     case MaskKind::prefix_trees: {
       std::vector<Mask> trees;
       for (int64_t len : random_lengths(t, 1 + rng() % 2, false, rng)) {
@@ -176,8 +169,7 @@ inline Mask random_mask(MaskKind kind, int64_t t, std::mt19937& rng) {
       }
       return block_diagonal(trees);
     }
-    case MaskKind::dflash:
-      return dflash_mask(random_dflash(t, 1 + t % 7, rng));
+    case MaskKind::dflash: return dflash_mask(random_dflash(t, 1 + t % 7, rng));
     case MaskKind::no_keys: {
       const int64_t seen = t / 2;
       return block_diagonal(

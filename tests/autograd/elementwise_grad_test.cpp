@@ -15,9 +15,9 @@ using testing::randn64;
 using Inputs = const std::vector<Var>&;
 
 TEST(ElementwiseGrad, Unary) {
-  const UnaryOp ops[] = {UnaryOp::neg,  UnaryOp::exp,     UnaryOp::log,  UnaryOp::sqrt,
-                         UnaryOp::rsqrt, UnaryOp::tanh,   UnaryOp::sigmoid, UnaryOp::silu,
-                         UnaryOp::abs};
+  const UnaryOp ops[] = {UnaryOp::neg,     UnaryOp::exp,   UnaryOp::log,
+                         UnaryOp::sqrt,    UnaryOp::rsqrt, UnaryOp::tanh,
+                         UnaryOp::sigmoid, UnaryOp::silu,  UnaryOp::abs};
   for (UnaryOp op : ops) {
     SCOPED_TRACE(unary_op_name(op));
     const bool positive_domain = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::rsqrt;
@@ -29,8 +29,8 @@ TEST(ElementwiseGrad, Unary) {
 TEST(ElementwiseGrad, Pow) {
   for (double exponent : {2.0, 3.0, -1.5, 0.5}) {
     SCOPED_TRACE(exponent);
-    EXPECT_TRUE(grad_ok([exponent](Inputs in) { return pow(in[0], exponent); },
-                        {positive64({2, 5}, 2)}));
+    EXPECT_TRUE(
+        grad_ok([exponent](Inputs in) { return pow(in[0], exponent); }, {positive64({2, 5}, 2)}));
   }
 }
 
@@ -66,8 +66,8 @@ TEST(ElementwiseGrad, Operators) {
   EXPECT_TRUE(all_close(v.value(), Tensor::from_vector<double>({6, 11}, {2}), 1e-12));
   EXPECT_TRUE(grad_ok(
       [](Inputs in) {
-        return (in[0] * in[1] + 1.0) / (3.0 - in[0]) - (-in[1]) / 4.0 + 3.0 / in[1] -
-               2.0 * in[0] + (in[1] - 0.5);
+        return (in[0] * in[1] + 1.0) / (3.0 - in[0]) - (-in[1]) / 4.0 + 3.0 / in[1] - 2.0 * in[0] +
+               (in[1] - 0.5);
       },
       {positive64({3}, 6), positive64({3}, 7)}));
 }
@@ -80,8 +80,8 @@ TEST(ElementwiseGrad, Where) {
 
 TEST(ElementwiseGrad, MaskedFill) {
   const Tensor mask = Tensor::from_vector<bool>({true, false, true}, {3, 1});  // broadcasts
-  EXPECT_TRUE(grad_ok([mask](Inputs in) { return masked_fill(in[0], mask, -5.0); },
-                      {randn64({3, 4}, 10)}));
+  EXPECT_TRUE(
+      grad_ok([mask](Inputs in) { return masked_fill(in[0], mask, -5.0); }, {randn64({3, 4}, 10)}));
 }
 
 TEST(ElementwiseGrad, CastSendsTheGradientBackInTheInputDtype) {
@@ -91,8 +91,8 @@ TEST(ElementwiseGrad, CastSendsTheGradientBackInTheInputDtype) {
   (y * y).backward(Tensor::from_vector<double>({1, 3}, {2}));
   EXPECT_EQ(x.grad().dtype(), DType::f32);
   EXPECT_TRUE(all_close(x.grad(), Tensor::from_vector<float>({3.0f, -12.0f}, {2}), 0));
-  EXPECT_TRUE(grad_ok([](Inputs in) { return cast(in[0], DType::f64) * in[0]; },
-                      {randn64({3}, 11)}));
+  EXPECT_TRUE(
+      grad_ok([](Inputs in) { return cast(in[0], DType::f64) * in[0]; }, {randn64({3}, 11)}));
 }
 
 }  // namespace

@@ -55,9 +55,9 @@ TEST(Gradcheck, ChecksEveryOutputElement) {
 }
 
 TEST(Gradcheck, RequiresF64Inputs) {
-  EXPECT_THROW(gradcheck([](const std::vector<Var>& in) { return in[0]; },
-                         {Tensor::zeros({2}, DType::f32)}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      gradcheck([](const std::vector<Var>& in) { return in[0]; }, {Tensor::zeros({2}, DType::f32)}),
+      std::invalid_argument);
 }
 
 TEST(Gradcheck, DoesNotModifyInputs) {

@@ -24,7 +24,7 @@ struct Mlp {
   // Summed per-row cross-entropy of x [R, kIn] against targets [R].
   Var loss_sum(const Tensor& x, const Tensor& targets) const {
     const Var h = tanh(matmul(Var(x), w1) + b1);  // (R, kHidden)
-    const Var logits = matmul(h, w2) + b2;  // (R, kClasses)
+    const Var logits = matmul(h, w2) + b2;        // (R, kClasses)
     return sum_all(cross_entropy(logits, targets));
   }
 };

@@ -45,8 +45,8 @@ TEST(NnGrad, RmsNormWithRespectToInputAndWeight) {
 
 TEST(NnGrad, Rope) {
   const Tensor pos = Tensor::from_vector<int64_t>({0, 1, 2, 7, 3, 0}, {2, 3});
-  EXPECT_TRUE(grad_ok([pos](Inputs in) { return rope(in[0], pos, 10000.0); },
-                      {randn64({2, 3, 2, 4}, 5)}));
+  EXPECT_TRUE(
+      grad_ok([pos](Inputs in) { return rope(in[0], pos, 10000.0); }, {randn64({2, 3, 2, 4}, 5)}));
 }
 
 TEST(NnGrad, Swiglu) {
@@ -74,9 +74,9 @@ TEST(NnGrad, KlDiv) {
   const Tensor teacher = randn64({3, 6}, 11);
   for (double temperature : {1.0, 2.0}) {
     SCOPED_TRACE(temperature);
-    EXPECT_TRUE(grad_ok(
-        [teacher, temperature](Inputs in) { return kl_div(in[0], teacher, temperature); },
-        {randn64({3, 6}, 12)}));
+    EXPECT_TRUE(
+        grad_ok([teacher, temperature](Inputs in) { return kl_div(in[0], teacher, temperature); },
+                {randn64({3, 6}, 12)}));
   }
   // KL of a distribution with itself is 0 and so is its gradient.
   Var student(teacher.clone(), true);

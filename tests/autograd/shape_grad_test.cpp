@@ -47,8 +47,11 @@ TEST(ShapeGrad, ExpandUnsqueezeSqueeze) {
 }
 
 TEST(ShapeGrad, ConcatAndSplit) {
-  EXPECT_TRUE(grad_ok([](Inputs in) { return concat({in[0], in[1], in[2]}, 1); },
-                      {randn64({2, 1, 3}, 7), randn64({2, 2, 3}, 8), randn64({2, 3, 3}, 9)}));
+  EXPECT_TRUE(grad_ok(
+      [](Inputs in) {
+        return concat({in[0], in[1], in[2]}, 1);
+      },
+      {randn64({2, 1, 3}, 7), randn64({2, 2, 3}, 8), randn64({2, 3, 3}, 9)}));
   // Pieces reordered and reweighted: each piece's gradient must land in its own range.
   EXPECT_TRUE(grad_ok(
       [](Inputs in) {

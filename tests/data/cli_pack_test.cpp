@@ -1,7 +1,8 @@
-// End-to-end tests of `sprig data pack` (the real executable): rows equal the worked examples docs/semantics.md E4
-// (sft) and E6 (dflash) field by field, and on a random file equal the reference's pack_dataset (docs/semantics.md §4.3) and
-// §2.5's DFlash packer written out naively here; bfd keeps every document whole exactly once and
-// pads no more than sft or §2.4's knapsack; the printed padding fraction is the rows' own.
+// End-to-end tests of `sprig data pack` (the real executable): rows equal the worked examples
+// docs/semantics.md E4 (sft) and E6 (dflash) field by field, and on a random file equal the
+// reference's pack_dataset (docs/semantics.md §4.3) and §2.5's DFlash packer written out naively
+// here; bfd keeps every document whole exactly once and pads no more than sft or §2.4's knapsack;
+// the printed padding fraction is the rows' own.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -191,8 +192,9 @@ std::vector<json> spec_dflash_rows(const std::vector<RandomDoc>& docs, int64_t S
   return rows;
 }
 
-// The reference's _pad_pack (docs/semantics.md §4.7) of documents placed back to back: positions restart per document, padding
-// continues the last one's (capped at S - 1), seq_lens_padded folds the padding into the last.
+// The reference's _pad_pack (docs/semantics.md §4.7) of documents placed back to back: positions
+// restart per document, padding continues the last one's (capped at S - 1), seq_lens_padded folds
+// the padding into the last.
 json sft_row(const std::vector<const RandomDoc*>& docs, int64_t S, int64_t pad_id) {
   Ids ids, labels, positions, seq_lens;
   for (const RandomDoc* doc : docs) {
@@ -216,8 +218,8 @@ json sft_row(const std::vector<const RandomDoc*>& docs, int64_t S, int64_t pad_i
           {"seq_lens_padded", padded}};
 }
 
-// The reference's pack_dataset (docs/semantics.md §4.3; drop_long_samples, no max_packs, cp_size 1): the buffer is split at the
-// previous sample boundary whenever it grows past S.
+// The reference's pack_dataset (docs/semantics.md §4.3; drop_long_samples, no max_packs, cp_size
+// 1): the buffer is split at the previous sample boundary whenever it grows past S.
 std::vector<json> spec_sft_rows(const std::vector<RandomDoc>& docs, int64_t S, int64_t pad_id) {
   std::vector<std::vector<const RandomDoc*>> packs;
   std::vector<const RandomDoc*> buffer;
@@ -298,7 +300,8 @@ TEST_F(DataCli, BfdKeepsEveryDocumentOnceAndPadsNoMoreThanSftOrTheKnapsack) {
   const std::vector<json> rows = pack(input, "bfd", kSeqLen, kPadArg, bfd_summary);
   const size_t sft_rows = pack(input, "sft", kSeqLen, kPadArg, sft_summary).size();
 
-  // Each row's documents, told by their first tokens, laid out as the reference's packs are (docs/semantics.md §4.3).
+  // Each row's documents, told by their first tokens, laid out as the reference's packs are
+  // (docs/semantics.md §4.3).
   std::vector<int> placed(docs.size(), 0);
   for (size_t r = 0; r < rows.size(); ++r) {
     const Ids ids = rows[r]["input_ids"].get<Ids>();

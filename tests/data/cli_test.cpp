@@ -1,7 +1,7 @@
 // End-to-end tests of `sprig data fold` and `sprig data dump` (the real executable), and of what
-// every `sprig data` subcommand does with bad input: folded groups equal docs/semantics.md E1 and E2 field by
-// field; dump writes exactly the DataLoader's batches; a bad record stops the command with
-// "file:line: reason", exit code 1 and no output file (or is skipped and reported on request);
+// every `sprig data` subcommand does with bad input: folded groups equal docs/semantics.md E1 and
+// E2 field by field; dump writes exactly the DataLoader's batches; a bad record stops the command
+// with "file:line: reason", exit code 1 and no output file (or is skipped and reported on request);
 // bad options get a clear message; --help lists the options.
 #include <gtest/gtest.h>
 

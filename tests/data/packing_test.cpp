@@ -1,5 +1,5 @@
-// Packers and collation: the worked examples of docs/semantics.md E4 (SFT packing), E5 (decreasing fit), E6 (DFlash
-// packing), E9 (document ids), error conditions, and randomised layout properties.
+// Packers and collation: the worked examples of docs/semantics.md E4 (SFT packing), E5 (decreasing
+// fit), E6 (DFlash packing), E9 (document ids), error conditions, and randomised layout properties.
 #include "data/packing.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +25,8 @@ std::vector<int64_t> all_rows(const PackPlan& plan) {
   return ids;
 }
 
-// The reference's seq_lens of an SFT pack (docs/semantics.md §4.9): the documents' own lengths, padding not folded in.
+// The reference's seq_lens of an SFT pack (docs/semantics.md §4.9): the documents' own lengths,
+// padding not folded in.
 std::vector<int64_t> unpadded_seq_lens(const Batch& b, int64_t r) {
   std::vector<int64_t> lens = row(b.seq_lens, r);
   while (!lens.empty() && lens.back() == 0) lens.pop_back();

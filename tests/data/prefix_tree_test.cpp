@@ -1,5 +1,5 @@
-// Rollout folding (docs/semantics.md §1, worked examples E1, E2), mock rollouts, and collation of several
-// folded groups per row and several rows per batch.
+// Rollout folding (docs/semantics.md §1, worked examples E1, E2), mock rollouts, and collation of
+// several folded groups per row and several rows per batch.
 #include "data/prefix_tree.h"
 
 #include <gtest/gtest.h>

@@ -125,8 +125,7 @@ TEST(LinearKlDiv, MatchesPlainPathInSeveralChunks) {
       Var h(h0.clone(), true), w(w0.clone(), true);
       const Var kl = linear_kl_div(h, w, teacher, temperature, chunk);
       EXPECT_TRUE(testing::all_close(
-          kl.value(), Tensor::from_vector(naive_kl(h0, w0, teacher, temperature), {N}), 1e-5,
-          1e-5))
+          kl.value(), Tensor::from_vector(naive_kl(h0, w0, teacher, temperature), {N}), 1e-5, 1e-5))
           << "chunk " << chunk << ", T " << temperature;
       kl.backward(seed);
       Var hp(h0.clone(), true), wp(w0.clone(), true);
@@ -146,11 +145,13 @@ TEST(LinearKlDiv, GradcheckF64WithChunks) {
 
 TEST(LinearKlDiv, RejectsBadShapes) {
   const Var h(Tensor::zeros({4, H})), w(Tensor::zeros({V, H}));
-  EXPECT_EQ(testing::invalid_argument_message(
-                [&] { linear_kl_div(h, w, Tensor::zeros({4, V + 1})); }),
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_kl_div(h, w, Tensor::zeros({4, V + 1}));
+            }),
             "[linear_kl_div] teacher [4, 8] must be (N, V) for hidden [4, 6] and weight [7, 6]");
-  EXPECT_EQ(testing::invalid_argument_message(
-                [&] { linear_kl_div(h, Var(Tensor::zeros({V, 5})), Tensor::zeros({4, V})); }),
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_kl_div(h, Var(Tensor::zeros({V, 5})), Tensor::zeros({4, V}));
+            }),
             "[linear_kl_div] hidden [4, 6] and weight [7, 5] must be (N, H) and (V, H)");
 }
 

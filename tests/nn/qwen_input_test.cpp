@@ -13,10 +13,15 @@ using testing::invalid_argument_message;
 
 // A Qwen2 config of 2 layers; the second slides with `window` when window > 0.
 QwenConfig config_with_window(int64_t window) {
-  return QwenConfig::from_json({{"model_type", "qwen2"}, {"vocab_size", 16}, {"hidden_size", 8},
-                                {"intermediate_size", 8}, {"num_hidden_layers", 2},
-                                {"num_attention_heads", 2}, {"use_sliding_window", window > 0},
-                                {"sliding_window", window}, {"max_window_layers", 1}});
+  return QwenConfig::from_json({{"model_type", "qwen2"},
+                                {"vocab_size", 16},
+                                {"hidden_size", 8},
+                                {"intermediate_size", 8},
+                                {"num_hidden_layers", 2},
+                                {"num_attention_heads", 2},
+                                {"use_sliding_window", window > 0},
+                                {"sliding_window", window},
+                                {"max_window_layers", 1}});
 }
 
 std::vector<bool> dense(const AttentionMask& m, int64_t row = 0) {
@@ -49,14 +54,14 @@ TEST(QwenInput, LayersGetAClearErrorInsteadOfAMissingMask) {
 
 TEST(QwenInput, PackedDocumentsPerRow) {
   const Tensor positions = Tensor::from_vector<int64_t>({0, 1, 2, 0, 1, 0, 1, 2, 3, 4}, {2, 5});
-  const QwenInput in = documents_input(ids(2, 5), positions, {{3, 2}, {5, 0}}, config_with_window(2));
+  const QwenInput in =
+      documents_input(ids(2, 5), positions, {{3, 2}, {5, 0}}, config_with_window(2));
   EXPECT_EQ(dense(*in.mask, 0), dense(document_mask({3, 2})));
   EXPECT_EQ(dense(*in.mask, 1), dense(document_mask({5})));
   EXPECT_EQ(dense(*in.window_mask, 0), dense(document_mask({3, 2}, 5, 2)));
   EXPECT_EQ(in.position_ids.to_vector<int64_t>(), positions.to_vector<int64_t>());
-  EXPECT_EQ(invalid_argument_message([&] {
-              documents_input(ids(2, 5), positions, {{5}}, config_with_window(0));
-            }),
+  EXPECT_EQ(invalid_argument_message(
+                [&] { documents_input(ids(2, 5), positions, {{5}}, config_with_window(0)); }),
             "[documents_input] 1 row layouts for 2 rows");
   EXPECT_EQ(invalid_argument_message([&] {
               documents_input(ids(2, 5), ids(2, 4), {{5}, {5}}, config_with_window(0));
@@ -66,11 +71,11 @@ TEST(QwenInput, PackedDocumentsPerRow) {
 
 TEST(QwenInput, PrefixTreesSideBySideThenPadding) {
   const PrefixTree a{{2, 1, 1}, {{0, 1}, {0, 2}}}, b{{1, 1}, {{0, 1}}};
-  const QwenInput in = prefix_tree_input(ids(1, 8), ids(1, 8), {{a, b}}, {2}, config_with_window(0));
-  EXPECT_EQ(dense(*in.mask),
-            dense(block_diagonal({prefix_tree_mask(a.node_lengths, a.sample_paths),
-                                  prefix_tree_mask(b.node_lengths, b.sample_paths),
-                                  causal_mask(2)})));
+  const QwenInput in =
+      prefix_tree_input(ids(1, 8), ids(1, 8), {{a, b}}, {2}, config_with_window(0));
+  EXPECT_EQ(dense(*in.mask), dense(block_diagonal({prefix_tree_mask(a.node_lengths, a.sample_paths),
+                                                   prefix_tree_mask(b.node_lengths, b.sample_paths),
+                                                   causal_mask(2)})));
   EXPECT_EQ(invalid_argument_message([&] {
               prefix_tree_input(ids(1, 8), ids(1, 8), {{a, b}}, {2}, config_with_window(3));
             }),

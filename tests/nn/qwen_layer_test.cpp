@@ -15,8 +15,9 @@ QwenConfig tiny_qwen3() {
 
 // Rows [q0, q1) of the causal mask over `length` tokens: queries at positions q0.., every key.
 std::shared_ptr<const AttentionMask> causal_rows(int64_t q0, int64_t length) {
-  Mask m{length - q0, length, {{0, length - q0, 0, q0, RectKind::full},
-                               {0, length - q0, q0, length, RectKind::causal}}};
+  Mask m{length - q0,
+         length,
+         {{0, length - q0, 0, q0, RectKind::full}, {0, length - q0, q0, length, RectKind::causal}}};
   return compile_attention_mask(BatchMask(m));
 }
 
@@ -53,12 +54,10 @@ TEST(QwenLayers, DecoderLayerOverAContextEqualsSelfAttentionOverTheConcatenation
   const Var whole =
       layer.forward(concat({ctx_raw, x}, 1), {pos, pos, causal_rows(0, S + Q), Var(), nullptr});
   // The context enters as given (no layer norm), so hand the layer the normed context.
-  const Var with_context = layer.forward(
-      x, {pos.narrow(1, S, Q), pos, causal_rows(S, S + Q), layer.input_layernorm.forward(ctx_raw),
-          nullptr});
+  const Var with_context = layer.forward(x, {pos.narrow(1, S, Q), pos, causal_rows(S, S + Q),
+                                             layer.input_layernorm.forward(ctx_raw), nullptr});
   EXPECT_EQ(with_context.shape(), x.shape());
-  EXPECT_TRUE(
-      testing::all_close(with_context.value(), whole.value().narrow(1, S, Q), 1e-6, 1e-5));
+  EXPECT_TRUE(testing::all_close(with_context.value(), whole.value().narrow(1, S, Q), 1e-6, 1e-5));
 }
 
 }  // namespace

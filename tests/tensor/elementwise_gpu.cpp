@@ -27,17 +27,15 @@ std::string trace(const char* op, DType dtype, const Shape& shape) {
 
 // Inputs valid for op (positive where the op needs it).
 Tensor input_for(UnaryOp op, const Shape& shape, uint64_t seed, DType dtype) {
-  const bool positive = op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::rsqrt ||
-                        op == UnaryOp::pow;
+  const bool positive =
+      op == UnaryOp::log || op == UnaryOp::sqrt || op == UnaryOp::rsqrt || op == UnaryOp::pow;
   return positive ? rand_uniform(shape, 0.5, 2.0, seed, dtype) : rand_normal(shape, seed, dtype);
 }
 
-const std::vector<UnaryOp> kUnaryOps{UnaryOp::neg,  UnaryOp::exp,     UnaryOp::log,
-                                     UnaryOp::sqrt, UnaryOp::rsqrt,   UnaryOp::tanh,
-                                     UnaryOp::sigmoid, UnaryOp::silu, UnaryOp::pow,
-                                     UnaryOp::abs};
-const std::vector<BinaryOp> kBinaryOps{BinaryOp::add, BinaryOp::sub, BinaryOp::mul,
-                                       BinaryOp::div};
+const std::vector<UnaryOp> kUnaryOps{UnaryOp::neg,   UnaryOp::exp,  UnaryOp::log,     UnaryOp::sqrt,
+                                     UnaryOp::rsqrt, UnaryOp::tanh, UnaryOp::sigmoid, UnaryOp::silu,
+                                     UnaryOp::pow,   UnaryOp::abs};
+const std::vector<BinaryOp> kBinaryOps{BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div};
 
 TEST(ElementwiseGpu, UnaryAndBackwardMatchCpu) {
   SPRIG_REQUIRE_CUDA();
@@ -51,8 +49,7 @@ TEST(ElementwiseGpu, UnaryAndBackwardMatchCpu) {
         const Tensor xg = x.to(kGpu), yg = unary(op, xg, p);
         EXPECT_PARITY(yg, y);
         EXPECT_PARITY(unary(op, non_contiguous(xg), p), y);
-        EXPECT_PARITY(unary_backward(op, xg, yg, dy.to(kGpu), p),
-                            unary_backward(op, x, y, dy, p));
+        EXPECT_PARITY(unary_backward(op, xg, yg, dy.to(kGpu), p), unary_backward(op, x, y, dy, p));
         const Tensor strided_dx =
             unary_backward(op, non_contiguous(xg), yg, non_contiguous(dy.to(kGpu)), p);
         EXPECT_PARITY(strided_dx, unary_backward(op, x, y, dy, p));
@@ -105,7 +102,8 @@ TEST(ElementwiseGpu, BinaryScalarMatchesCpu) {
           const Tensor x = rand_uniform(shape, 0.5, 2.0, 7, dtype);
           const Tensor expected = binary_scalar(op, x, 1.75, scalar_first);
           EXPECT_PARITY(binary_scalar(op, x.to(kGpu), 1.75, scalar_first), expected);
-          EXPECT_PARITY(binary_scalar(op, non_contiguous(x.to(kGpu)), 1.75, scalar_first), expected);
+          EXPECT_PARITY(binary_scalar(op, non_contiguous(x.to(kGpu)), 1.75, scalar_first),
+                        expected);
         }
       }
     }
@@ -130,7 +128,7 @@ TEST(ElementwiseGpu, WhereMaskedFillAndBackwardMatchCpu) {
     EXPECT_PARITY(where(condg, ag, bg), where(cond, a, b));
     const Tensor full_cond = random_mask({97, 33}, 11);
     EXPECT_PARITY(where(non_contiguous(full_cond.to(kGpu)), non_contiguous(ag), bg),
-                        where(full_cond, a, b));
+                  where(full_cond, a, b));
     const Tensor mask = random_mask({33}, 12);
     EXPECT_PARITY(masked_fill(ag, mask.to(kGpu), -1e4), masked_fill(a, mask, -1e4));
     const Tensor dy = rand_normal({97, 33}, 13, dtype);

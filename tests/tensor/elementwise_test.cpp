@@ -36,13 +36,21 @@ const std::vector<UnaryCase>& unary_cases() {
   static const std::vector<UnaryCase> cases{
       {UnaryOp::neg, 0, mixed, {1.5, 0.5, -0.5, -2.0}},
       {UnaryOp::abs, 0, mixed, {1.5, 0.5, 0.5, 2.0}},
-      {UnaryOp::exp, 0, mixed,
+      {UnaryOp::exp,
+       0,
+       mixed,
        {0.22313016014842982, 0.6065306597126334, 1.6487212707001282, 7.38905609893065}},
-      {UnaryOp::tanh, 0, mixed,
+      {UnaryOp::tanh,
+       0,
+       mixed,
        {-0.9051482536448664, -0.46211715726000974, 0.46211715726000974, 0.9640275800758169}},
-      {UnaryOp::sigmoid, 0, mixed,
+      {UnaryOp::sigmoid,
+       0,
+       mixed,
        {0.18242552380635635, 0.3775406687981454, 0.6224593312018546, 0.8807970779778823}},
-      {UnaryOp::silu, 0, mixed,
+      {UnaryOp::silu,
+       0,
+       mixed,
        {-0.2736382857095345, -0.1887703343990727, 0.3112296656009273, 1.7615941559557646}},
       {UnaryOp::log, 0, positive, {-1.3862943611198906, 0.0, 1.3862943611198906}},
       {UnaryOp::sqrt, 0, positive, {0.5, 1.0, 2.0}},
@@ -75,9 +83,9 @@ TEST(UnaryOps, Bf16ComputesInF32AndRoundsOnce) {
   // exp in f32 of the bf16 values, rounded to bf16 once.
   const Tensor expected = exp(x.to(DType::f32)).to(DType::bf16);
   EXPECT_EQ(y.to_vector<float>(), expected.to_vector<float>());
-  EXPECT_TRUE(all_close(y, f64({0.22313016014842982, 1.6487212707001282, 7.38905609893065,
-                                20.085536923187668}, {4}),
-                        0, 4e-3));
+  EXPECT_TRUE(all_close(
+      y, f64({0.22313016014842982, 1.6487212707001282, 7.38905609893065, 20.085536923187668}, {4}),
+      0, 4e-3));
 }
 
 TEST(UnaryOps, StridedInputMatchesContiguous) {
@@ -174,9 +182,13 @@ TEST(SumTo, SumsBroadcastDimensions) {
   EXPECT_EQ(sum_to(x, {1, 1, 4}).to_vector<double>(), (std::vector<double>{60, 66, 72, 78}));
   EXPECT_EQ(sum_to(x, {}).item(), 276);
   EXPECT_TRUE(sum_to(x, x.shape()).shares_storage(x));
-  EXPECT_EQ(invalid_argument_message([&] { sum_to(x, {2, 4}); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              sum_to(x, {2, 4});
+            }),
             "[sum_to] shapes [2, 3, 4] and [2, 4] do not broadcast");
-  EXPECT_EQ(invalid_argument_message([&] { sum_to(x, {5, 2, 3, 4}); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              sum_to(x, {5, 2, 3, 4});
+            }),
             "[sum_to] cannot sum [2, 3, 4] to [5, 2, 3, 4]");
 }
 
@@ -186,8 +198,8 @@ TEST(WhereOps, SelectsWithBroadcastingForAnyDtype) {
   const Tensor out = where(cond, a, Tensor::scalar(-1.0, DType::f64));
   ASSERT_EQ(out.shape(), (Shape{2, 3}));
   EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{1, 2, 3, -1, -1, -1}));
-  const Tensor ids = where(Tensor::from_vector<bool>({false, true, true}, {3}),
-                           Tensor::arange(3), Tensor::full({3}, 7, DType::i64));
+  const Tensor ids = where(Tensor::from_vector<bool>({false, true, true}, {3}), Tensor::arange(3),
+                           Tensor::full({3}, 7, DType::i64));
   EXPECT_EQ(ids.to_vector<int64_t>(), (std::vector<int64_t>{7, 1, 2}));
   const Tensor bf = where(Tensor::from_vector<bool>({true, false}, {2}),
                           Tensor::full({2}, 0.5, DType::bf16), Tensor::full({2}, 3, DType::bf16));
@@ -216,12 +228,11 @@ TEST(ElementwiseBackward, UnaryMatchesCentralDifferences) {
     UnaryOp op;
     double exponent;
     const Tensor& x;
-  } cases[] = {{UnaryOp::neg, 0, mixed},      {UnaryOp::exp, 0, mixed},
-               {UnaryOp::log, 0, positive},   {UnaryOp::sqrt, 0, positive},
-               {UnaryOp::rsqrt, 0, positive}, {UnaryOp::tanh, 0, mixed},
-               {UnaryOp::sigmoid, 0, mixed},  {UnaryOp::silu, 0, mixed},
-               {UnaryOp::pow, 2.5, positive}, {UnaryOp::pow, 3.0, mixed},
-               {UnaryOp::abs, 0, mixed}};
+  } cases[] = {
+      {UnaryOp::neg, 0, mixed},     {UnaryOp::exp, 0, mixed},      {UnaryOp::log, 0, positive},
+      {UnaryOp::sqrt, 0, positive}, {UnaryOp::rsqrt, 0, positive}, {UnaryOp::tanh, 0, mixed},
+      {UnaryOp::sigmoid, 0, mixed}, {UnaryOp::silu, 0, mixed},     {UnaryOp::pow, 2.5, positive},
+      {UnaryOp::pow, 3.0, mixed},   {UnaryOp::abs, 0, mixed}};
   for (const auto& c : cases) {
     SCOPED_TRACE(unary_op_name(c.op));
     const Tensor y = unary(c.op, c.x, c.exponent);
@@ -271,7 +282,9 @@ TEST(ElementwiseErrors, NameTheOpAndTheOffendingValues) {
   EXPECT_THROW(add(a, b), std::invalid_argument);
   EXPECT_EQ(invalid_argument_message([&] { add(a, b); }),
             "[add] shapes [2, 3] and [4] do not broadcast");
-  EXPECT_EQ(invalid_argument_message([&] { mul(a, Tensor::zeros({2, 3}, DType::f64)); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              mul(a, Tensor::zeros({2, 3}, DType::f64));
+            }),
             "[mul] dtype mismatch: f32 and f64");
   EXPECT_EQ(invalid_argument_message([&] { exp(Tensor::arange(3)); }),
             "[exp] x must be a floating tensor, got i64");

@@ -62,8 +62,8 @@ TEST(CrossEntropyGpu, HugeLogitsTiesAndNonContiguousInput) {
       {1e4f, 0, -1e4f, 0, 88, 89, 90, 90, 7, 90, 1, 2, 3, 4, 5, 6}, {4, 4});
   const Tensor t = Tensor::from_vector<int32_t>({1, 2, -100, 0}, {4});
   const CrossEntropyResult cpu = cross_entropy(logits, t, -100, true);
-  const CrossEntropyResult gpu = cross_entropy(non_contiguous(to_cuda(logits)), to_cuda(t), -100,
-                                               true);
+  const CrossEntropyResult gpu =
+      cross_entropy(non_contiguous(to_cuda(logits)), to_cuda(t), -100, true);
   EXPECT_PARITY(gpu.loss, cpu.loss);
   EXPECT_EQ(gpu.argmax.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 1, 3}));
 }
@@ -86,8 +86,8 @@ TEST(KlDivGpu, MatchesCpuOnAwkwardShapes) {
         EXPECT_PARITY(gpu.student_lse, cpu.student_lse);
         const Tensor dkl = rand_normal({s.rows}, ++seed);
         const Tensor ds = kl_div_backward(dkl, teacher, student, cpu, temp);
-        const Tensor gds = kl_div_backward(to_cuda(dkl), to_cuda(teacher), to_cuda(student), gpu,
-                                           temp);
+        const Tensor gds =
+            kl_div_backward(to_cuda(dkl), to_cuda(teacher), to_cuda(student), gpu, temp);
         // dkl * (q - p) / T: entries of size about 1 / V that can cancel.
         EXPECT_PARITY(gds, ds, 1, 1.0 / static_cast<double>(s.vocab));
       }
@@ -107,13 +107,20 @@ TEST(LossGpu, RejectsBadInputs) {
   SPRIG_REQUIRE_CUDA();
   const Tensor logits = to_cuda(Tensor::zeros({2, 5}));
   EXPECT_TRUE(throws_invalid(
-      [&] { cross_entropy(logits, to_cuda(Tensor::from_vector<int64_t>({0, 5}, {2}))); },
+      [&] {
+        cross_entropy(logits, to_cuda(Tensor::from_vector<int64_t>({0, 5}, {2})));
+      },
       "[cross_entropy] target 5 out of range [0, 5) at row 1"));
   EXPECT_TRUE(throws_invalid(
-      [&] { cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1}, {2})); },
+      [&] {
+        cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1}, {2}));
+      },
       "[cross_entropy] tensors are on different devices"));
-  EXPECT_TRUE(throws_invalid([&] { kl_div(logits, Tensor::zeros({2, 5})); },
-                             "[kl_div] tensors are on different devices"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        kl_div(logits, Tensor::zeros({2, 5}));
+      },
+      "[kl_div] tensors are on different devices"));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // CPU tests of the row losses: cross-entropy (values against a naive f64 formula, ignored rows,
-// numerical stability, argmax, bf16 input) and forward KL (docs/semantics.md E14 values, zero-probability
-// terms), each backward against central differences in f64, and argument errors.
+// numerical stability, argmax, bf16 input) and forward KL (docs/semantics.md E14 values,
+// zero-probability terms), each backward against central differences in f64, and argument errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,8 +65,7 @@ TEST(CrossEntropy, HugeLogitsAreStable) {
 }
 
 TEST(CrossEntropy, ArgmaxPicksFirstMaximum) {
-  const Tensor logits =
-      Tensor::from_vector<float>({1, 3, 3, 2, 5, 5, 5, 5, 0, -1, -2, 7}, {3, 4});
+  const Tensor logits = Tensor::from_vector<float>({1, 3, 3, 2, 5, 5, 5, 5, 0, -1, -2, 7}, {3, 4});
   const CrossEntropyResult res = cross_entropy(logits, targets_of({0, 1, 2}), -100, true);
   EXPECT_EQ(res.argmax.dtype(), DType::i64);
   EXPECT_EQ(res.argmax.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3}));
@@ -109,26 +108,36 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   const Tensor logits = rand_normal({4, 5}, 5, DType::f64), dloss = rand_normal({4}, 6, DType::f64);
   const Tensor t = targets_of({4, 0, -100, 2});
   const auto loss = [&] { return dot(cross_entropy(logits, t).loss, dloss); };
-  const Tensor dlogits =
-      cross_entropy_backward(dloss, logits, t, cross_entropy(logits, t).lse);
+  const Tensor dlogits = cross_entropy_backward(dloss, logits, t, cross_entropy(logits, t).lse);
   EXPECT_TRUE(all_close(dlogits, numeric_gradient(loss, logits), 1e-8));
 }
 
 TEST(CrossEntropy, RejectsBadInputs) {
   const Tensor logits = Tensor::zeros({3, 7});
-  EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, targets_of({0, 1, 7})); },
-                             "[cross_entropy] target 7 out of range [0, 7) at row 2"));
-  EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, targets_of({-1, 1, 2})); },
-                             "[cross_entropy] target -1 out of range [0, 7) at row 0"));
-  EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, targets_of({0, 1})); },
-                             "[cross_entropy] targets must have shape [3], got [2]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        cross_entropy(logits, targets_of({0, 1, 7}));
+      },
+      "[cross_entropy] target 7 out of range [0, 7) at row 2"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        cross_entropy(logits, targets_of({-1, 1, 2}));
+      },
+      "[cross_entropy] target -1 out of range [0, 7) at row 0"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        cross_entropy(logits, targets_of({0, 1}));
+      },
+      "[cross_entropy] targets must have shape [3], got [2]"));
   EXPECT_TRUE(throws_invalid([&] { cross_entropy(logits, Tensor::zeros({3})); },
                              "[cross_entropy] targets must be i32 or i64, got f32"));
   EXPECT_TRUE(throws_invalid([&] { cross_entropy(Tensor::zeros({7}), targets_of({0})); },
                              "[cross_entropy] logits must have 2 dimensions, got 1"));
   const Tensor lse = cross_entropy(logits, targets_of({0, 1, 2})).lse;
   EXPECT_TRUE(throws_invalid(
-      [&] { cross_entropy_backward(Tensor::ones({2}), logits, targets_of({0, 1, 2}), lse); },
+      [&] {
+        cross_entropy_backward(Tensor::ones({2}), logits, targets_of({0, 1, 2}), lse);
+      },
       "[cross_entropy_backward] dloss must have shape [3], got [2]"));
   EXPECT_TRUE(throws_invalid(
       [&] {
@@ -181,8 +190,8 @@ TEST(KlDiv, IdenticalDistributionsGiveZeroLossAndGradient) {
   const Tensor x = rand_normal({3, 6}, 12);
   const KLResult res = kl_div(x, x, 0.7);
   EXPECT_TRUE(all_close(res.kl, Tensor::zeros({3}), 1e-6));
-  EXPECT_TRUE(all_close(kl_div_backward(Tensor::ones({3}), x, x, res, 0.7), Tensor::zeros({3, 6}),
-                        1e-6));
+  EXPECT_TRUE(
+      all_close(kl_div_backward(Tensor::ones({3}), x, x, res, 0.7), Tensor::zeros({3, 6}), 1e-6));
 }
 
 TEST(KlDiv, BackwardMatchesFiniteDifferences) {
@@ -202,20 +211,26 @@ TEST(KlDiv, Bf16ComputesLikeF32OfTheSameValues) {
   const KLResult b = kl_div(teacher.to(DType::f32), student.to(DType::f32), 2.0);
   EXPECT_TRUE(all_close(a.kl, b.kl, 0.0));
   const Tensor dkl = Tensor::ones({2});
-  EXPECT_TRUE(all_close(kl_div_backward(dkl, teacher, student, a, 2.0),
-                        kl_div_backward(dkl, teacher.to(DType::f32), student.to(DType::f32), b, 2.0)
-                            .to(DType::bf16),
-                        0.0));
+  EXPECT_TRUE(all_close(
+      kl_div_backward(dkl, teacher, student, a, 2.0),
+      kl_div_backward(dkl, teacher.to(DType::f32), student.to(DType::f32), b, 2.0).to(DType::bf16),
+      0.0));
 }
 
 TEST(KlDiv, RejectsBadInputs) {
   const Tensor x = Tensor::zeros({2, 3});
-  EXPECT_TRUE(throws_invalid([&] { kl_div(x, Tensor::zeros({2, 4})); },
-                             "[kl_div] student must have shape [2, 3], got [2, 4]"));
-  EXPECT_TRUE(throws_invalid([&] { kl_div(x, Tensor::zeros({2, 3}, DType::bf16)); },
-                             "[kl_div] dtype mismatch: f32 and bf16"));
-  EXPECT_TRUE(throws_invalid([&] { kl_div(x, x, 0.0); },
-                             "[kl_div] temperature must be positive, got 0"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        kl_div(x, Tensor::zeros({2, 4}));
+      },
+      "[kl_div] student must have shape [2, 3], got [2, 4]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        kl_div(x, Tensor::zeros({2, 3}, DType::bf16));
+      },
+      "[kl_div] dtype mismatch: f32 and bf16"));
+  EXPECT_TRUE(
+      throws_invalid([&] { kl_div(x, x, 0.0); }, "[kl_div] temperature must be positive, got 0"));
   EXPECT_TRUE(throws_invalid([&] { kl_div_backward(Tensor::ones({3}), x, x, kl_div(x, x)); },
                              "[kl_div_backward] dkl must have shape [2], got [3]"));
 }

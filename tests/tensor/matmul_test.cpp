@@ -128,8 +128,8 @@ TEST(MatmulInto, WritesOrAccumulatesInPlace) {
   const Tensor start = testing::rand_normal({3, 4}, 23);
   Tensor out = start.clone();
   matmul_into(a, b, out, false, true, /*accumulate=*/true);
-  EXPECT_TRUE(all_close(out, add(start, naive_matmul(a, b, false, true).to(DType::f32)), 1e-5,
-                        1e-5));
+  EXPECT_TRUE(
+      all_close(out, add(start, naive_matmul(a, b, false, true).to(DType::f32)), 1e-5, 1e-5));
   const void* storage = out.data_ptr();
   matmul_into(a, b, out, false, true, false);
   EXPECT_EQ(out.data_ptr(), storage);
@@ -142,10 +142,10 @@ TEST(MatmulInto, WritesOrAccumulatesInPlace) {
   Tensor out_bf = start.to(DType::bf16);
   matmul_into(a.to(DType::bf16), b.to(DType::bf16), out_bf, false, true, true);
   EXPECT_EQ(out_bf.dtype(), DType::bf16);
-  const Tensor want = add(start.to(DType::bf16).to(DType::f32),
-                          matmul(a.to(DType::bf16).to(DType::f32), b.to(DType::bf16).to(DType::f32),
-                                 false, true))
-                          .to(DType::bf16);
+  const Tensor want =
+      add(start.to(DType::bf16).to(DType::f32),
+          matmul(a.to(DType::bf16).to(DType::f32), b.to(DType::bf16).to(DType::f32), false, true))
+          .to(DType::bf16);
   // The f32 sum rounded once to bf16 (within one bf16 ulp: another CPU's f32 summation order may
   // round the other way).
   EXPECT_TRUE(all_close(out_bf, want, 0, 1.0 / 128));
@@ -153,13 +153,17 @@ TEST(MatmulInto, WritesOrAccumulatesInPlace) {
 
 TEST(MatmulInto, RejectsBadOutputs) {
   const Tensor a = Tensor::ones({3, 5}), b = Tensor::ones({5, 4});
-  EXPECT_EQ(invalid_argument_message([&] { matmul_into(a, b, Tensor::zeros({4, 3}), false, false, false); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              matmul_into(a, b, Tensor::zeros({4, 3}), false, false, false);
+            }),
             "[matmul_into] out must have shape [3, 4], got [4, 3]");
-  EXPECT_EQ(invalid_argument_message(
-                [&] { matmul_into(a, b, Tensor::zeros({4, 3}).transpose(0, 1), false, false, false); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              matmul_into(a, b, Tensor::zeros({4, 3}).transpose(0, 1), false, false, false);
+            }),
             "[matmul_into] out must be contiguous");
-  EXPECT_EQ(invalid_argument_message(
-                [&] { matmul_into(a, b, Tensor::zeros({3, 4}, DType::f64), false, false, false); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              matmul_into(a, b, Tensor::zeros({3, 4}, DType::f64), false, false, false);
+            }),
             "[matmul_into] dtype mismatch: f32 and f64");
 }
 

@@ -50,8 +50,11 @@ TEST(RmsNormGpu, NonContiguousInputAndLeadingDims) {
 
 TEST(RmsNormGpu, RejectsMixedDevices) {
   SPRIG_REQUIRE_CUDA();
-  EXPECT_TRUE(throws_invalid([&] { rms_norm(Tensor::ones({2, 4}), to_cuda(Tensor::ones({4})), 1e-6); },
-                             "[rms_norm] tensors are on different devices"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rms_norm(Tensor::ones({2, 4}), to_cuda(Tensor::ones({4})), 1e-6);
+      },
+      "[rms_norm] tensors are on different devices"));
 }
 
 }  // namespace

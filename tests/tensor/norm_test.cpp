@@ -78,8 +78,8 @@ TEST(RmsNorm, Bf16CastsBeforeWeight) {
 
 TEST(RmsNorm, NonContiguousInputMatchesContiguous) {
   const Tensor x = rand_normal({6, 8}, 5), w = rand_normal({8}, 6);
-  EXPECT_TRUE(all_close(rms_norm(non_contiguous(x), w, 1e-6).first, rms_norm(x, w, 1e-6).first,
-                        0.0));
+  EXPECT_TRUE(
+      all_close(rms_norm(non_contiguous(x), w, 1e-6).first, rms_norm(x, w, 1e-6).first, 0.0));
 }
 
 TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
@@ -101,8 +101,8 @@ TEST(RmsNorm, BackwardBf16WithF32WeightGradient) {
   const Tensor dw = Tensor::zeros({32}, DType::f32), dw_ref = Tensor::zeros({32}, DType::f32);
   const Tensor dx = rms_norm_backward(dy, x, w, rms_norm(x, w, 1e-6).second, dw);
   const Tensor x32 = x.to(DType::f32), w32 = w.to(DType::f32);
-  const Tensor dx_ref = rms_norm_backward(dy.to(DType::f32), x32, w32,
-                                          rms_norm(x32, w32, 1e-6).second, dw_ref);
+  const Tensor dx_ref =
+      rms_norm_backward(dy.to(DType::f32), x32, w32, rms_norm(x32, w32, 1e-6).second, dw_ref);
   EXPECT_EQ(dx.dtype(), DType::bf16);
   EXPECT_TRUE(all_close(dx, dx_ref, 1e-2, 1e-2));
   EXPECT_TRUE(all_close(dw, dw_ref, 1e-5, 1e-5));  // same f32 math on the same values
@@ -114,19 +114,28 @@ TEST(RmsNorm, RejectsBadInputs) {
                              "[rms_norm] weight has 3 elements, x's last dimension is 4"));
   EXPECT_TRUE(throws_invalid([&] { rms_norm(x, Tensor::ones({4}, DType::f64), 1e-6); },
                              "[rms_norm] dtype mismatch: f32 and f64"));
-  EXPECT_TRUE(throws_invalid([&] { rms_norm(x, Tensor::ones({1, 4}), 1e-6); },
-                             "[rms_norm] weight must have 1 dimensions"));
-  EXPECT_TRUE(throws_invalid([&] { rms_norm(Tensor::zeros({2, 4}, DType::i64), w, 1e-6); },
-                             "[rms_norm] x must be a floating tensor"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rms_norm(x, Tensor::ones({1, 4}), 1e-6);
+      },
+      "[rms_norm] weight must have 1 dimensions"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rms_norm(Tensor::zeros({2, 4}, DType::i64), w, 1e-6);
+      },
+      "[rms_norm] x must be a floating tensor"));
   const Tensor rstd = rms_norm(x, w, 1e-6).second;
   const Tensor dw = Tensor::zeros({4});
-  EXPECT_TRUE(throws_invalid(
-      [&] { rms_norm_backward(x, x, w, rstd, Tensor::zeros({4}, DType::f64)); },
-      "[rms_norm_backward] dw must be f32 or the weight's dtype f32, got f64"));
+  EXPECT_TRUE(
+      throws_invalid([&] { rms_norm_backward(x, x, w, rstd, Tensor::zeros({4}, DType::f64)); },
+                     "[rms_norm_backward] dw must be f32 or the weight's dtype f32, got f64"));
   EXPECT_TRUE(throws_invalid([&] { rms_norm_backward(x, x, w, Tensor::zeros({3}), dw); },
                              "[rms_norm_backward] rstd must have shape [2]"));
-  EXPECT_TRUE(throws_invalid([&] { rms_norm_backward(Tensor::zeros({2, 3}), x, w, rstd, dw); },
-                             "[rms_norm_backward] dy must have shape [2, 4]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rms_norm_backward(Tensor::zeros({2, 3}), x, w, rstd, dw);
+      },
+      "[rms_norm_backward] dy must have shape [2, 4]"));
 }
 
 }  // namespace

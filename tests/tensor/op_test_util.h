@@ -20,13 +20,12 @@ inline ::testing::AssertionResult throws_invalid(const std::function<void()>& f,
   try {
     f();
   } catch (const std::invalid_argument& e) {
-    if (std::string(e.what()).find(text) != std::string::npos)
-      return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "message \"" << e.what() << "\" lacks \"" << text
-                                         << "\"";
+    if (std::string(e.what()).find(text) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << "message \"" << e.what() << "\" lacks \"" << text << "\"";
   }
-  return ::testing::AssertionFailure() << "no std::invalid_argument thrown (wanted \"" << text
-                                       << "\")";
+  return ::testing::AssertionFailure()
+         << "no std::invalid_argument thrown (wanted \"" << text << "\")";
 }
 
 }  // namespace sprig::testing

@@ -24,8 +24,8 @@ std::vector<Tensor> grads_on(const std::vector<Tensor>& ts, bool cuda) {
 TEST(GlobalNormGpu, MatchesCpu) {
   SPRIG_REQUIRE_CUDA();
   const std::vector<Tensor> ts = {rand_normal({1}, 1), rand_normal({1025}, 2),
-                                  rand_normal({97, 33}, 3, DType::bf16),
-                                  rand_normal({1 << 20}, 4), Tensor::zeros({0})};
+                                  rand_normal({97, 33}, 3, DType::bf16), rand_normal({1 << 20}, 4),
+                                  Tensor::zeros({0})};
   // fp32 sums on the GPU (f64 on the CPU): within the f32 relative tolerance of the norm.
   const double norm = global_norm(ts);
   EXPECT_NEAR(global_norm(grads_on(ts, true)), norm,
@@ -55,8 +55,12 @@ TEST(AdamWGpu, MatchesCpuOverThreeSteps) {
       const Tensor gp = to_cuda(p), gm = to_cuda(m), gv = to_cuda(v);
       const Tensor gcopy = Tensor::zeros(shape, copy_dt, Device::cuda());
       for (int64_t step = 1; step <= 3; ++step) {
-        const AdamWParams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                             .weight_decay = 0.1, .step = step};
+        const AdamWParams hp{.lr = 1e-2,
+                             .beta1 = 0.9,
+                             .beta2 = 0.95,
+                             .eps = 1e-8,
+                             .weight_decay = 0.1,
+                             .step = step};
         const Tensor g = rand_uniform(shape, -1, 1, 20 + step, grad_dt);
         adamw_step(p, g, m, v, hp);
         adamw_step(gp, to_cuda(g), gm, gv, hp, gcopy);
@@ -75,8 +79,11 @@ TEST(OptimGpu, RejectsMixedDevices) {
   const Tensor p = to_cuda(Tensor::zeros({3})), m = to_cuda(Tensor::zeros({3}));
   EXPECT_TRUE(throws_invalid([&] { adamw_step(p, Tensor::zeros({3}), m, m, {}); },
                              "[adamw_step] tensors are on different devices"));
-  EXPECT_TRUE(throws_invalid([&] { global_norm({p, Tensor::zeros({3})}); },
-                             "[global_norm] tensor 1 is on cpu, tensor 0 on cuda:0"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        global_norm({p, Tensor::zeros({3})});
+      },
+      "[global_norm] tensor 1 is on cpu, tensor 0 on cuda:0"));
 }
 
 }  // namespace

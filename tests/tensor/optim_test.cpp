@@ -22,10 +22,9 @@ using testing::throws_invalid;
 
 TEST(GlobalNorm, SumsSquaresOverTensorsOfAnyFloatingDtype) {
   // 3^2 + 4^2 + 1^2 + 2^2 + 2^2 = 34.
-  const std::vector<Tensor> ts = {Tensor::from_vector<float>({3, 4}, {2}),
-                                  Tensor::from_vector<double>({1, 2}, {1, 2}),
-                                  Tensor::from_vector<float>({2}, {1}, DType::bf16),
-                                  Tensor::zeros({0})};
+  const std::vector<Tensor> ts = {
+      Tensor::from_vector<float>({3, 4}, {2}), Tensor::from_vector<double>({1, 2}, {1, 2}),
+      Tensor::from_vector<float>({2}, {1}, DType::bf16), Tensor::zeros({0})};
   EXPECT_NEAR(global_norm(ts), std::sqrt(34.0), 1e-12);
   EXPECT_EQ(global_norm({}), 0.0);
   // Strided tensors count their own elements only.
@@ -58,8 +57,11 @@ TEST(ClipGradNorm, LeavesGradientsBelowMaxNorm) {
 }
 
 TEST(ClipGradNorm, RejectsNonContiguousGradients) {
-  EXPECT_TRUE(throws_invalid([&] { clip_grad_norm({non_contiguous(Tensor::ones({2, 3}))}, 1.0); },
-                             "[clip_grad_norm] gradient 0 must be contiguous"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        clip_grad_norm({non_contiguous(Tensor::ones({2, 3}))}, 1.0);
+      },
+      "[clip_grad_norm] gradient 0 must be contiguous"));
 }
 
 // ---- AdamW --------------------------------------------------------------------------------------
@@ -76,8 +78,7 @@ TEST(AdamW, FirstStepMovesByLrTimesSign) {
 }
 
 TEST(AdamW, MatchesNaiveF64OverThreeStepsWithWeightDecay) {
-  const AdamWParams base{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                         .weight_decay = 0.1};
+  const AdamWParams base{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
   const Tensor p = rand_normal({2, 5}, 1), m = Tensor::zeros({2, 5}), v = Tensor::zeros({2, 5});
   std::vector<double> ep = p.to_vector<double>(), em(10, 0.0), ev(10, 0.0);
   for (int64_t step = 1; step <= 3; ++step) {

@@ -59,14 +59,14 @@ TEST(ReduceGpu, ReductionsAndBackwardMatchCpu) {
 
       const Tensor dy = rand_normal(idx.shape(), 2, dtype), dyg = dy.to(kGpu);
       EXPECT_PARITY(sum_backward(dyg, c.shape, c.dim, false),
-                          sum_backward(dy, c.shape, c.dim, false));
+                    sum_backward(dy, c.shape, c.dim, false));
       EXPECT_PARITY(mean_backward(dyg, c.shape, c.dim, false),
-                          mean_backward(dy, c.shape, c.dim, false));
+                    mean_backward(dy, c.shape, c.dim, false));
       EXPECT_PARITY(max_backward(dyg, xg, idx.to(kGpu), c.dim, false),
-                          max_backward(dy, x, idx, c.dim, false));
+                    max_backward(dy, x, idx, c.dim, false));
       const Tensor y = logsumexp(x, c.dim);
       EXPECT_PARITY(logsumexp_backward(dyg, xg, y.to(kGpu), c.dim, false),
-                          logsumexp_backward(dy, x, y, c.dim, false));
+                    logsumexp_backward(dy, x, y, c.dim, false));
     }
   }
 }
@@ -94,9 +94,9 @@ TEST(ReduceGpu, SoftmaxAndBackwardMatchCpu) {
       EXPECT_PARITY(softmax(non_contiguous(xg), c.dim), p, n);
       EXPECT_PARITY(log_softmax(xg, c.dim), lp, n);
       EXPECT_PARITY(softmax_backward(p.to(kGpu), non_contiguous(dyg), c.dim),
-                          softmax_backward(p, dy, c.dim), n);
+                    softmax_backward(p, dy, c.dim), n);
       EXPECT_PARITY(log_softmax_backward(lp.to(kGpu), dyg, c.dim),
-                          log_softmax_backward(lp, dy, c.dim), n);
+                    log_softmax_backward(lp, dy, c.dim), n);
     }
   }
 }

@@ -132,8 +132,7 @@ TEST(Reductions, Bf16AccumulatesInF32AndKeepsDtype) {
   const Tensor x = matrix().to(DType::bf16);
   EXPECT_EQ(max(x, 1).to_vector<float>(), (std::vector<float>{3, 6}));
   EXPECT_EQ(argmax(x, 0).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1}));
-  EXPECT_TRUE(all_close(logsumexp(x, 1), f64({3.40760596444438, 6.407605964444381}, {2}), 0,
-                        4e-3));
+  EXPECT_TRUE(all_close(logsumexp(x, 1), f64({3.40760596444438, 6.407605964444381}, {2}), 0, 4e-3));
 }
 
 TEST(SoftmaxOps, HandComputedValues) {
@@ -149,11 +148,11 @@ TEST(SoftmaxOps, HandComputedValues) {
                         1e-7, 1e-6));
   // Over dim 0 of a [3, 2] tensor each column is its own distribution.
   const Tensor cols = f64({1, 0, 2, 0, 3, 0}, {3, 2});
-  EXPECT_TRUE(all_close(softmax(cols, 0),
-                        f64({0.09003057317038046, 1.0 / 3, 0.24472847105479767, 1.0 / 3,
-                             0.6652409557748219, 1.0 / 3},
-                            {3, 2}),
-                        1e-15));
+  EXPECT_TRUE(all_close(
+      softmax(cols, 0),
+      f64({0.09003057317038046, 1.0 / 3, 0.24472847105479767, 1.0 / 3, 0.6652409557748219, 1.0 / 3},
+          {3, 2}),
+      1e-15));
 }
 
 TEST(SoftmaxOps, StableForLargeValuesAndZeroForAllNegInfRows) {
@@ -234,16 +233,22 @@ TEST(ReduceErrors, NameTheOpAndTheOffendingValues) {
             "[softmax] dim -3 is out of range for a tensor with 2 dimensions");
   EXPECT_EQ(invalid_argument_message([&] { argmax(Tensor::arange(4), 0); }),
             "[argmax] x must be a floating tensor, got i64");
-  EXPECT_EQ(invalid_argument_message([&] { max(Tensor::zeros({2, 0}), 1); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              max(Tensor::zeros({2, 0}), 1);
+            }),
             "[max] cannot reduce dim 1 of size 0 (shape [2, 0])");
   EXPECT_EQ(invalid_argument_message([&] { softmax_backward(x, x.to(DType::f32), 1); }),
             "[softmax_backward] dtype mismatch: f64 and f32");
   EXPECT_EQ(invalid_argument_message([&] { log_softmax_backward(x, x.t(), 1); }),
             "[log_softmax_backward] dy must have shape [2, 3], got [3, 2]");
   const Tensor v3 = f64({1, 2, 3}, {3}), v2 = f64({1, 2}, {2});
-  EXPECT_EQ(invalid_argument_message([&] { sum_backward(v3, {2, 3}, 1, false); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              sum_backward(v3, {2, 3}, 1, false);
+            }),
             "[sum_backward] dy must have shape [2], got [3]");
-  EXPECT_EQ(invalid_argument_message([&] { mean_backward(v2, {2, 3}, 1, true); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              mean_backward(v2, {2, 3}, 1, true);
+            }),
             "[mean_backward] dy must have shape [2, 1], got [2]");
 }
 

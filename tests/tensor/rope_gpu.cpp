@@ -44,7 +44,9 @@ TEST(RopeGpu, PositionZeroIsIdentity) {
 TEST(RopeGpu, RejectsMixedDevices) {
   SPRIG_REQUIRE_CUDA();
   EXPECT_TRUE(throws_invalid(
-      [&] { rope(to_cuda(Tensor::ones({1, 2, 1, 4})), Tensor::zeros({1, 2}, DType::i64), 1e4); },
+      [&] {
+        rope(to_cuda(Tensor::ones({1, 2, 1, 4})), Tensor::zeros({1, 2}, DType::i64), 1e4);
+      },
       "[rope] tensors are on different devices"));
 }
 

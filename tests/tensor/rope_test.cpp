@@ -87,17 +87,32 @@ TEST(Rope, BackwardMatchesFiniteDifferences) {
 
 TEST(Rope, RejectsBadInputs) {
   const Tensor pos = Tensor::zeros({2, 3}, DType::i64);
-  EXPECT_TRUE(throws_invalid([&] { rope(Tensor::zeros({2, 3, 1, 5}), pos, 1e4); },
-                             "[rope] head dim must be even, got 5"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rope(Tensor::zeros({2, 3, 1, 5}), pos, 1e4);
+      },
+      "[rope] head dim must be even, got 5"));
   const Tensor x = Tensor::zeros({2, 3, 1, 4});
-  EXPECT_TRUE(throws_invalid([&] { rope(x, Tensor::zeros({3, 2}, DType::i64), 1e4); },
-                             "[rope] pos must have shape [2, 3], got [3, 2]"));
-  EXPECT_TRUE(throws_invalid([&] { rope(x, Tensor::zeros({2, 3}), 1e4); },
-                             "[rope] pos must be i32 or i64, got f32"));
-  EXPECT_TRUE(throws_invalid([&] { rope(Tensor::zeros({2, 3, 4}), pos, 1e4); },
-                             "[rope] x must have 4 dimensions, got 3"));
-  EXPECT_TRUE(throws_invalid([&] { rope_backward(Tensor::zeros({2, 3, 1, 3}), pos, 1e4); },
-                             "[rope_backward] head dim must be even, got 3"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rope(x, Tensor::zeros({3, 2}, DType::i64), 1e4);
+      },
+      "[rope] pos must have shape [2, 3], got [3, 2]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rope(x, Tensor::zeros({2, 3}), 1e4);
+      },
+      "[rope] pos must be i32 or i64, got f32"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rope(Tensor::zeros({2, 3, 4}), pos, 1e4);
+      },
+      "[rope] x must have 4 dimensions, got 3"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        rope_backward(Tensor::zeros({2, 3, 1, 3}), pos, 1e4);
+      },
+      "[rope_backward] head dim must be even, got 3"));
 }
 
 }  // namespace

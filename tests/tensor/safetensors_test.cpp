@@ -95,11 +95,10 @@ TEST(Safetensors, RejectsEachRuleViolation) {
                   "non-negative integer");
   expect_rejected(image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd"),
                   "do not match 2 elements");
-  expect_rejected(
-      image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
-            "abcdef"),
-      "overlaps");
+  expect_rejected(image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                        R"("b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+                        "abcdef"),
+                  "overlaps");
   expect_rejected(image(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", "abcdefgh"),
                   "gap");
   expect_rejected(image("{" + t4 + "}", "abcdXY"), "2 trailing bytes");

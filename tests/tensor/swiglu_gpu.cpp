@@ -42,8 +42,8 @@ TEST(SwigluGpu, NonContiguousInputs) {
 TEST(SwigluGpu, RejectsMixedDevices) {
   SPRIG_REQUIRE_CUDA();
   const Tensor x = Tensor::ones({2, 4});
-  EXPECT_TRUE(throws_invalid([&] { swiglu(x, to_cuda(x)); },
-                             "[swiglu] tensors are on different devices"));
+  EXPECT_TRUE(
+      throws_invalid([&] { swiglu(x, to_cuda(x)); }, "[swiglu] tensors are on different devices"));
 }
 
 }  // namespace

@@ -42,8 +42,11 @@ TEST(Swiglu, NonContiguousInputs) {
 }
 
 TEST(Swiglu, RejectsBadInputs) {
-  EXPECT_TRUE(throws_invalid([&] { swiglu(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})); },
-                             "[swiglu] up must have shape [2, 3], got [3, 2]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        swiglu(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}));
+      },
+      "[swiglu] up must have shape [2, 3], got [3, 2]"));
   EXPECT_TRUE(throws_invalid([&] { swiglu(Tensor::zeros({2}), Tensor::zeros({2}, DType::bf16)); },
                              "[swiglu] dtype mismatch: f32 and bf16"));
   EXPECT_TRUE(throws_invalid(

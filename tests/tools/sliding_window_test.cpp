@@ -38,17 +38,18 @@ class SlidingWindowCli : public ::testing::Test {
     Generator gen(21);
     QwenForCausalLM hf(QwenConfig::from_json(windowed_config_json()), gen);
     save_qwen(hf, dir + "/hf");
-    const testing::CliRun r = testing::run_sprig("convert --from-hf " + dir + "/hf --out " + model, dir);
+    const testing::CliRun r =
+        testing::run_sprig("convert --from-hf " + dir + "/hf --out " + model, dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
   }
 
   // Scores the JSONL `text` on the CPU; returns the written logits per record.
   std::vector<Tensor> score(const std::string& text) {
     testing::write_text(dir + "/records.jsonl", text);
-    const testing::CliRun r = testing::run_sprig("score --device cpu --model " + model +
-                                                     " --input " + dir + "/records.jsonl --out " +
-                                                     dir + "/logits.safetensors",
-                                                 dir);
+    const testing::CliRun r =
+        testing::run_sprig("score --device cpu --model " + model + " --input " + dir +
+                               "/records.jsonl --out " + dir + "/logits.safetensors",
+                           dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::vector<Tensor> logits;
     const SafetensorsFile out(dir + "/logits.safetensors");
@@ -71,8 +72,8 @@ TEST_F(SlidingWindowCli, ScoringSeesOnlyTheWindow) {
   const int64_t span = 2 * kWindow - 1, T = static_cast<int64_t>(seq.size());
   std::string text = record("input_ids", seq);
   for (int64_t t = span - 1; t < T; ++t)
-    text += record("input_ids", std::vector<int64_t>(seq.begin() + t - span + 1,
-                                                     seq.begin() + t + 1));
+    text +=
+        record("input_ids", std::vector<int64_t>(seq.begin() + t - span + 1, seq.begin() + t + 1));
   const std::vector<Tensor> logits = score(text);
   ASSERT_EQ(logits.size(), static_cast<size_t>(1 + T - span + 1));
   for (int64_t t = span - 1; t < T; ++t) {
@@ -90,15 +91,15 @@ TEST_F(SlidingWindowCli, ScoringSeesOnlyTheWindow) {
   const Tensor ids = Tensor::from_vector(seq, {1, T});
   const Tensor full_logits =
       full_model.logits(full_model.hidden(causal_input(ids, full_model.config()))).value();
-  EXPECT_GT(testing::max_abs_diff(full_logits.select(0, 0).select(0, T - 1),
-                                  logits[0].select(0, T - 1)),
-            1e-2);
+  EXPECT_GT(
+      testing::max_abs_diff(full_logits.select(0, 0).select(0, T - 1), logits[0].select(0, T - 1)),
+      1e-2);
 }
 
 TEST_F(SlidingWindowCli, PackedDocumentsScoreLikeEachDocumentAlone) {
   const std::vector<std::vector<int64_t>> docs = {{5, 17, 3, 60, 40, 9, 9, 61}, {2, 33, 12, 7, 19}};
-  const std::vector<Tensor> logits =
-      score(record("documents", docs) + record("input_ids", docs[0]) + record("input_ids", docs[1]));
+  const std::vector<Tensor> logits = score(
+      record("documents", docs) + record("input_ids", docs[0]) + record("input_ids", docs[1]));
   ASSERT_EQ(logits.size(), 3u);
   EXPECT_TRUE(testing::all_close(logits[0].narrow(0, 0, 8), logits[1], 1e-5, 1e-5));
   EXPECT_TRUE(testing::all_close(logits[0].narrow(0, 8, 5), logits[2], 1e-5, 1e-5));
@@ -133,11 +134,13 @@ TEST_F(SlidingWindowCli, TrainsOnPackedDocumentsAndRefusesPrefixTrees) {
 
   const testing::CliRun folded = testing::run_sprig(
       "train sft -c " + config + " --run_dir=" + dir + "/run2 --data.format=rollouts " +
-          "--data.packing=fold --data.seq_len=256 --data.train=" + SPRIG_SOURCE_DIR + "/train/configs/tiny_rollouts.jsonl",
+          "--data.packing=fold --data.seq_len=256 --data.train=" + SPRIG_SOURCE_DIR +
+          "/train/configs/tiny_rollouts.jsonl",
       dir);
   EXPECT_EQ(folded.exit_code, 1);
-  EXPECT_EQ(folded.err, "sprig: [prefix_tree_input] prefix trees cannot feed a sliding-window model "
-                        "(window 4)\n");
+  EXPECT_EQ(folded.err,
+            "sprig: [prefix_tree_input] prefix trees cannot feed a sliding-window model "
+            "(window 4)\n");
 }
 
 }  // namespace

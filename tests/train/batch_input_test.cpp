@@ -1,16 +1,21 @@
 // batch_input: the attention masks a collated batch gets, for full and sliding-window layers.
-#include <gtest/gtest.h>
-
 #include "train/batch_input.h"
+
+#include <gtest/gtest.h>
 
 namespace sprig {
 namespace {
 
 QwenConfig windowed_config(int64_t window) {
-  return QwenConfig::from_json({{"model_type", "qwen2"}, {"vocab_size", 16}, {"hidden_size", 8},
-                                {"intermediate_size", 8}, {"num_hidden_layers", 2},
-                                {"num_attention_heads", 2}, {"use_sliding_window", window > 0},
-                                {"sliding_window", window}, {"max_window_layers", 1}});
+  return QwenConfig::from_json({{"model_type", "qwen2"},
+                                {"vocab_size", 16},
+                                {"hidden_size", 8},
+                                {"intermediate_size", 8},
+                                {"num_hidden_layers", 2},
+                                {"num_attention_heads", 2},
+                                {"use_sliding_window", window > 0},
+                                {"sliding_window", window},
+                                {"max_window_layers", 1}});
 }
 
 // Two packed documents of 4 and 2 tokens in a row of 6.

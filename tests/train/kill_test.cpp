@@ -75,8 +75,7 @@ std::string latest_name(const std::string& checkpoints) {
 
 // Waits until ready() holds, then `delay` more, then kills `pid` (SIGKILL). Returns -SIGKILL, or
 // the exit status when the process ended first.
-template <class F>
-int kill_when(pid_t pid, F ready, std::chrono::microseconds delay) {
+template <class F> int kill_when(pid_t pid, F ready, std::chrono::microseconds delay) {
   int status = 0;
   while (!ready()) {
     if (exited(pid, status)) return status;

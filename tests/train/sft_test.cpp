@@ -3,8 +3,6 @@
 // causal prompt + completion sequence with the same supervised tokens), and a tiny model overfits
 // a small batch under `train_sft`.
 #include "train/sft.h"
-#include "nn/qwen.h"
-#include "train/batch_input.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +11,10 @@
 #include "autograd/functions.h"
 #include "data/batch.h"
 #include "data/prefix_tree.h"
+#include "nn/qwen.h"
 #include "tests/test_util.h"
 #include "tests/train/train_test_util.h"
+#include "train/batch_input.h"
 
 namespace sprig {
 namespace {

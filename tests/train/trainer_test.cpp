@@ -37,7 +37,10 @@ class ToyRecipe : public Recipe {
  public:
   ToyRecipe(const data::DataConfig& data, int64_t skip_every, nlohmann::json metadata = nullptr,
             int64_t nan_token = -1)
-      : data_(data), skip_every_(skip_every), metadata_(std::move(metadata)), nan_token_(nan_token) {}
+      : data_(data),
+        skip_every_(skip_every),
+        metadata_(std::move(metadata)),
+        nan_token_(nan_token) {}
 
   Module& trainable() override { return weights_; }
   const data::DataConfig& data() const override { return data_; }
@@ -107,8 +110,8 @@ TEST(Trainer, SkippedMicroBatchesDoNotCountTowardsTheWindow) {
 TEST(Trainer, ValidationAggregatesTheRecipesSums) {
   TempDir dir;
   const TrainConfig config = testing::tiny_config(
-      dir, {"train.max_steps=2", "log.every_steps=1", "data.val=" + testing::source_path(
-                                                                      "train/configs/tiny_docs.jsonl")});
+      dir, {"train.max_steps=2", "log.every_steps=1",
+            "data.val=" + testing::source_path("train/configs/tiny_docs.jsonl")});
   ToyRecipe recipe(config.data, 0);
   Trainer(config, false).run(recipe);
   const auto records = metrics_of(config.run_dir);
@@ -147,7 +150,8 @@ TEST(Trainer, GradientSyncSumsAreNormalisedBack) {
     const auto single_records = metrics_of(single.run_dir), pair_records = metrics_of(pair.run_dir);
     ASSERT_EQ(pair_records.size(), 3u);
     for (size_t i = 0; i < pair_records.size(); ++i)
-      EXPECT_EQ(pair_records[i].at("grad_norm"), single_records[i].at("grad_norm")) << normalization;
+      EXPECT_EQ(pair_records[i].at("grad_norm"), single_records[i].at("grad_norm"))
+          << normalization;
     testing::expect_bit_identical(testing::latest_weights(pair.run_dir),
                                   testing::latest_weights(single.run_dir));
   }
@@ -169,20 +173,24 @@ TEST(Trainer, RecipeMetadataIsSavedAndCheckedOnResume) {
 TEST(Trainer, ResumingAfterASkippedUpdateEqualsAStraightRun) {
   TempDir dir;
   // Four one-row documents; the batch of the one holding token 63 has a NaN loss.
-  testing::write_text(dir / "docs.jsonl",
-                      "{\"input_ids\": [1, 2, 3, 4, 5]}\n{\"input_ids\": [6, 7, 63, 9, 10]}\n"
-                      "{\"input_ids\": [11, 12, 13, 14, 15]}\n{\"input_ids\": [16, 17, 18, 19, 20]}\n");
-  const std::vector<std::string> overrides = {
-      "data.train=" + (dir / "docs.jsonl"), "data.seq_len=5", "data.micro_batch_size=1",
-      "train.max_steps=7", "checkpoint.every_steps=1", "checkpoint.keep_last=10"};
+  testing::write_text(
+      dir / "docs.jsonl",
+      "{\"input_ids\": [1, 2, 3, 4, 5]}\n{\"input_ids\": [6, 7, 63, 9, 10]}\n"
+      "{\"input_ids\": [11, 12, 13, 14, 15]}\n{\"input_ids\": [16, 17, 18, 19, 20]}\n");
+  const std::vector<std::string> overrides = {"data.train=" + (dir / "docs.jsonl"),
+                                              "data.seq_len=5",
+                                              "data.micro_batch_size=1",
+                                              "train.max_steps=7",
+                                              "checkpoint.every_steps=1",
+                                              "checkpoint.keep_last=10"};
   TempDir straight_dir, split_dir;
   const TrainConfig straight = testing::tiny_config(straight_dir, overrides);
   ToyRecipe straight_recipe(straight.data, 0, nullptr, 63);
   std::vector<double> losses;
   Trainer(straight, false).run(straight_recipe, [&](int64_t, double l) { losses.push_back(l); });
-  const auto nan_step = std::find_if(losses.begin(), losses.end(), [](double l) {
-    return std::isnan(l);
-  }) - losses.begin() + 1;
+  const auto nan_step =
+      std::find_if(losses.begin(), losses.end(), [](double l) { return std::isnan(l); }) -
+      losses.begin() + 1;
   ASSERT_LE(nan_step, 4);  // in the first epoch, with updates after it
   EXPECT_EQ(trainer_state(straight.run_dir).at("updates").get<int64_t>(), 5);  // 7 steps, 2 skipped
 
@@ -190,10 +198,11 @@ TEST(Trainer, ResumingAfterASkippedUpdateEqualsAStraightRun) {
   const TrainConfig split = testing::tiny_config(split_dir, overrides);
   ToyRecipe first(split.data, 0, nullptr, 63);
   struct Stop {};
-  EXPECT_THROW(Trainer(split, false).run(first,
-                                         [&](int64_t step, double) {
-                                           if (step == nan_step + 1) throw Stop{};
-                                         }),
+  EXPECT_THROW(Trainer(split, false)
+                   .run(first,
+                        [&](int64_t step, double) {
+                          if (step == nan_step + 1) throw Stop{};
+                        }),
                Stop);
   ToyRecipe second(split.data, 0, nullptr, 63);
   Trainer(split, true).run(second);

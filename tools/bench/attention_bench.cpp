@@ -1,8 +1,8 @@
 // `sprig bench attention`: forward and backward time of sprig's attention (attention/attention.h)
 // for each mask kind of issue 4, with the throughput counted over allowed (query, key) pairs
 // only: forward FLOPs 4 * D * allowed * H * B, backward 2.5x the forward (the FlashAttention
-// convention, docs/kernels.md §7). Every case is built from a mask spec of attention/mask_io.h, printed in
-// the --json rows so that tools/bench/attention_*vs_torch.py rebuild the very same mask.
+// convention, docs/kernels.md §7). Every case is built from a mask spec of attention/mask_io.h,
+// printed in the --json rows so that tools/bench/attention_*vs_torch.py rebuild the very same mask.
 //
 // Shapes: CUDA (bf16) runs issue 4's targets: causal T=4k and 16k with B*T = 16k, packed
 // documents of 16k tokens (lengths drawn in 128..4k), a prefix tree N=8, P=2048, C=512, DFlash
@@ -49,7 +49,8 @@ struct Case {
 };
 
 // Packed documents of `tokens` tokens: lengths drawn uniformly in [tokens/128, tokens/4] (128..4k
-// at 16k tokens, seed 0) while they fit; the remainder joins the last document (docs/semantics.md §4.5).
+// at 16k tokens, seed 0) while they fit; the remainder joins the last document (docs/semantics.md
+// §4.5).
 json documents_spec(int64_t tokens) {
   Generator gen(0);
   const int64_t lo = std::max<int64_t>(tokens / 128, 1), hi = std::max(tokens / 4, lo);
@@ -64,7 +65,8 @@ json documents_spec(int64_t tokens) {
   return {{"kind", "documents"}, {"seq_lens", lens}, {"length", tokens}};
 }
 
-// One prompt of P tokens shared by N completions of C tokens (the folded layout of docs/semantics.md §1).
+// One prompt of P tokens shared by N completions of C tokens (the folded layout of
+// docs/semantics.md §1).
 json prefix_tree_spec(int64_t n, int64_t p, int64_t c) {
   std::vector<int64_t> node_lengths{p};
   std::vector<std::vector<int64_t>> paths;

@@ -13,9 +13,7 @@
 
 namespace sprig::tools {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (ratios against measured ceilings)");

@@ -39,8 +39,7 @@ double thread_seconds() {
 }
 
 // Mean CPU seconds per call of fn, over calls lasting at least min_seconds in all.
-template <class F>
-double seconds_per_call(F&& fn, double min_seconds) {
+template <class F> double seconds_per_call(F&& fn, double min_seconds) {
   int64_t calls = 0;
   const double start = thread_seconds();
   double elapsed = 0;

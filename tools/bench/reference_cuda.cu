@@ -25,12 +25,8 @@ void check_cublas(cublasStatus_t status, const char* expr) {
 #define CUBLAS_CHECK(expr) check_cublas((expr), #expr)
 
 // Owning pointers for CUDA and cuBLASLt handles, released with their destroy function.
-template <auto destroy>
-struct Destroyer {
-  template <class P>
-  void operator()(P p) const {
-    destroy(p);
-  }
+template <auto destroy> struct Destroyer {
+  template <class P> void operator()(P p) const { destroy(p); }
 };
 template <class Handle, auto destroy>
 using Owned = std::unique_ptr<std::remove_pointer_t<Handle>, Destroyer<destroy>>;
@@ -44,12 +40,9 @@ using DeviceBuffer = Owned<void*, cudaFree>;
 
 cudaDataType_t cuda_data_type(DType t) {
   switch (t) {
-    case DType::f32:
-      return CUDA_R_32F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
     default:
       throw std::invalid_argument(std::string("[bench] the cuBLASLt reference does not take ") +
                                   dtype_name(t));

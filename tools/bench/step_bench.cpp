@@ -5,8 +5,8 @@
 // step times, the speed-up against the ideal token ratio N*(P+C) / (P+N*C), and the peak memory
 // of each layout.
 //
-// Defaults: CPU, a 5.25M-parameter Qwen3 ("tiny": the CPU yardstick of docs/architecture.md §9), N=8, P=256, C=64;
-// CUDA, a Qwen3-0.6B-shaped model in bf16 with fp32 masters, N=8, P=2048, C=512.
+// Defaults: CPU, a 5.25M-parameter Qwen3 ("tiny": the CPU yardstick of docs/architecture.md §9),
+// N=8, P=256, C=64; CUDA, a Qwen3-0.6B-shaped model in bf16 with fp32 masters, N=8, P=2048, C=512.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -15,14 +15,14 @@
 
 #include "data/batch.h"
 #include "data/prefix_tree.h"
+#include "nn/qwen.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/random.h"
 #include "tensor/storage.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
-#include "train/optimizer.h"
-#include "nn/qwen.h"
-#include "tensor/random.h"
 #include "train/batch_input.h"
+#include "train/optimizer.h"
 
 namespace sprig::tools {
 

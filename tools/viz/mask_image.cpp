@@ -10,9 +10,10 @@ namespace sprig {
 
 MaskImage render_mask(const Mask& mask, int64_t tile) {
   if (mask.q_len < 1 || mask.k_len < 1)
-    throw std::invalid_argument("[mask] cannot draw an empty mask [" + std::to_string(mask.q_len) + ", " +
-                                std::to_string(mask.k_len) + "]");
-  if (tile < 1) throw std::invalid_argument("[mask] tile must be >= 1, got " + std::to_string(tile));
+    throw std::invalid_argument("[mask] cannot draw an empty mask [" + std::to_string(mask.q_len) +
+                                ", " + std::to_string(mask.k_len) + "]");
+  if (tile < 1)
+    throw std::invalid_argument("[mask] tile must be >= 1, got " + std::to_string(tile));
   MaskImage img;
   img.scale = std::clamp<int64_t>(512 / std::max(mask.q_len, mask.k_len), 1, 16);
   img.width = mask.k_len * img.scale;

@@ -11,20 +11,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${SPRIG_BUILD_DIR:-$repo/build}"
 jobs="${SPRIG_JOBS:-$(nproc)}"
 
-packages=(build-essential cmake ccache libeigen3-dev nlohmann-json3-dev libyaml-cpp-dev
-          libcli11-dev libgtest-dev libgmock-dev libpng-dev python3)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  as_root=()
-  [[ $(id -u) -eq 0 ]] || as_root=(sudo)
-  echo "sprig: installing ${missing[*]}"
-  "${as_root[@]}" apt-get update -q
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+"$repo/tools/install_packages.sh" build-essential cmake ccache libeigen3-dev nlohmann-json3-dev \
+  libyaml-cpp-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev python3
 
 configure=(-S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release)
 [[ -z "${SPRIG_CUDA:-}" ]] || configure+=("-DSPRIG_CUDA=$SPRIG_CUDA")

@@ -1,7 +1,6 @@
 #include "nn/qwen.h"
 
 #include <cmath>
-#include <stdexcept>
 
 #include "nn/loss.h"
 

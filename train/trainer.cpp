@@ -74,6 +74,243 @@ std::vector<std::pair<std::string, double>> validate(Recipe& recipe, data::DataL
   return out;
 }
 
+// Mixed precision: the fp32 masters are taken before the module is cast to the compute dtype
+// (bf16 on CUDA when the config asks for it); in f32 every parameter is its own master.
+AdamW make_optimizer(Module& module, Device device, const TrainConfig& c) {
+  const bool bf16 = device.is_cuda() && c.model_dtype == "bf16";
+  std::map<std::string, Tensor> masters = module.state_dict();
+  module.to(device, bf16 ? DType::bf16 : DType::f32);
+  return AdamW(module.named_parameters(), c.optimizer,
+               bf16 ? masters : std::map<std::string, Tensor>{});
+}
+
+// One run of the loop: its loaders, optimizer, schedule, state and logging window.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainConfig& c, Device device, Recipe& recipe, GradientSync& sync)
+      : c_(c),
+        recipe_(recipe),
+        sync_(sync),
+        loader_(recipe.data(), data::Split::train),
+        val_(recipe.data().val.empty()
+                 ? nullptr
+                 : std::make_unique<data::DataLoader>(recipe.data(), data::Split::val)),
+        optimizer_(make_optimizer(recipe.trainable(), device, c)),
+        total_(c.max_steps > 0
+                   ? c.max_steps
+                   : c.num_epochs * ((loader_.batches_per_epoch() + c.grad_accumulation_steps - 1) /
+                                     c.grad_accumulation_steps)),
+        warmup_(c.warmup_steps >= 0 ? std::max<int64_t>(c.warmup_steps, 1)
+                                    : warmup_from_ratio(c.warmup_ratio, total_)),
+        checkpoints_(c.run_dir, c.keep_last),
+        device_(device) {
+    state_.rng_seed = c.seed;
+  }
+
+  // Continues from the latest checkpoint (saying so), or says there is none.
+  void resume() {
+    const std::optional<LoadedCheckpoint> ck = checkpoints_.load_latest({"model", "optimizer"});
+    if (!ck) {
+      std::cout << "no checkpoint in " << checkpoints_.checkpoints_dir() << ": starting fresh\n";
+      return;
+    }
+    try {
+      state_ = state_of(ck->payload.state);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("checkpoint " + ck->dir + " is corrupt: " + e.what());
+    }
+    recipe_.check_resumed(ck->payload.state.value("recipe", json()));
+    optimizer_.load_state(ck->payload.tensors.at("model"), ck->payload.tensors.at("optimizer"),
+                          state_.updates);
+    loader_.restore(state_.loader);
+    last_checkpoint_ = ck->dir;
+    std::cout << "resumed from " << ck->dir << " at step " << state_.step << "\n";
+  }
+
+  TrainSummary train(const StepCallback& on_step) {
+    ProgressLog progress(c_.run_dir, state_.step, device_);
+    std::cout << "training " << recipe_.trainable().num_parameters() << " parameters on "
+              << device_.str() << " for " << total_ << " steps (" << loader_.summary() << ")\n";
+    const auto start = Clock::now();
+    const int64_t start_step = state_.step;
+    window_.start = start;
+    double last_loss = 0;
+    while (state_.step < total_) {
+      const Step step = optimizer_step();
+      last_loss = step.loss;
+      if (on_step) on_step(state_.step, step.loss);
+      const bool last = state_.step == total_;
+      if (state_.step % c_.log_every_steps == 0 || last) {
+        const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        progress.log(record(step, elapsed / static_cast<double>(state_.step - start_step) *
+                                      static_cast<double>(total_ - state_.step)));
+      }
+      if ((c_.checkpoint_every_steps > 0 && state_.step % c_.checkpoint_every_steps == 0) || last)
+        save();
+    }
+    std::cout << "done: " << state_.step << " steps, last loss " << last_loss << "; run directory "
+              << c_.run_dir << " (metrics.jsonl, checkpoints/latest)\n";
+    return {state_.step, last_loss, state_.skipped_steps, c_.run_dir, last_checkpoint_};
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Step {
+    double loss = 0, grad_norm = 0, lr = 0;
+  };
+
+  // What happened since the last progress line.
+  struct Window {
+    int64_t tokens = 0, steps = 0;  // real tokens drawn, optimizer steps
+    double loss = 0, flops = 0;     // summed step losses, the recipe's FLOPs
+    MetricSums sums;
+    Clock::time_point start;
+  };
+
+  // The gradients and the loss of one accumulation window.
+  struct Accumulated {
+    double loss = 0, weight = 0;
+    int64_t tokens = 0;
+    bool finite = true;
+  };
+
+  // The next micro-batch the recipe has something to train on, skipping (and counting) the others.
+  MicroBatchLoss next_micro_batch() {
+    for (int64_t idle = 0;; ++idle) {
+      if (idle > loader_.batches_per_epoch())
+        throw std::runtime_error("[train] no micro-batch of a whole epoch (" +
+                                 std::to_string(loader_.batches_per_epoch()) +
+                                 " batches) had anything to train on");
+      const data::Batch batch = loader_.next();
+      window_.tokens += batch.num_tokens();
+      std::optional<MicroBatchLoss> m = recipe_.loss(batch);
+      if (m) return std::move(*m);
+      ++state_.skipped_micro_batches;
+    }
+  }
+
+  // Backward of G micro-batches with the configured normalisation (docs/semantics.md §10.4).
+  Accumulated accumulate() {
+    const int64_t G = c_.grad_accumulation_steps;
+    Accumulated a;
+    for (int64_t g = 0; g < G; ++g) {
+      const MicroBatchLoss m = next_micro_batch();
+      const double sum = m.sum.value().item();
+      a.finite = a.finite && std::isfinite(sum);
+      a.weight += m.weight;
+      a.tokens += m.tokens;
+      window_.flops += m.flops;
+      add_sums(window_.sums, m.sums);
+      if (c_.loss_normalization == LossNormalization::mean) {  // each micro-batch's mean, averaged
+        const double denom = recipe_.mean_denominator(m.weight);
+        a.loss += sum / denom / static_cast<double>(G);
+        (m.sum * (1.0 / (denom * static_cast<double>(G)))).backward();
+      } else {  // summed over the window, divided by its weight in synchronise()
+        a.loss += sum;
+        m.sum.backward();
+      }
+    }
+    return a;
+  }
+
+  // Sums the gradients over the data-parallel ranks and normalises them; returns them.
+  std::vector<Tensor> synchronise(Accumulated& a) {
+    std::vector<Tensor> grads = optimizer_.grads();
+    sync_.sum(grads);
+    double scale = 1.0;
+    if (c_.loss_normalization == LossNormalization::tokens) {
+      scale = 1.0 / recipe_.mean_denominator(sync_.sum(a.weight));
+      a.loss *= 1.0 / recipe_.mean_denominator(a.weight);
+    } else if (sync_.world_size() > 1) {
+      scale = 1.0 / static_cast<double>(sync_.world_size());
+    }
+    if (scale != 1.0)
+      for (const Tensor& grad : grads) grad.copy_(binary_scalar(BinaryOp::mul, grad, scale));
+    return grads;
+  }
+
+  // One optimizer step: accumulation, synchronisation, clipping, the non-finite guard, the update.
+  Step optimizer_step() {
+    Accumulated a = accumulate();
+    const std::vector<Tensor> grads = synchronise(a);
+    Step step;
+    step.loss = a.loss;
+    step.grad_norm =
+        c_.max_grad_norm > 0 ? clip_grad_norm(grads, c_.max_grad_norm) : global_norm(grads);
+    step.lr = c_.optimizer.lr * lr_multiplier(state_.step, warmup_, total_, c_.min_lr_ratio);
+    if (a.finite && std::isfinite(step.grad_norm)) {
+      optimizer_.step(step.lr);
+      consecutive_skips_ = 0;
+    } else {
+      ++state_.skipped_steps;
+      if (++consecutive_skips_ > c_.max_consecutive_skips)
+        throw std::runtime_error("stopping: " + std::to_string(consecutive_skips_) +
+                                 " consecutive steps had a non-finite loss or gradient");
+      std::cerr << "step " << state_.step + 1 << ": non-finite loss or gradient, update skipped\n";
+    }
+    recipe_.trainable().zero_grad();
+    ++state_.step;
+    state_.updates = optimizer_.steps_taken();
+    state_.tokens += a.tokens;
+    state_.loader = loader_.state();
+    window_.loss += step.loss;
+    ++window_.steps;
+    return step;
+  }
+
+  // The progress record of the window that `step` closes (validating when it is time), which
+  // starts the next window.
+  StepRecord record(const Step& step, double eta_seconds) {
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - window_.start).count();
+    StepRecord r;
+    r.step = state_.step;
+    r.total_steps = total_;
+    r.loss = window_.loss / static_cast<double>(window_.steps);
+    r.lr = step.lr;
+    r.grad_norm = step.grad_norm;
+    r.tokens = state_.tokens;
+    r.tokens_per_s = dt > 0 ? static_cast<double>(window_.tokens) / dt : 0.0;
+    r.flops_per_s = dt > 0 ? window_.flops / dt : 0.0;
+    r.skipped_steps = state_.skipped_steps;
+    r.epoch = state_.loader.epoch;
+    r.eta_seconds = eta_seconds;
+    for (const RatioMetric& ratio : recipe_.ratios())
+      if (window_.sums[ratio.denominator] != 0)
+        r.extra.emplace_back(ratio.name,
+                             window_.sums[ratio.numerator] / window_.sums[ratio.denominator]);
+    const bool last = state_.step == total_;
+    if (val_ && (last || (c_.val_every_steps > 0 && state_.step % c_.val_every_steps == 0)))
+      for (auto& entry : validate(recipe_, *val_)) r.extra.push_back(std::move(entry));
+    window_ = Window{};
+    window_.start = now;
+    return r;
+  }
+
+  void save() {
+    const CheckpointPayload payload{
+        recipe_.checkpoint_config(),
+        {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
+        state_json(state_, recipe_.checkpoint_metadata())};
+    last_checkpoint_ = checkpoints_.save(payload, state_.step);
+  }
+
+  const TrainConfig& c_;
+  Recipe& recipe_;
+  GradientSync& sync_;
+  data::DataLoader loader_;
+  std::unique_ptr<data::DataLoader> val_;
+  AdamW optimizer_;
+  int64_t total_, warmup_;
+  CheckpointManager checkpoints_;
+  Device device_;
+  TrainerState state_;
+  std::string last_checkpoint_;
+  Window window_;
+  int64_t consecutive_skips_ = 0;
+};
+
 }  // namespace
 
 Trainer::Trainer(TrainConfig config, bool resume)
@@ -96,174 +333,9 @@ Trainer::Trainer(TrainConfig config, bool resume)
 }
 
 TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
-  const TrainConfig& c = config_;
-  data::DataLoader loader(recipe.data(), data::Split::train);
-  std::unique_ptr<data::DataLoader> val;
-  if (!recipe.data().val.empty())
-    val = std::make_unique<data::DataLoader>(recipe.data(), data::Split::val);
-
-  // Mixed precision: fp32 masters are taken before the module is cast to the compute dtype.
-  Module& module = recipe.trainable();
-  const bool bf16 = device_.is_cuda() && c.model_dtype == "bf16";
-  std::map<std::string, Tensor> masters = module.state_dict();
-  module.to(device_, bf16 ? DType::bf16 : DType::f32);
-  AdamW optimizer(module.named_parameters(), c.optimizer,
-                  bf16 ? masters : std::map<std::string, Tensor>{});
-  masters.clear();
-
-  const int64_t G = c.grad_accumulation_steps;
-  const int64_t total =
-      c.max_steps > 0 ? c.max_steps : c.num_epochs * ((loader.batches_per_epoch() + G - 1) / G);
-  const int64_t warmup = c.warmup_steps >= 0 ? std::max<int64_t>(c.warmup_steps, 1)
-                                             : warmup_from_ratio(c.warmup_ratio, total);
-
-  CheckpointManager checkpoints(c.run_dir, c.keep_last);
-  TrainerState state;
-  state.rng_seed = c.seed;
-  const std::optional<LoadedCheckpoint> ck =
-      resume_ ? checkpoints.load_latest({"model", "optimizer"}) : std::nullopt;
-  if (ck) {
-    try {
-      state = state_of(ck->payload.state);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("checkpoint " + ck->dir + " is corrupt: " + e.what());
-    }
-    recipe.check_resumed(ck->payload.state.value("recipe", json()));
-    optimizer.load_state(ck->payload.tensors.at("model"), ck->payload.tensors.at("optimizer"),
-                         state.updates);
-    loader.restore(state.loader);
-    std::cout << "resumed from " << ck->dir << " at step " << state.step << "\n";
-  } else if (resume_) {
-    std::cout << "no checkpoint in " << checkpoints.checkpoints_dir() << ": starting fresh\n";
-  }
-  std::string last_checkpoint = ck ? ck->dir : "";
-  auto save = [&] {
-    const CheckpointPayload payload{
-        recipe.checkpoint_config(),
-        {{"model", optimizer.masters()}, {"optimizer", optimizer.moments()}},
-        state_json(state, recipe.checkpoint_metadata())};
-    last_checkpoint = checkpoints.save(payload, state.step);
-  };
-
-  ProgressLog progress(c.run_dir, state.step, device_);
-  std::cout << "training " << module.num_parameters() << " parameters on " << device_.str()
-            << " for " << total << " steps (" << loader.summary() << ")\n";
-  const std::vector<RatioMetric> ratios = recipe.ratios();
-  const auto t_start = std::chrono::steady_clock::now();
-  auto t_window = t_start;
-  const int64_t start_step = state.step;
-  int64_t window_tokens = 0, window_steps = 0, consecutive_skips = 0, idle_micro_batches = 0;
-  double window_loss = 0, window_flops = 0, last_loss = 0, last_norm = 0;
-  MetricSums window_sums;
-
-  while (state.step < total) {
-    // One optimizer step: G micro-batches of accumulated gradients.
-    double step_loss = 0, step_weight = 0;
-    int64_t step_tokens = 0;
-    bool finite = true;
-    for (int64_t g = 0; g < G;) {
-      const data::Batch batch = loader.next();
-      window_tokens += batch.num_tokens();
-      const std::optional<MicroBatchLoss> m = recipe.loss(batch);
-      if (!m) {  // nothing to train on in this micro-batch
-        ++state.skipped_micro_batches;
-        if (++idle_micro_batches > loader.batches_per_epoch())
-          throw std::runtime_error("[train] no micro-batch of a whole epoch (" +
-                                   std::to_string(loader.batches_per_epoch()) +
-                                   " batches) had anything to train on");
-        continue;
-      }
-      idle_micro_batches = 0;
-      ++g;
-      const double sum = m->sum.value().item();
-      finite = finite && std::isfinite(sum);
-      step_weight += m->weight;
-      step_tokens += m->tokens;
-      window_flops += m->flops;
-      add_sums(window_sums, m->sums);
-      if (c.loss_normalization == LossNormalization::mean) {  // mean per micro-batch, averaged
-        const double denom = recipe.mean_denominator(m->weight);
-        step_loss += sum / denom / static_cast<double>(G);
-        (m->sum * (1.0 / (denom * static_cast<double>(G)))).backward();
-      } else {  // summed over the window, divided by its weight below
-        step_loss += sum;
-        m->sum.backward();
-      }
-    }
-    std::vector<Tensor> grads = optimizer.grads();
-    sync_->sum(grads);
-    const int64_t world = sync_->world_size();
-    double scale = 1.0;
-    if (c.loss_normalization == LossNormalization::tokens) {
-      scale = 1.0 / recipe.mean_denominator(sync_->sum(step_weight));
-      step_loss *= 1.0 / recipe.mean_denominator(step_weight);
-    } else if (world > 1) {
-      scale = 1.0 / static_cast<double>(world);
-    }
-    if (scale != 1.0)
-      for (const Tensor& grad : grads) grad.copy_(binary_scalar(BinaryOp::mul, grad, scale));
-    const double norm =
-        c.max_grad_norm > 0 ? clip_grad_norm(grads, c.max_grad_norm) : global_norm(grads);
-    const double lr = c.optimizer.lr * lr_multiplier(state.step, warmup, total, c.min_lr_ratio);
-    if (finite && std::isfinite(norm)) {
-      optimizer.step(lr);
-      consecutive_skips = 0;
-    } else {
-      ++state.skipped_steps;
-      if (++consecutive_skips > c.max_consecutive_skips)
-        throw std::runtime_error("stopping: " + std::to_string(consecutive_skips) +
-                                 " consecutive steps had a non-finite loss or gradient");
-      std::cerr << "step " << state.step + 1 << ": non-finite loss or gradient, update skipped\n";
-    }
-    module.zero_grad();
-    ++state.step;
-    state.updates = optimizer.steps_taken();
-    state.tokens += step_tokens;
-    state.loader = loader.state();
-    last_loss = step_loss;
-    last_norm = norm;
-    window_loss += step_loss;
-    ++window_steps;
-    if (on_step) on_step(state.step, step_loss);
-
-    const bool last = state.step == total;
-    if (state.step % c.log_every_steps == 0 || last) {
-      const auto now = std::chrono::steady_clock::now();
-      const double dt = std::chrono::duration<double>(now - t_window).count();
-      const double elapsed = std::chrono::duration<double>(now - t_start).count();
-      StepRecord r;
-      r.step = state.step;
-      r.total_steps = total;
-      r.loss = window_loss / static_cast<double>(window_steps);
-      r.lr = lr;
-      r.grad_norm = last_norm;
-      r.tokens = state.tokens;
-      r.tokens_per_s = dt > 0 ? static_cast<double>(window_tokens) / dt : 0.0;
-      r.flops_per_s = dt > 0 ? window_flops / dt : 0.0;
-      r.skipped_steps = state.skipped_steps;
-      r.epoch = state.loader.epoch;
-      r.eta_seconds = elapsed / static_cast<double>(state.step - start_step) *
-                      static_cast<double>(total - state.step);
-      for (const RatioMetric& ratio : ratios)
-        if (window_sums[ratio.denominator] != 0)
-          r.extra.emplace_back(ratio.name,
-                               window_sums[ratio.numerator] / window_sums[ratio.denominator]);
-      if (val && (last || (c.val_every_steps > 0 && state.step % c.val_every_steps == 0)))
-        for (auto& entry : validate(recipe, *val)) r.extra.push_back(std::move(entry));
-      progress.log(r);
-      window_tokens = 0;
-      window_steps = 0;
-      window_loss = 0;
-      window_flops = 0;
-      window_sums.clear();
-      t_window = now;
-    }
-    if ((c.checkpoint_every_steps > 0 && state.step % c.checkpoint_every_steps == 0) || last)
-      save();
-  }
-  std::cout << "done: " << state.step << " steps, last loss " << last_loss << "; run directory "
-            << c.run_dir << " (metrics.jsonl, checkpoints/latest)\n";
-  return {state.step, last_loss, state.skipped_steps, c.run_dir, last_checkpoint};
+  TrainingRun run(config_, device_, recipe, *sync_);
+  if (resume_) run.resume();
+  return run.train(on_step);
 }
 
 }  // namespace sprig

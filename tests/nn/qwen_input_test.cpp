@@ -4,25 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/nn/windowed_config.h"
 #include "tests/test_util.h"
 
 namespace sprig {
 namespace {
 
+using testing::config_with_window;
 using testing::invalid_argument_message;
-
-// A Qwen2 config of 2 layers; the second slides with `window` when window > 0.
-QwenConfig config_with_window(int64_t window) {
-  return QwenConfig::from_json({{"model_type", "qwen2"},
-                                {"vocab_size", 16},
-                                {"hidden_size", 8},
-                                {"intermediate_size", 8},
-                                {"num_hidden_layers", 2},
-                                {"num_attention_heads", 2},
-                                {"use_sliding_window", window > 0},
-                                {"sliding_window", window},
-                                {"max_window_layers", 1}});
-}
 
 std::vector<bool> dense(const AttentionMask& m, int64_t row = 0) {
   return m.mask().row(row).dense().to_vector<bool>();

@@ -113,7 +113,10 @@ TEST_F(SlidingWindowCli, GenerateEqualsFullForwardArgmax) {
   const std::vector<int64_t> want =
       testing::reference_greedy(*load_qwen(model), {3, 14, 15, 9, 2, 6}, 10);
   std::string expected;
-  for (size_t i = 0; i < want.size(); ++i) expected += (i ? "," : "") + std::to_string(want[i]);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (i > 0) expected += ",";
+    expected += std::to_string(want[i]);
+  }
   EXPECT_EQ(r.out, expected + "\n");
 }
 

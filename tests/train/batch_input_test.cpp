@@ -3,20 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/nn/windowed_config.h"
+
 namespace sprig {
 namespace {
 
-QwenConfig windowed_config(int64_t window) {
-  return QwenConfig::from_json({{"model_type", "qwen2"},
-                                {"vocab_size", 16},
-                                {"hidden_size", 8},
-                                {"intermediate_size", 8},
-                                {"num_hidden_layers", 2},
-                                {"num_attention_heads", 2},
-                                {"use_sliding_window", window > 0},
-                                {"sliding_window", window},
-                                {"max_window_layers", 1}});
-}
+using testing::config_with_window;
 
 // Two packed documents of 4 and 2 tokens in a row of 6.
 data::Batch packed_batch() {
@@ -33,7 +25,7 @@ std::vector<bool> dense(const AttentionMask& m) {
 }
 
 TEST(BatchInput, DocumentsGetOneCausalSquareEachAndTheWindowForSlidingLayers) {
-  const QwenInput in = batch_input(packed_batch(), windowed_config(2), Device::cpu());
+  const QwenInput in = batch_input(packed_batch(), config_with_window(2), Device::cpu());
   EXPECT_EQ(dense(*in.mask), dense(*compile_attention_mask(BatchMask(document_mask({4, 2})))));
   ASSERT_TRUE(in.window_mask);
   // Window 2: each token sees itself and the token before it, inside its own document.
@@ -47,7 +39,7 @@ TEST(BatchInput, DocumentsGetOneCausalSquareEachAndTheWindowForSlidingLayers) {
 }
 
 TEST(BatchInput, FullAttentionModelsGetNoWindowMask) {
-  EXPECT_FALSE(batch_input(packed_batch(), windowed_config(0), Device::cpu()).window_mask);
+  EXPECT_FALSE(batch_input(packed_batch(), config_with_window(0), Device::cpu()).window_mask);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // CPU-only build (-DSPRIG_CUDA=OFF): the CUDA runtime functions. device_count() reports that no
-// device is present; the others throw "[name] built without CUDA". (The kernels need no stubs:
+// device is present; the others throw "[name] built without CUDA". (The kernels need no stand-ins:
 // SPRIG_DISPATCH discards their calls at compile time.)
 #include <stdexcept>
 

@@ -98,8 +98,8 @@ inline Tensor for_compute(const Tensor& t) { return t.to(compute_dtype(t)).conti
 }  // namespace sprig::detail
 
 // Calls cpu::kernel(args...) or cuda::kernel(args..., stream) for the device `dev`. In a build
-// without CUDA the CUDA branch is discarded at compile time (so the CUDA twins need no stubs) and
-// a CUDA device throws "[kernel] built without CUDA".
+// without CUDA the CUDA branch is discarded at compile time (so the CUDA twins need no stand-ins)
+// and a CUDA device throws "[kernel] built without CUDA".
 #define SPRIG_DISPATCH(dev, kernel, ...)                                             \
   do {                                                                               \
     const ::sprig::Device dev_ = (dev);                                              \

@@ -98,7 +98,7 @@ DataConfig parse_data_config(const YAML::Node& root) {
   c.format = format_from_name(value_or<std::string>(data, "format", "documents"));
   if (c.format != DataFormat::rollouts && !present(data["packing"]))
     fail(std::string("data.packing is required for format ") + format_name(c.format) +
-         " (dflash, sft or bfd)");
+         " (dflash, padded, sft or bfd)");
   c.packing = packing_from_name(value_or<std::string>(data, "packing", "fold"));
   check_format_packing(c.format, c.packing);
   c.seq_len = value_or<int64_t>(data, "seq_len", 0);

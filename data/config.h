@@ -5,8 +5,8 @@
 //     val: val.jsonl               # optional
 //     format: documents            # documents | rollouts | shards
 //     seq_len: 4096
-//     packing: dflash              # dflash | sft | bfd (documents, shards) ; fold (rollouts)
-//     micro_batch_size: 2
+//     packing: dflash              # dflash | padded | sft | bfd (documents, shards) ; fold
+//     (rollouts) micro_batch_size: 2
 // Other keys (defaults): pad_id (0), eot_id (shards), vocab_size (unchecked), skip_bad_records
 // (false), shuffle (true), drop_long_samples (true), max_packs (all). An unknown key in `data:` is
 // an error that names the closest valid key; other top-level sections are not read here.

@@ -14,7 +14,7 @@ namespace sprig::data {
 
 namespace {
 
-constexpr const char* kPackingNames[] = {"dflash", "sft", "bfd", "fold"};
+constexpr const char* kPackingNames[] = {"dflash", "sft", "bfd", "fold", "padded"};
 
 void check_lengths(const std::vector<int64_t>& lengths, int64_t capacity) {
   for (size_t i = 0; i < lengths.size(); ++i)
@@ -30,13 +30,14 @@ Packing packing_from_name(const std::string& name) {
   for (size_t i = 0; i < std::size(kPackingNames); ++i)
     if (name == kPackingNames[i]) return static_cast<Packing>(i);
   throw std::invalid_argument("[pack] unknown packing '" + name +
-                              "' (expected dflash, sft, bfd or fold)");
+                              "' (expected dflash, padded, sft, bfd or fold)");
 }
 
 const char* packing_name(Packing packing) { return kPackingNames[static_cast<int>(packing)]; }
 
 TargetForm target_form(Packing packing) {
-  return packing == Packing::dflash ? TargetForm::loss_mask : TargetForm::labels;
+  return packing == Packing::dflash || packing == Packing::padded ? TargetForm::loss_mask
+                                                                  : TargetForm::labels;
 }
 
 std::vector<std::vector<int64_t>> fit_in_order(const std::vector<int64_t>& lengths,
@@ -114,8 +115,8 @@ PackPlan plan_rows(const Corpus& corpus, const PackOptions& options) {
   if (corpus.form != target_form(options.mode) || corpus.folded != (options.mode == Packing::fold))
     throw std::invalid_argument(std::string("[pack] the corpus does not suit ") +
                                 packing_name(options.mode) +
-                                " packing (dflash packs loss_mask documents, sft and bfd labels "
-                                "documents, fold rollout groups)");
+                                " packing (dflash and padded pack loss_mask documents, sft and "
+                                "bfd labels documents, fold rollout groups)");
   PackPlan plan;
   plan.seq_len = S;
   std::vector<int64_t> kept, lengths;  // documents that are packed, and how many of their tokens
@@ -126,7 +127,7 @@ PackPlan plan_rows(const Corpus& corpus, const PackOptions& options) {
       continue;
     }
     if (len > S) {
-      if (options.mode == Packing::dflash) {
+      if (target_form(options.mode) == TargetForm::loss_mask) {  // dflash, padded
         len = S;
         ++plan.truncated;
       } else if (options.drop_long_samples) {
@@ -142,9 +143,14 @@ PackPlan plan_rows(const Corpus& corpus, const PackOptions& options) {
     lengths.push_back(len);
   }
 
-  std::vector<std::vector<int64_t>> bins = options.mode == Packing::bfd
-                                               ? fit_decreasing(lengths, S, FitRule::best)
-                                               : fit_in_order(lengths, S);
+  std::vector<std::vector<int64_t>> bins;
+  if (options.mode == Packing::bfd) {
+    bins = fit_decreasing(lengths, S, FitRule::best);
+  } else if (options.mode == Packing::padded) {
+    for (size_t i = 0; i < lengths.size(); ++i) bins.push_back({static_cast<int64_t>(i)});
+  } else {
+    bins = fit_in_order(lengths, S);
+  }
   if (options.max_packs > 0 && static_cast<int64_t>(bins.size()) > options.max_packs)
     bins.resize(options.max_packs);
   if (bins.empty())

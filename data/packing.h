@@ -6,6 +6,8 @@
 //   §4.2); rows laid out as sft's
 //           (long documents likewise)
 //   fold    in-order greedy over folded rollout groups (several trees per row; long groups as sft)
+//   padded  one document per row, longer documents truncated to S: dflash's rows unpacked
+//           (docs/semantics.md §4.5)
 #pragma once
 
 #include <cstdint>
@@ -16,10 +18,10 @@
 
 namespace sprig::data {
 
-enum class Packing { dflash, sft, bfd, fold };
+enum class Packing { dflash, sft, bfd, fold, padded };
 Packing packing_from_name(const std::string& name);  // throws on an unknown name
 const char* packing_name(Packing packing);
-TargetForm target_form(Packing packing);  // loss_mask for dflash, labels otherwise
+TargetForm target_form(Packing packing);  // loss_mask for dflash and padded, labels otherwise
 
 // Bins of item indices (each bin in insertion order, bins in creation order). Every length must
 // be in [1, capacity].
@@ -34,7 +36,7 @@ enum class FitRule { worst, best };
 std::vector<std::vector<int64_t>> fit_decreasing(const std::vector<int64_t>& lengths,
                                                  int64_t capacity, FitRule rule);
 
-// `length` leading tokens of document `doc` (all of it unless dflash truncated it).
+// `length` leading tokens of document `doc` (all of it unless dflash or padded truncated it).
 struct Segment {
   int64_t doc = 0;
   int64_t length = 0;
@@ -59,9 +61,9 @@ struct PackPlan {
   std::string summary() const;  // "120 documents in 8 rows of 4096 tokens, padding 1.25%, ..."
 };
 
-// Packs every document of `corpus`; mode must suit the corpus (dflash: loss_mask form; fold:
-// folded rollouts). Empty documents are skipped. Throws std::invalid_argument when a document is
-// too long and may not be dropped, and when no row results.
+// Packs every document of `corpus`; mode must suit the corpus (dflash, padded: loss_mask form;
+// fold: folded rollouts). Empty documents are skipped. Throws std::invalid_argument when a document
+// is too long and may not be dropped, and when no row results.
 PackPlan plan_rows(const Corpus& corpus, const PackOptions& options);
 
 }  // namespace sprig::data

@@ -213,9 +213,10 @@ const char* format_name(DataFormat format) { return kFormatNames[static_cast<int
 
 void check_format_packing(DataFormat format, Packing packing) {
   if ((format == DataFormat::rollouts) != (packing == Packing::fold))
-    throw std::invalid_argument(std::string("[data] format ") + format_name(format) +
-                                " cannot use packing " + packing_name(packing) +
-                                " (rollouts use fold; documents and shards dflash, sft or bfd)");
+    throw std::invalid_argument(
+        std::string("[data] format ") + format_name(format) + " cannot use packing " +
+        packing_name(packing) +
+        " (rollouts use fold; documents and shards dflash, padded, sft or bfd)");
 }
 
 void BadRecords::add(const std::string& message) {

@@ -147,12 +147,13 @@ std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {
 
 // ---- writing ----------------------------------------------------------------------------------
 
-namespace {
-
-// Creates `dir` by writing into a fresh sibling temporary directory, then renaming it; an existing
-// `dir` is only replaced once the new one is complete.
-template <class Fill> void write_directory_atomically(const std::string& dir, Fill&& fill) {
+void write_directory(const std::string& dir, const std::function<void(const fs::path&)>& fill,
+                     bool replace) {
   const fs::path target = fs::absolute(dir);
+  if (!replace && fs::exists(target) && !(fs::is_directory(target) && fs::is_empty(target)))
+    throw std::runtime_error(dir +
+                             " already exists and is not an empty directory: choose "
+                             "another output directory");
   fs::create_directories(target.parent_path());
   const fs::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp);
@@ -167,6 +168,8 @@ template <class Fill> void write_directory_atomically(const std::string& dir, Fi
   }
 }
 
+namespace {
+
 void write_config(const fs::path& dir, const QwenConfig& config) {
   std::ofstream out(dir / "config.json");
   out << config.to_json().dump(2) << "\n";
@@ -176,12 +179,15 @@ void write_config(const fs::path& dir, const QwenConfig& config) {
 }  // namespace
 
 void save_qwen(const QwenForCausalLM& model, const std::string& dir) {
-  write_directory_atomically(dir, [&](const fs::path& tmp) {
-    write_config(tmp, model.config());
-    std::vector<SafetensorsEntry> entries;
-    for (const auto& [name, p] : model.named_parameters()) entries.push_back({name, p.value()});
-    save_safetensors((tmp / "model.safetensors").string(), entries);
-  });
+  write_directory(
+      dir,
+      [&](const fs::path& tmp) {
+        write_config(tmp, model.config());
+        std::vector<SafetensorsEntry> entries;
+        for (const auto& [name, p] : model.named_parameters()) entries.push_back({name, p.value()});
+        save_safetensors((tmp / "model.safetensors").string(), entries);
+      },
+      /*replace=*/true);
 }
 
 void convert_checkpoint(const std::string& in_dir, const std::string& out_dir) {
@@ -194,10 +200,13 @@ void convert_checkpoint(const std::string& in_dir, const std::string& out_dir) {
     const StTensorInfo& info = f.info(name);
     raw.push_back({name, info.dtype, info.shape, f.raw(name), info.end - info.begin});
   }
-  write_directory_atomically(out_dir, [&](const fs::path& tmp) {
-    write_config(tmp, config);
-    save_safetensors_raw((tmp / "model.safetensors").string(), raw);
-  });
+  write_directory(
+      out_dir,
+      [&](const fs::path& tmp) {
+        write_config(tmp, config);
+        save_safetensors_raw((tmp / "model.safetensors").string(), raw);
+      },
+      /*replace=*/true);
 }
 
 }  // namespace sprig

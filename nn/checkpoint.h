@@ -7,6 +7,8 @@
 // missing, unexpected and mis-shaped tensors in one error) and write nothing on failure.
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +42,13 @@ void check_weights(const WeightFiles& weights, const QwenConfig& config, const s
 
 // Loads a model (HF directory or sprig checkpoint) onto the CPU in f32, ready to move with to().
 std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir);
+
+// Creates `dir` by filling a fresh sibling temporary directory, then renaming it into place, so a
+// reader never sees a half-written directory. An existing `dir` is replaced only once the new one
+// is complete and only when `replace`; otherwise one that is not empty is refused, untouched.
+void write_directory(const std::string& dir,
+                     const std::function<void(const std::filesystem::path& tmp)>& fill,
+                     bool replace);
 
 // Writes a model's config and weights (in their current dtype) as a checkpoint directory.
 void save_qwen(const QwenForCausalLM& model, const std::string& dir);

@@ -21,15 +21,19 @@ DType stat_dtype(const Tensor& h) { return h.dtype() == DType::f64 ? DType::f64 
 
 class CrossEntropyRows : public RowLoss {
  public:
-  CrossEntropyRows(Tensor targets, int64_t ignore_index, const Tensor& hidden)
+  CrossEntropyRows(Tensor targets, int64_t ignore_index, const Tensor& hidden, bool want_argmax)
       : targets_(std::move(targets)),
         ignore_index_(ignore_index),
-        lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())) {}
+        lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())) {
+    if (want_argmax) argmax = Tensor::empty({hidden.size(0)}, DType::i64, hidden.device());
+  }
 
   Tensor forward(const Tensor& logits, int64_t r0) override {
     const int64_t n = logits.size(0);
-    CrossEntropyResult ce = cross_entropy(logits, targets_.narrow(0, r0, n), ignore_index_);
+    CrossEntropyResult ce =
+        cross_entropy(logits, targets_.narrow(0, r0, n), ignore_index_, argmax.defined());
     lse_.narrow(0, r0, n).copy_(ce.lse);
+    if (argmax.defined()) argmax.narrow(0, r0, n).copy_(ce.argmax);
     return ce.loss;
   }
   Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
@@ -37,6 +41,8 @@ class CrossEntropyRows : public RowLoss {
     return cross_entropy_backward(dloss, logits, targets_.narrow(0, r0, n), lse_.narrow(0, r0, n),
                                   ignore_index_);
   }
+
+  Tensor argmax;  // (N) i64, filled by forward when asked for
 
  private:
   Tensor targets_;
@@ -87,31 +93,40 @@ Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_
     const int64_t n = std::min(chunk, N - r0);
     out.narrow(0, r0, n).copy_(loss->forward(matmul(h.narrow(0, r0, n), w, false, true), r0));
   }
-  return record(op, out, {hidden, weight}, [h, w, loss, chunk](const Tensor& dloss) -> Grads {
-    const int64_t rows = h.size(0);
-    Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
-    Tensor dw = rows > 0 ? Tensor::empty(w.shape(), w.dtype(), w.device())
-                         : Tensor::zeros(w.shape(), w.dtype(), w.device());
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int64_t n = std::min(chunk, rows - r0);
-      const Tensor hc = h.narrow(0, r0, n);
-      const Tensor dlogits = loss->backward(dloss.narrow(0, r0, n), matmul(hc, w, false, true), r0);
-      matmul_into(dlogits, w, dh.narrow(0, r0, n), false, false, false);
-      matmul_into(dlogits, hc, dw, true, false, /*accumulate=*/r0 > 0);
-    }
-    return {dh, dw};
-  });
+  // A frozen weight (a draft's shared LM head) gets no gradient: its GEMMs are skipped.
+  const bool weight_grad = weight.requires_grad();
+  return record(op, out, {hidden, weight},
+                [h, w, loss, chunk, weight_grad](const Tensor& dloss) -> Grads {
+                  const int64_t rows = h.size(0);
+                  Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
+                  Tensor dw;
+                  if (weight_grad)
+                    dw = rows > 0 ? Tensor::empty(w.shape(), w.dtype(), w.device())
+                                  : Tensor::zeros(w.shape(), w.dtype(), w.device());
+                  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+                    const int64_t n = std::min(chunk, rows - r0);
+                    const Tensor hc = h.narrow(0, r0, n);
+                    const Tensor dlogits =
+                        loss->backward(dloss.narrow(0, r0, n), matmul(hc, w, false, true), r0);
+                    matmul_into(dlogits, w, dh.narrow(0, r0, n), false, false, false);
+                    if (weight_grad)
+                      matmul_into(dlogits, hc, dw, true, false, /*accumulate=*/r0 > 0);
+                  }
+                  return {dh, dw};
+                });
 }
 
 Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& targets,
-                         int64_t ignore_index, int64_t chunk_rows) {
+                         int64_t ignore_index, int64_t chunk_rows, Tensor* argmax) {
   if (targets.dim() != 1 || hidden.dim() < 1 || targets.size(0) != hidden.size(0))
     throw std::invalid_argument("[linear_cross_entropy] targets must be (" +
                                 std::to_string(hidden.dim() ? hidden.size(0) : 0) + "), got " +
                                 shape_str(targets.shape()));
-  return head_loss("linear_cross_entropy", hidden, weight,
-                   std::make_shared<CrossEntropyRows>(targets, ignore_index, hidden.value()),
-                   chunk_rows);
+  const auto rows =
+      std::make_shared<CrossEntropyRows>(targets, ignore_index, hidden.value(), argmax != nullptr);
+  Var loss = head_loss("linear_cross_entropy", hidden, weight, rows, chunk_rows);
+  if (argmax) *argmax = rows->argmax;
+  return loss;
 }
 
 Var linear_kl_div(const Var& hidden, const Var& weight, const Tensor& teacher, double temperature,

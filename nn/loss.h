@@ -23,13 +23,16 @@ class RowLoss {
 
 // Per-row loss of (hidden @ weight^T): hidden (N, H), weight (V, H) -> (N) f32 (f64 for f64
 // inputs). One autograd node (named `op`); `loss` sees chunks of at most `chunk_rows` rows
-// (0: chosen so a chunk's logits stay near 32M elements).
+// (0: chosen so a chunk's logits stay near 32M elements). A weight that does not require a
+// gradient (a frozen head) gets none, and its GEMMs are skipped.
 Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_ptr<RowLoss> loss,
               int64_t chunk_rows = 0);
 
-// Cross-entropy of each row against targets (N) (ignore_index rows give 0 and no gradient).
+// Cross-entropy of each row against targets (N) (ignore_index rows give 0 and no gradient). With
+// `argmax`, also every row's argmax logit (N) i64, ignored rows included.
 Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& targets,
-                         int64_t ignore_index = -100, int64_t chunk_rows = 0);
+                         int64_t ignore_index = -100, int64_t chunk_rows = 0,
+                         Tensor* argmax = nullptr);
 
 // Forward KL(softmax(teacher / T) || softmax(logits / T)) of each row, against teacher logits
 // (N, V) of hidden's dtype (read chunk by chunk as they are).

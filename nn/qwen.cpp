@@ -1,6 +1,9 @@
 #include "nn/qwen.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "nn/loss.h"
 
@@ -108,24 +111,49 @@ QwenModel::QwenModel(const QwenConfig& c, Generator& gen)
   norm = &register_module("norm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps));
 }
 
-Var QwenModel::forward(const QwenInput& in, KVCache* cache,
-                       const std::vector<int64_t>& capture_layers,
-                       std::vector<Var>* captured) const {
+namespace {
+
+// Decoder layer `layer` of `model` over x.
+Var run_layer(const QwenModel& model, size_t layer, const Var& x, const QwenInput& in,
+              KVCache* cache) {
+  const QwenDecoderLayer& l = *model.layers[layer];
+  const int64_t id = static_cast<int64_t>(layer);
+  return l.forward(x, {in.position_ids, in.position_ids,
+                       in.layer_mask(id, l.self_attn.config().sliding_window), Var(), cache});
+}
+
+}  // namespace
+
+Var QwenModel::forward(const QwenInput& in, KVCache* cache) const {
   if (cache && cache->k.empty()) {
     cache->k.resize(layers.size());
     cache->v.resize(layers.size());
   }
   Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const int64_t layer = static_cast<int64_t>(i);
-    const int64_t window = layers[i]->self_attn.config().sliding_window;
-    x = layers[i]->forward(
-        x, {in.position_ids, in.position_ids, in.layer_mask(layer, window), Var(), cache});
-    if (captured)
-      for (int64_t id : capture_layers)
-        if (id == layer) captured->push_back(x);
-  }
+  for (size_t i = 0; i < layers.size(); ++i) x = run_layer(*this, i, x, in, cache);
   return norm->forward(x);
+}
+
+std::vector<Var> QwenModel::layer_outputs(const QwenInput& in, const std::vector<int64_t>& ids,
+                                          Var* final_hidden) const {
+  const auto L = static_cast<int64_t>(layers.size());
+  int64_t deepest = -1;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= L)
+      throw std::invalid_argument("[qwen] layer id " + std::to_string(id) + " is outside [0, " +
+                                  std::to_string(L) + ")");
+    deepest = std::max(deepest, id);
+  }
+  const int64_t last = final_hidden ? L - 1 : deepest;
+  std::vector<Var> out(ids.size());
+  Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
+  for (int64_t i = 0; i <= last; ++i) {
+    x = run_layer(*this, static_cast<size_t>(i), x, in, nullptr);
+    for (size_t j = 0; j < ids.size(); ++j)
+      if (ids[j] == i) out[j] = x;
+  }
+  if (final_hidden) *final_hidden = norm->forward(x);
+  return out;
 }
 
 // ---- causal LM --------------------------------------------------------------------------------

@@ -81,11 +81,14 @@ class QwenDecoderLayer : public Module {
 class QwenModel : public Module {
  public:
   QwenModel(const QwenConfig& config, Generator& gen);
-  // Final-normed hidden states (B, T, H). When `captured` is given, the residual stream after each
-  // decoder layer listed in `capture_layers` is appended to it (HF hidden_states[i + 1]).
-  Var forward(const QwenInput& in, KVCache* cache = nullptr,
-              const std::vector<int64_t>& capture_layers = {},
-              std::vector<Var>* captured = nullptr) const;
+  // Final-normed hidden states (B, T, H).
+  Var forward(const QwenInput& in, KVCache* cache = nullptr) const;
+  // The residual stream after each decoder layer listed in `layers` (HF hidden_states[i + 1],
+  // before the final norm), in the list's order. Runs the layers up to the deepest one listed, or
+  // every layer and the final norm when `final_hidden` is given (set to what forward() returns).
+  // Throws "[qwen] layer id ... outside [0, L)".
+  std::vector<Var> layer_outputs(const QwenInput& in, const std::vector<int64_t>& layers,
+                                 Var* final_hidden = nullptr) const;
 
   Embedding& embed_tokens;
   std::vector<QwenDecoderLayer*> layers;

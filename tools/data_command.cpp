@@ -177,11 +177,11 @@ void add_data_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   pack->add_option("--seq-len", pack_args->seq_len, "row length S")->required();
   pack->add_option("--mode", pack_args->mode,
-                   "dflash: in order, pad folded into the last document (docs/semantics.md §4.5); "
-                   "sft: in order, "
+                   "dflash: in order, pad folded into the last document (docs/semantics.md "
+                   "§4.5); padded: one document per row, as dflash lays it out; sft: in order, "
                    "labels (docs/semantics.md §4.3); bfd: best-fit decreasing, labels")
       ->required()
-      ->check(CLI::IsMember({"dflash", "sft", "bfd"}));
+      ->check(CLI::IsMember({"dflash", "padded", "sft", "bfd"}));
   pack->add_option("--out", pack_args->out, "output JSONL, one packed row per line")->required();
   pack->add_option("--pad-id", pack_args->pad_id, "token id of padding")
       ->check(CLI::Range(0, std::numeric_limits<int32_t>::max()))

@@ -19,9 +19,14 @@ bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 const std::map<std::string, std::vector<std::string>>& schema() {
   static const std::map<std::string, std::vector<std::string>> s = {
       {"",
-       {"run_dir", "seed", "device", "model", "data", "train", "optimizer", "scheduler", "log",
-        "checkpoint", "val"}},
+       {"run_dir", "seed", "device", "model", "target", "draft", "data", "train", "optimizer",
+        "scheduler", "log", "checkpoint", "val"}},
       {"model", {"path", "config", "dtype"}},
+      {"target", {"path", "config"}},
+      {"draft",
+       {"mask_token_id", "num_layers", "block_size", "target_layer_ids", "num_anchors", "loss_type",
+        "loss_decay_gamma", "prefix_weight_base", "sliding_window", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "dtype", "init"}},
       {"train",
        {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm", "loss_normalization",
         "max_consecutive_skips"}},
@@ -91,9 +96,52 @@ void apply_override(YAML::Node& root, const std::string& text) {
   chain.back()[parts.back()] = value;
 }
 
+// target: and draft: of sprig train dflash.
+void parse_dflash(YAML::Node& root, TrainConfig& c) {
+  DFlashConfig& d = c.dflash;
+  if (present(root["target"]) && present(root["target"]["path"]))
+    d.target_path = get<std::string>(root, "target", "path", "");
+  if (present(root["target"]) && present(root["target"]["config"]))
+    d.target_config = get<std::string>(root, "target", "config", "");
+  if (d.target_path.empty() == d.target_config.empty())
+    fail(
+        "give exactly one of target.path (the frozen target: an HF directory or a sprig "
+        "checkpoint) or target.config (a fresh target from a config.json)");
+  if (!present(root["draft"]) || !present(root["draft"]["mask_token_id"]))
+    fail(
+        "draft.mask_token_id is required: the token every non-anchor slot shows (an id of the "
+        "target's vocabulary, e.g. Qwen3's first unused id 151669)");
+  speculative::DraftOptions& o = d.draft;
+  o.mask_token_id = get<int64_t>(root, "draft", "mask_token_id", -1);
+  o.num_layers = get<int64_t>(root, "draft", "num_layers", 5);
+  o.block_size = get<int64_t>(root, "draft", "block_size", 16);
+  o.target_layer_ids = get<std::vector<int64_t>>(root, "draft", "target_layer_ids", {});
+  o.num_attention_heads = get<int64_t>(root, "draft", "num_attention_heads", 0);
+  o.num_key_value_heads = get<int64_t>(root, "draft", "num_key_value_heads", 0);
+  o.head_dim = get<int64_t>(root, "draft", "head_dim", 0);
+  o.sliding_window = get<int64_t>(root, "draft", "sliding_window", 0);
+  d.num_anchors = get<int64_t>(root, "draft", "num_anchors", 512);
+  d.objective.type =
+      speculative::loss_type_from_name(get<std::string>(root, "draft", "loss_type", "dflash"));
+  // null: no decay (every supervised slot weighs 1).
+  if (present(root["draft"]["loss_decay_gamma"]) || !root["draft"]["loss_decay_gamma"].IsDefined())
+    d.objective.gamma = get<double>(root, "draft", "loss_decay_gamma", 7.0);
+  else
+    d.objective.gamma = 0;
+  d.prefix_weight_base = get<double>(root, "draft", "prefix_weight_base", 0.9);
+  d.init = get<std::string>(root, "draft", "init", "");
+  if (o.mask_token_id < 0) fail("draft.mask_token_id must be >= 0");
+  if (o.num_layers < 1) fail("draft.num_layers must be >= 1");
+  if (o.block_size < 2) fail("draft.block_size must be >= 2, got " + std::to_string(o.block_size));
+  if (d.num_anchors < 1) fail("draft.num_anchors must be >= 1");
+  if (o.sliding_window < 0) fail("draft.sliding_window must be >= 0 (0: none)");
+  if (!(d.prefix_weight_base > 0)) fail("draft.prefix_weight_base must be positive");
+}
+
 }  // namespace
 
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              RecipeKind kind) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -116,15 +164,25 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.device = get<std::string>(root, "", "device", "auto");
     if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
       fail("device must be auto, cpu or cuda, got '" + c.device + "'");
-    if (!present(root["model"])) fail("the model: section is required");
-    if (present(root["model"]["path"])) c.model_path = get<std::string>(root, "model", "path", "");
-    if (present(root["model"]["config"]))
-      c.model_config = get<std::string>(root, "model", "config", "");
-    if (c.model_path.empty() == c.model_config.empty())
-      fail("give exactly one of model.path (a checkpoint) or model.config (a fresh init)");
-    c.model_dtype = get<std::string>(root, "model", "dtype", "bf16");
+    const bool dflash = kind == RecipeKind::dflash;
+    if (dflash) {
+      if (present(root["model"])) fail("sprig train dflash reads target: and draft:, not model:");
+      parse_dflash(root, c);
+    } else {
+      if (present(root["target"]) || present(root["draft"]))
+        fail("target: and draft: are sections of sprig train dflash, not of this recipe");
+      if (!present(root["model"])) fail("the model: section is required");
+      if (present(root["model"]["path"]))
+        c.model_path = get<std::string>(root, "model", "path", "");
+      if (present(root["model"]["config"]))
+        c.model_config = get<std::string>(root, "model", "config", "");
+      if (c.model_path.empty() == c.model_config.empty())
+        fail("give exactly one of model.path (a checkpoint) or model.config (a fresh init)");
+    }
+    const char* dtype_section = dflash ? "draft" : "model";
+    c.model_dtype = get<std::string>(root, dtype_section, "dtype", "bf16");
     if (c.model_dtype != "bf16" && c.model_dtype != "f32")
-      fail("model.dtype must be bf16 or f32, got '" + c.model_dtype + "'");
+      fail(std::string(dtype_section) + ".dtype must be bf16 or f32, got '" + c.model_dtype + "'");
     c.data = data::parse_data_config(root);
 
     c.max_steps = get<int64_t>(root, "train", "max_steps", 0);
@@ -140,8 +198,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.loss_normalization =
         normalization == "mean" ? LossNormalization::mean : LossNormalization::tokens;
 
-    c.optimizer.lr = get<double>(root, "optimizer", "lr", 1e-4);
-    const auto betas = get<std::vector<double>>(root, "optimizer", "betas", {0.9, 0.999});
+    c.optimizer.lr = get<double>(root, "optimizer", "lr", dflash ? 6e-4 : 1e-4);
+    const auto betas =
+        get<std::vector<double>>(root, "optimizer", "betas", {0.9, dflash ? 0.95 : 0.999});
     if (betas.size() != 2) fail("optimizer.betas must be a list of two numbers");
     c.optimizer.beta1 = betas[0];
     c.optimizer.beta2 = betas[1];
@@ -150,7 +209,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     if (c.optimizer.lr <= 0) fail("optimizer.lr must be positive");
 
     c.warmup_steps = get<int64_t>(root, "scheduler", "warmup_steps", -1);
-    c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", 0.0);
+    c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", dflash ? 0.05 : 0.0);
     c.min_lr_ratio = get<double>(root, "scheduler", "min_lr_ratio", 0.1);
     if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) fail("scheduler.min_lr_ratio must be in [0, 1]");
 

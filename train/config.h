@@ -19,9 +19,28 @@
 #include <vector>
 
 #include "data/config.h"
+#include "speculative/draft.h"
+#include "speculative/objective.h"
 #include "train/optimizer.h"
 
 namespace sprig {
+
+// The recipe a config is for: sft reads `model:`, dflash `target:` and `draft:`.
+enum class RecipeKind { sft, dflash };
+
+// The sections of `sprig train dflash`:
+//   target: {path: ckpt/}            # the frozen target (HF or sprig checkpoint), or
+//           {config: config.json}    # a fresh one seeded by `seed` (for tests and demos)
+//   draft: {mask_token_id: 151669, num_layers: 5, block_size: 16, num_anchors: 512,
+//           loss_type: dflash, loss_decay_gamma: 7.0, target_layer_ids: [...], init: draft_dir/}
+struct DFlashConfig {
+  std::string target_path, target_config;  // exactly one is set
+  std::string init;  // a draft directory to start from (empty: a fresh initialisation)
+  speculative::DraftOptions draft;
+  int64_t num_anchors = 512;
+  speculative::ObjectiveOptions objective;
+  double prefix_weight_base = 0.9;  // the variable-prefix loss's prefix-length weights
+};
 
 // How the loss of an accumulation window is normalised: "mean" averages each micro-batch's mean
 // loss (the reference implementation's choice); "tokens" divides the window's summed loss by its
@@ -32,8 +51,9 @@ struct TrainConfig {
   std::string run_dir;
   uint64_t seed = 0;
   std::string device = "auto";
-  std::string model_path, model_config;  // exactly one is set
+  std::string model_path, model_config;  // sft: exactly one is set
   std::string model_dtype = "bf16";      // compute dtype on CUDA (CPU always trains in f32)
+  DFlashConfig dflash;                   // dflash only
   data::DataConfig data;
 
   int64_t max_steps = 0;  // 0: num_epochs over the training data
@@ -56,8 +76,11 @@ struct TrainConfig {
   std::string resolved_yaml;  // the config after overrides and defaults
 };
 
-// Loads `path`, applies overrides ("a.b=value", value parsed as YAML), validates everything.
-// Throws std::invalid_argument with one sentence naming the key (and the file).
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+// Loads `path`, applies overrides ("a.b=value", value parsed as YAML), validates everything for
+// the recipe `kind` (whose defaults differ: dflash trains with betas (0.9, 0.95), lr 6e-4 and a
+// warmup ratio of 0.05, as the reference's draft recipes). Throws std::invalid_argument with one
+// sentence naming the key (and the file).
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              RecipeKind kind = RecipeKind::sft);
 
 }  // namespace sprig

@@ -65,7 +65,7 @@ class SftRecipe : public Recipe {
 }  // namespace
 
 TrainSummary train_sft(const TrainConfig& config, bool resume, const StepCallback& on_step) {
-  if (config.data.packing == data::Packing::dflash)
+  if (data::target_form(config.data.packing) == data::TargetForm::loss_mask)
     throw std::invalid_argument("[train] sft needs labels: use data.packing sft, bfd or fold");
   Trainer trainer(config, resume);
   SftRecipe recipe(config, trainer.device());

@@ -56,6 +56,7 @@ void add_sums(MetricSums& into, const MetricSums& sums) {
 // ratios (val_<name>), denominators of 0 counting as 1.
 std::vector<std::pair<std::string, double>> validate(Recipe& recipe, data::DataLoader& val) {
   NoGradGuard no_grad;
+  recipe.begin_validation();
   recipe.trainable().train(false);
   double sum = 0, weight = 0;
   MetricSums sums;
@@ -119,7 +120,7 @@ class TrainingRun {
     } catch (const std::exception& e) {
       throw std::runtime_error("checkpoint " + ck->dir + " is corrupt: " + e.what());
     }
-    recipe_.check_resumed(ck->payload.state.value("recipe", json()));
+    recipe_.restore(ck->payload.state.value("recipe", json()));
     optimizer_.load_state(ck->payload.tensors.at("model"), ck->payload.tensors.at("optimizer"),
                           state_.updates);
     loader_.restore(state_.loader);

@@ -62,9 +62,13 @@ class Recipe {
   // The config.json of checkpoints (the model they load as).
   virtual nlohmann::json checkpoint_config() const = 0;
   // Saved in trainer_state.json under "recipe" (when not null) and handed back on resume, where
-  // the recipe may refuse a checkpoint made with different settings.
+  // the recipe refuses a checkpoint made with different settings and restores its own state
+  // (e.g. the generator of its random draws).
   virtual nlohmann::json checkpoint_metadata() const { return nullptr; }
-  virtual void check_resumed(const nlohmann::json& metadata) const { (void)metadata; }
+  virtual void restore(const nlohmann::json& metadata) { (void)metadata; }
+  // Called before each validation pass (a recipe drawing random numbers starts them afresh, so
+  // every pass sees the same draws and training's stream is not disturbed).
+  virtual void begin_validation() {}
 };
 
 // How gradients and counts combine across data-parallel ranks before an update: sums over every

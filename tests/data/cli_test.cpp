@@ -239,7 +239,7 @@ TEST_F(DataCli, BadOptionsGetAClearMessage) {
   const std::string out = " --out " + path("out.jsonl");
   const std::pair<std::string, std::string> cases[] = {
       {"pack --input " + input + " --seq-len 4 --mode knapsack" + out,
-       "--mode: knapsack not in {dflash,sft,bfd}"},
+       "--mode: knapsack not in {dflash,padded,sft,bfd}"},
       {"pack --seq-len 4 --mode sft" + out, "--input is required"},
       {"fold" + out, "--input is required"},
       {"pack --input " + path("absent.jsonl") + " --seq-len 4 --mode sft" + out,
@@ -264,8 +264,9 @@ TEST_F(DataCli, BadOptionsGetAClearMessage) {
 TEST_F(DataCli, HelpListsEachSubcommandsOptions) {
   const std::pair<const char*, std::vector<const char*>> subcommands[] = {
       {"pack",
-       {"--input", "--seq-len", "--mode", "{dflash,sft,bfd}", "--pad-id", "--out", "--vocab-size",
-        "--max-packs", "--drop-long-samples", "--skip-bad-records", "padding fraction"}},
+       {"--input", "--seq-len", "--mode", "{dflash,padded,sft,bfd}", "--pad-id", "--out",
+        "--vocab-size", "--max-packs", "--drop-long-samples", "--skip-bad-records",
+        "padding fraction"}},
       {"fold", {"--input", "--out", "--vocab-size", "--skip-bad-records", "prompt_ids"}},
       {"dump", {"--config", "--batches", "--out", "--split", "--rank", "--world"}},
   };

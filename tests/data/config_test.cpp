@@ -95,12 +95,12 @@ TEST(DataConfig, Errors) {
   EXPECT_EQ(config_error("data: {train: d.jsonl, seq_len: many, packing: sft}\n"),
             "[config] data.seq_len must be an integer, got 'many'");
   EXPECT_EQ(config_error("data: {train: d.jsonl, seq_len: 8}\n"),
-            "[config] data.packing is required for format documents (dflash, sft or bfd)");
+            "[config] data.packing is required for format documents (dflash, padded, sft or bfd)");
   EXPECT_EQ(config_error("data: {train: d.jsonl, seq_len: 8, packing: fold}\n"),
             "[data] format documents cannot use packing fold (rollouts use fold; documents and "
-            "shards dflash, sft or bfd)");
+            "shards dflash, padded, sft or bfd)");
   EXPECT_EQ(config_error("data: {train: d.jsonl, seq_len: 8, packing: neat}\n"),
-            "[pack] unknown packing 'neat' (expected dflash, sft, bfd or fold)");
+            "[pack] unknown packing 'neat' (expected dflash, padded, sft, bfd or fold)");
   EXPECT_EQ(config_error("data: {train: d.bin, format: shards, seq_len: 8, packing: sft}\n"),
             "[config] data.eot_id is required for format shards");
   EXPECT_EQ(config_error("data: {train: d.jsonl, seq_len: 8, packing: sft, vocab_size: 10, "

@@ -117,6 +117,24 @@ TEST(Packing, E6DflashPacker) {
   EXPECT_EQ(row(doc_ids, 1), i64({0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
 }
 
+// padded: E6's documents one per row, laid out as dflash lays out a row (the unpacked rows of the
+// draft trainers: positions run 0..S-1 over the padding).
+TEST(Packing, PaddedPutsOneDocumentPerRow) {
+  const Corpus corpus = e6_corpus();
+  const PackPlan plan = plan_rows(corpus, {Packing::padded, 10});
+  ASSERT_EQ(plan.rows.size(), 3u);
+  const Batch b = collate(corpus, plan, {0, 1, 2}, /*pad_id=*/0);
+  EXPECT_EQ(row(b.input_ids, 0), i64({101, 102, 103, 104, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(row(b.loss_mask, 0), i64({0, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(row(b.doc_remaining, 0), i64({3, 2, 1, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(row(b.position_ids, 0), i64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(row(b.input_ids, 1), i64({201, 202, 203, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(b.seq_lens.to_vector<int64_t>(), i64({10, 10, 10}));
+  EXPECT_EQ(plan.padding_fraction(), 1.0 - 12.0 / 30.0);
+  // Longer documents are truncated, as dflash truncates them.
+  EXPECT_EQ(plan_rows(corpus, {Packing::padded, 4}).truncated, 1);
+}
+
 TEST(Packing, E9ContextDocIds) {
   const Tensor seq_lens = Tensor::from_vector<int64_t>({3, 2, 0}, {1, 3});
   EXPECT_EQ(context_doc_ids(seq_lens, 5).to_vector<int64_t>(), i64({0, 0, 0, 1, 1}));

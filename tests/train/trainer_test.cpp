@@ -46,7 +46,7 @@ class ToyRecipe : public Recipe {
   const data::DataConfig& data() const override { return data_; }
   nlohmann::json checkpoint_config() const override { return {{"toy", true}}; }
   nlohmann::json checkpoint_metadata() const override { return metadata_; }
-  void check_resumed(const nlohmann::json& saved) const override {
+  void restore(const nlohmann::json& saved) override {
     if (saved != metadata_)
       throw std::invalid_argument("[toy] the checkpoint was made with " + saved.dump());
   }

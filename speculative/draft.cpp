@@ -1,0 +1,255 @@
+#include "speculative/draft.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "autograd/functions.h"
+#include "nn/checkpoint.h"
+
+namespace sprig::speculative {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("[draft] " + message);
+}
+
+// Python's round() of a double: halves go to the even neighbour.
+int64_t round_half_even(double x) {
+  const double r = std::nearbyint(x);  // the default rounding mode rounds halves to even
+  return static_cast<int64_t>(r);
+}
+
+const char* dtype_label(DType dtype) {
+  return dtype == DType::f32 ? "float32" : dtype == DType::f16 ? "float16" : "bfloat16";
+}
+
+}  // namespace
+
+std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t draft_layers) {
+  if (target_layers < 1 || draft_layers < 1)
+    fail("the target and the draft need at least one layer each, got " +
+         std::to_string(target_layers) + " and " + std::to_string(draft_layers));
+  if (draft_layers == 1) return {target_layers / 2};
+  const double start = 1, span = static_cast<double>(target_layers - 3) - start;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < draft_layers; ++i)
+    ids.push_back(round_half_even(start + static_cast<double>(i) * span /
+                                              static_cast<double>(draft_layers - 1)));
+  return ids;
+}
+
+int64_t DraftConfig::context_width() const {
+  return static_cast<int64_t>(target_layer_ids.size()) * layers.hidden_size;
+}
+
+void DraftConfig::check() const {
+  if (block_size < 2) fail("block_size must be >= 2, got " + std::to_string(block_size));
+  if (mask_token_id < 0 || mask_token_id >= layers.vocab_size)
+    fail("mask_token_id " + std::to_string(mask_token_id) +
+         " is outside the target's vocabulary [0, " + std::to_string(layers.vocab_size) + ")");
+  if (target_layer_ids.empty()) fail("target_layer_ids is empty");
+  for (int64_t id : target_layer_ids)
+    if (id < 0 || id >= num_target_layers)
+      fail("target_layer_ids holds " + std::to_string(id) + ", outside the target's layers [0, " +
+           std::to_string(num_target_layers) + ")");
+  if (sliding_window < 0)
+    fail("sliding_window must be >= 0, got " + std::to_string(sliding_window));
+}
+
+json DraftConfig::to_json(DType dtype) const {
+  json j = layers.to_json();
+  const int64_t n = layers.num_hidden_layers;
+  j["architectures"] = {"DFlashDraftModel"};
+  j["model_type"] = "qwen3";
+  j["num_hidden_layers"] = n;
+  j["block_size"] = block_size;
+  j["num_target_layers"] = num_target_layers;
+  j["layer_types"] = std::vector<std::string>(
+      static_cast<size_t>(n), sliding_window > 0 ? "sliding_attention" : "full_attention");
+  j["use_sliding_window"] = sliding_window > 0;
+  j["sliding_window"] = sliding_window > 0 ? json(sliding_window) : json(nullptr);
+  j["max_window_layers"] = n;
+  j["is_causal"] = causal;
+  j["rope_theta"] = layers.rope_theta;  // both spellings: transformers 4 and 5 read one each
+  j["rope_parameters"] = {{"rope_theta", layers.rope_theta}, {"rope_type", "default"}};
+  j.erase("torch_dtype");
+  j["dtype"] = dtype_label(dtype);
+  j["dflash_config"] = {{"block_size", block_size},
+                        {"mask_token_id", mask_token_id},
+                        {"target_layer_ids", target_layer_ids},
+                        {"causal", causal}};
+  return j;
+}
+
+DraftConfig DraftConfig::from_json(const json& j, const std::string& label) {
+  const auto bad = [&](const std::string& msg) { throw std::runtime_error(label + ": " + msg); };
+  if (!j.is_object()) bad("config must be a JSON object");
+  if (!j.contains("dflash_config") || !j["dflash_config"].is_object())
+    bad("has no \"dflash_config\": not a DFlash draft");
+  const json& d = j["dflash_config"];
+  const auto integer = [&](const json& in, const char* key) -> int64_t {
+    if (!in.contains(key) || !in[key].is_number_integer())
+      bad(std::string("\"") + key + "\" must be an integer");
+    return in[key].get<int64_t>();
+  };
+  DraftConfig c;
+  c.block_size = d.contains("block_size") ? integer(d, "block_size") : integer(j, "block_size");
+  c.mask_token_id =
+      d.contains("mask_token_id") ? integer(d, "mask_token_id") : integer(j, "mask_token_id");
+  if (!d.contains("target_layer_ids") || !d["target_layer_ids"].is_array())
+    bad("\"dflash_config.target_layer_ids\" must be a list of layer ids");
+  for (const json& id : d["target_layer_ids"]) {
+    if (!id.is_number_integer()) bad("\"dflash_config.target_layer_ids\" holds " + id.dump());
+    c.target_layer_ids.push_back(id.get<int64_t>());
+  }
+  c.num_target_layers = integer(j, "num_target_layers");
+  // vLLM's order: the top-level is_causal first, then dflash_config.causal.
+  if (j.contains("is_causal") && j["is_causal"].is_boolean())
+    c.causal = j["is_causal"].get<bool>();
+  else if (d.contains("causal") && d["causal"].is_boolean())
+    c.causal = d["causal"].get<bool>();
+  if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
+      j.value("use_sliding_window", false))
+    c.sliding_window = j["sliding_window"].get<int64_t>();
+  json layers = j;
+  layers["architectures"] = {"Qwen3ForCausalLM"};
+  if (layers.value("model_type", "") != "qwen3") bad("a DFlash draft's model_type must be qwen3");
+  c.layers = QwenConfig::from_json(layers, label);
+  c.layers.raw.erase("dflash_config");
+  try {
+    c.check();
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());
+  }
+  return c;
+}
+
+DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& o) {
+  if (o.num_layers < 1) fail("num_layers must be >= 1, got " + std::to_string(o.num_layers));
+  json j = target.to_json();
+  for (const char* key : {"layer_types", "use_sliding_window", "sliding_window",
+                          "max_window_layers", "bos_token_id", "eos_token_id", "auto_map"})
+    j.erase(key);
+  j["model_type"] = "qwen3";
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["num_hidden_layers"] = o.num_layers;
+  // The draft is a Qwen3 stack (q/k norms, no q/k/v biases) even over a Qwen2 target.
+  j["attention_bias"] = false;
+  if (o.num_attention_heads > 0) j["num_attention_heads"] = o.num_attention_heads;
+  if (o.num_key_value_heads > 0) j["num_key_value_heads"] = o.num_key_value_heads;
+  j["head_dim"] = o.head_dim > 0 ? o.head_dim : target.head_dim;
+  if (o.num_attention_heads > 0 && o.num_key_value_heads == 0)
+    j["num_key_value_heads"] = o.num_attention_heads;
+  DraftConfig c;
+  c.layers = QwenConfig::from_json(j, "[draft] config");
+  c.block_size = o.block_size;
+  c.mask_token_id = o.mask_token_id;
+  c.num_target_layers = target.num_hidden_layers;
+  c.target_layer_ids = o.target_layer_ids.empty()
+                           ? default_target_layer_ids(target.num_hidden_layers, o.num_layers)
+                           : o.target_layer_ids;
+  c.causal = o.causal;
+  c.sliding_window = o.sliding_window;
+  if (o.mask_token_id < 0)
+    fail(
+        "mask_token_id is required: the token every non-anchor slot shows (an id of the "
+        "target's vocabulary, e.g. Qwen3's first unused id 151669)");
+  c.check();
+  return c;
+}
+
+DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
+    : config_(std::move(config)),
+      fc(register_module(
+          "fc", std::make_unique<Linear>(config_.context_width(), config_.layers.hidden_size, false,
+                                         config_.layers.initializer_range, gen))),
+      hidden_norm(register_module(
+          "hidden_norm",
+          std::make_unique<RMSNorm>(config_.layers.hidden_size, config_.layers.rms_norm_eps))) {
+  config_.check();
+  for (int64_t i = 0; i < config_.layers.num_hidden_layers; ++i)
+    layers.push_back(&register_module("layers." + std::to_string(i),
+                                      std::make_unique<QwenDecoderLayer>(config_.layers, i, gen)));
+  norm = &register_module(
+      "norm", std::make_unique<RMSNorm>(config_.layers.hidden_size, config_.layers.rms_norm_eps));
+}
+
+Var DFlashDraft::forward(const Var& noise, const Var& target_hidden, const Tensor& positions,
+                         const std::shared_ptr<const AttentionMask>& mask) const {
+  const int64_t S = target_hidden.size(1), Q = noise.size(1);
+  if (positions.dim() != 2 || positions.size(1) != S + Q)
+    throw std::invalid_argument("[draft] positions " + shape_str(positions.shape()) +
+                                " must be (B, S + Q) = (B, " + std::to_string(S + Q) + ")");
+  // The context, projected once and shared by every layer: never updated across layers.
+  const Var context = hidden_norm.forward(fc.forward(target_hidden));  // (B, S, H)
+  const LayerInput in{positions.narrow(1, S, Q).contiguous(), positions, mask, context, nullptr};
+  Var h = noise;  // (B, Q, H)
+  for (const QwenDecoderLayer* layer : layers) h = layer->forward(h, in);
+  return norm->forward(h);
+}
+
+bool is_draft_dir(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "config.json");
+  if (!in) return false;
+  const json j = json::parse(in, nullptr, false);
+  return j.is_object() && j.contains("dflash_config");
+}
+
+std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open the draft's config");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(path + ": is not valid JSON (" + e.what() + ")");
+  }
+  Generator gen(0);
+  auto draft = std::make_unique<DFlashDraft>(DraftConfig::from_json(j, path), gen);
+  const WeightFiles weights(dir);
+  std::map<std::string, Shape> expected;
+  for (const auto& [name, p] : draft->named_parameters()) expected[name] = p.shape();
+  std::string missing, unexpected, mis_shaped;
+  for (const auto& [name, shape] : expected) {
+    if (!weights.contains(name))
+      missing += " " + name;
+    else if (weights.file_of(name).info(name).shape != shape)
+      mis_shaped += " " + name + " (expected " + shape_str(shape) + ", got " +
+                    shape_str(weights.file_of(name).info(name).shape) + ")";
+  }
+  for (const std::string& name : weights.names())
+    if (!expected.count(name)) unexpected += " " + name;
+  if (!missing.empty() || !unexpected.empty() || !mis_shaped.empty())
+    throw std::runtime_error(dir + ": the draft's weights do not match its config.json:" +
+                             (missing.empty() ? "" : " missing" + missing + ";") +
+                             (unexpected.empty() ? "" : " unexpected" + unexpected + ";") +
+                             (mis_shaped.empty() ? "" : " wrong shape" + mis_shaped + ";"));
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, shape] : expected) state[name] = weights.load(name);
+  draft->load_state_dict(state);
+  return draft;
+}
+
+void save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype) {
+  write_directory(
+      dir,
+      [&](const fs::path& tmp) {
+        std::ofstream out(tmp / "config.json");
+        out << draft.config().to_json(dtype).dump(2) << "\n";
+        if (!out) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
+        std::vector<SafetensorsEntry> entries;
+        for (const auto& [name, p] : draft.named_parameters())
+          entries.push_back({name, p.value().to(Device::cpu(), dtype)});
+        save_safetensors((tmp / "model.safetensors").string(), entries);
+      },
+      /*replace=*/false);
+}
+
+}  // namespace sprig::speculative

@@ -1,0 +1,90 @@
+// The DFlash draft model (docs/semantics.md §7.3): `fc` and `hidden_norm` project the target's
+// captured hidden states once, then Qwen3 decoder layers whose queries are the block slots and
+// whose keys and values are [projected context | slots], and a final norm. The draft has no
+// embedding and no LM head: it reads the target's, frozen. Parameter names are the serving
+// layout's (no `model.` prefix), and its config.json is the one vLLM and SGLang load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nn/layers.h"
+#include "nn/qwen.h"
+#include "nn/qwen_config.h"
+
+namespace sprig::speculative {
+
+// The target layers whose outputs feed a draft of `draft_layers` layers when none are given:
+// [L / 2] for one draft layer, else 1 + i (L - 4) / (n - 1) for i in [0, n), rounded half to even
+// (docs/semantics.md §7.2, E15).
+std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t draft_layers);
+
+struct DraftConfig {
+  QwenConfig layers;  // the draft's Qwen3 layers: num_hidden_layers is the draft's depth
+  int64_t block_size = 16;
+  int64_t mask_token_id = -1;             // the token every non-anchor slot shows
+  std::vector<int64_t> target_layer_ids;  // output of decoder layer i = HF hidden_states[i + 1]
+  int64_t num_target_layers = 0;
+  bool causal = false;  // in-block causal attention (JetSpec); DFlash blocks are bidirectional
+  int64_t sliding_window = 0;  // 0: the draft's layers attend over all of the context
+
+  int64_t context_width() const;  // fc's input: len(target_layer_ids) * hidden_size
+  // Throws "[draft] ..." for a block size below 2, a mask token outside the vocabulary, or target
+  // layer ids outside [0, num_target_layers).
+  void check() const;
+  // The serving layout's config.json (architectures ["DFlashDraftModel"], dflash_config, ...),
+  // stamping `dtype` as the weights' dtype.
+  nlohmann::json to_json(DType dtype) const;
+  // Reads that layout back; `label` (a path) prefixes errors.
+  static DraftConfig from_json(const nlohmann::json& j, const std::string& label);
+};
+
+// The `draft:` section of a training config: the draft's shape relative to its target.
+struct DraftOptions {
+  int64_t num_layers = 5;
+  int64_t block_size = 16;
+  int64_t mask_token_id = -1;             // required
+  std::vector<int64_t> target_layer_ids;  // empty: default_target_layer_ids
+  int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0;  // 0: the target's
+  int64_t sliding_window = 0;
+  bool causal = false;
+};
+
+// A draft config for `target`: its hidden size, vocabulary, MLP, norms and RoPE, with the draft's
+// depth and optional attention shape.
+DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& options);
+
+class DFlashDraft : public Module {
+ public:
+  // HF-style random initialisation from `gen`, f32 on the CPU.
+  DFlashDraft(DraftConfig config, Generator& gen);
+  const DraftConfig& config() const { return config_; }
+
+  // The slots' final hidden states (B, Q, H) from their embeddings `noise` (B, Q, H), the target's
+  // captured hidden states (B, S, L * H), the positions of [context | slots] (B, S + Q) and the
+  // block mask [Q, S + Q].
+  Var forward(const Var& noise, const Var& target_hidden, const Tensor& positions,
+              const std::shared_ptr<const AttentionMask>& mask) const;
+
+ private:
+  DraftConfig config_;
+
+ public:
+  Linear& fc;
+  RMSNorm& hidden_norm;
+  std::vector<QwenDecoderLayer*> layers;
+  RMSNorm* norm = nullptr;
+};
+
+// A draft directory: config.json in the serving layout and model.safetensors (single or sharded).
+// Loaded in f32 on the CPU; every expected tensor must be there with its shape.
+std::unique_ptr<DFlashDraft> load_draft(const std::string& dir);
+bool is_draft_dir(const std::string& dir);  // its config.json declares a DFlash draft
+// Writes the serving layout (config.json and model.safetensors, weights in `dtype`) into `dir`,
+// which must not exist or be empty; written through a temporary directory renamed on success.
+void save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype);
+
+}  // namespace sprig::speculative

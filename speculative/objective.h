@@ -1,0 +1,63 @@
+// The losses and metrics of DFlash drafts (docs/semantics.md §9): the decay-weighted block
+// cross-entropy (`dflash`), the variable-prefix loss, token accuracy and the bonus-inclusive
+// acceptance length. The LM head is the target's, frozen; logits are evaluated in row chunks and
+// never held for the whole micro-batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/var.h"
+#include "speculative/blocks.h"
+
+namespace sprig::speculative {
+
+enum class DraftLossType { dflash, variable_prefix };
+DraftLossType loss_type_from_name(const std::string& name);  // "dflash" | "variable_prefix"
+const char* loss_type_name(DraftLossType type);
+
+struct ObjectiveOptions {
+  DraftLossType type = DraftLossType::dflash;
+  double gamma = 7.0;  // decay of the slot weights, exp(-d / gamma); <= 0: no decay
+};
+
+// The sums of one micro-batch (validation and logging windows add them up).
+struct DraftMetrics {
+  double loss_weight = 0;  // sum of the supervised slots' weights (the loss divides by it)
+  double valid_tokens = 0, correct_tokens = 0;  // supervised slots, those the draft gets right
+  double accept_len_sum = 0, valid_blocks = 0;  // acceptance lengths (+1 bonus) of blocks with
+                                                // a supervised slot, and their count
+  double accuracy() const { return correct_tokens / std::max(valid_tokens, 1.0); }
+  double accept_len() const { return accept_len_sum / std::max(valid_blocks, 1.0); }
+};
+
+struct DraftLoss {
+  Var sum;  // 0-dim: the weighted sum of the supervised slots' cross-entropies
+  DraftMetrics metrics;
+  // The micro-batch's loss, sum / (loss_weight + 1e-6), as the reference reports it.
+  double value() const;
+};
+
+// Acceptance over blocks of `slots` predictions: a slot is fine when its prediction is right or it
+// is not supervised; a block accepts the fine slots before the first wrong one, counting only the
+// supervised ones, plus the verifier's bonus token, when any of its slots is supervised
+// (docs/semantics.md §9.2). pred, target and valid hold blocks * slots values.
+struct Acceptance {
+  std::vector<int64_t> accepted;  // per block, bonus excluded
+  double accept_len_sum = 0, valid_blocks = 0;
+};
+Acceptance acceptance(const std::vector<int64_t>& pred, const std::vector<int64_t>& target,
+                      const std::vector<bool>& valid, int64_t slots);
+
+// The slot weights of a block: dflash w_k = exp(-(k - 1) / gamma) for k in [1, bs); variable prefix
+// with prefix length l: exp(-(k - l) / gamma) for k >= l (ones when gamma <= 0).
+double slot_weight(DraftLossType type, int64_t slot, int64_t prefix_length, double gamma);
+
+// The loss and metrics of the draft's slot hidden states (B, Q, H) against `blocks`, through the
+// frozen head (V, H). `prefix_lengths` (B, N) is the variable-prefix loss's. With `logits`, also
+// every slot's logits (B * Q, V) f32 on the CPU (for evaluation dumps).
+DraftLoss draft_loss(const Var& hidden, const Var& head, const Blocks& blocks,
+                     const ObjectiveOptions& options, const Tensor& prefix_lengths = {},
+                     Tensor* logits = nullptr);
+
+}  // namespace sprig::speculative

@@ -11,15 +11,19 @@ FrozenTarget::FrozenTarget(std::unique_ptr<QwenForCausalLM> model, Device device
   model_->train(false);
 }
 
-Tensor FrozenTarget::capture(const DraftRows& rows, const std::vector<int64_t>& layers) const {
+Tensor FrozenTarget::capture(const DraftRows& rows, const std::vector<int64_t>& layers,
+                             Tensor* logits) const {
   rows.check();
   NoGradGuard no_grad;
   const Tensor ids = rows.input_ids.to(device_);
   const QwenInput in =
       rows.packed() ? documents_input(ids, rows.position_ids.to(device_), rows.doc_lens, config())
                     : causal_input(ids, config());
+  Var final_hidden;
   std::vector<Tensor> captured;
-  for (const Var& h : model_->model.layer_outputs(in, layers)) captured.push_back(h.value());
+  for (const Var& h : model_->model.layer_outputs(in, layers, logits ? &final_hidden : nullptr))
+    captured.push_back(h.value());
+  if (logits) *logits = model_->logits(final_hidden).value();
   return concat(captured, 2);
 }
 

@@ -23,8 +23,11 @@ class FrozenTarget {
   Device device() const { return device_; }
 
   // The hidden states (B, S, len(layers) * H) after each decoder layer of `layers` (in that
-  // order), in the target's dtype on its device.
-  Tensor capture(const DraftRows& rows, const std::vector<int64_t>& layers) const;
+  // order), in the target's dtype on its device. With `logits`, the whole forward runs and the
+  // target's logits (B, S, V) are returned there too (drafts distilled from the target's
+  // distribution read them).
+  Tensor capture(const DraftRows& rows, const std::vector<int64_t>& layers,
+                 Tensor* logits = nullptr) const;
   // Token embeddings (..., H) of `ids`, frozen.
   Var embed(const Tensor& ids) const;
   // The LM head (V, H), frozen.

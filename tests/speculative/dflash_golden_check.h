@@ -1,0 +1,92 @@
+// The DFlash golden-parity check shared by the CPU (f64, f32) and GPU (bf16) tests: the draft
+// written by tests/golden/make_dflash_golden.py and its target qwen3_tiny, loaded through the real
+// readers, run on the fixture's rows and anchors, and compared with PyTorch's f64 loss, metrics,
+// logits and every draft parameter's gradient.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "nn/checkpoint.h"
+#include "speculative/dflash.h"
+#include "tests/nn/golden_check.h"
+
+namespace sprig::testing {
+
+struct DFlashGoldenCase {
+  speculative::DraftRows rows;
+  speculative::Anchors anchors;
+  Tensor prefix_lengths;  // the variable-prefix case only
+  speculative::ObjectiveOptions objective;
+};
+
+inline DFlashGoldenCase load_dflash_case(const SafetensorsFile& f, const std::string& name) {
+  const nlohmann::json cases = nlohmann::json::parse(f.metadata().at("cases"));
+  const nlohmann::json& meta = cases.at(name);
+  auto get = [&](const std::string& key) { return f.load(name + "." + key); };
+  DFlashGoldenCase c;
+  c.rows.input_ids = get("input_ids");
+  c.rows.loss_mask = get("loss_mask");
+  if (f.contains(name + ".seq_lens")) {
+    c.rows.position_ids = get("position_ids");
+    c.rows.doc_remaining = get("doc_remaining");
+    const Tensor lens = get("seq_lens");
+    for (int64_t b = 0; b < lens.size(0); ++b) {
+      c.rows.doc_lens.push_back(lens.select(0, b).contiguous().to_vector<int64_t>());
+    }
+  }
+  c.anchors.anchors = get("anchors");
+  c.anchors.keep = get("keep").to(DType::boolean);
+  c.objective.type = speculative::loss_type_from_name(meta.at("loss_type"));
+  c.objective.gamma = meta.at("gamma").get<double>();
+  if (c.objective.type == speculative::DraftLossType::variable_prefix) {
+    c.prefix_lengths = get("prefix_lengths");
+  }
+  return c;
+}
+
+inline void check_dflash_golden(const std::string& name, Device device, DType dtype,
+                                GoldenTolerance tol) {
+  SafetensorsFile expected(kGolden + "dflash_tiny_expected.safetensors");
+  const DFlashGoldenCase c = load_dflash_case(expected, name);
+  const speculative::FrozenTarget target(load_qwen(kGolden + "qwen3_tiny"), device, dtype);
+  auto draft = speculative::load_draft(kGolden + "dflash_tiny");
+  draft->to(device, dtype);
+
+  Tensor logits;
+  const speculative::DraftLoss loss = speculative::dflash_loss(
+      target, *draft, c.rows, c.anchors, c.objective, c.prefix_lengths, &logits);
+  const double logits_err = relative_error(logits, expected.load(name + ".logits"));
+  EXPECT_LE(logits_err, tol.logits) << name << " logits";
+  auto scalar = [&](const std::string& key) { return expected.load(name + "." + key).item(); };
+  const double loss_err = std::abs(loss.value() - scalar("loss")) / std::abs(scalar("loss"));
+  EXPECT_LE(loss_err, tol.loss) << name << " loss";
+  EXPECT_NEAR(loss.metrics.loss_weight, scalar("loss_weight"), 1e-9 + 1e-6 * scalar("loss_weight"));
+  // Counts are exact whenever the argmax is: the fixture's logits are far from ties.
+  EXPECT_EQ(loss.metrics.valid_tokens, scalar("valid_tokens")) << name;
+  EXPECT_EQ(loss.metrics.valid_blocks, scalar("valid_blocks")) << name;
+  if (dtype != DType::bf16) {
+    EXPECT_EQ(loss.metrics.correct_tokens, scalar("correct_tokens")) << name;
+    EXPECT_EQ(loss.metrics.accept_len_sum, scalar("accept_len_sum")) << name;
+  }
+
+  (loss.sum * (1.0 / (loss.metrics.loss_weight + 1e-6))).backward();
+  int checked = 0;
+  double worst_grad_err = 0;
+  for (const auto& [pname, p] : draft->named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << pname;
+    const double err = relative_error(p.grad(), expected.load(name + ".grad." + pname));
+    EXPECT_LE(err, tol.grads) << name << " " << pname;
+    worst_grad_err = std::max(worst_grad_err, err);
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(draft->named_parameters().size()));
+  EXPECT_EQ(checked, 25);  // fc, hidden_norm, 2 x 11 layer weights, norm
+  std::cout << "dflash " << name << " (" << device.str() << ", " << dtype_name(dtype)
+            << "): relative error logits " << logits_err << ", loss " << loss_err
+            << ", worst gradient " << worst_grad_err << "\n";
+}
+
+}  // namespace sprig::testing

@@ -1,0 +1,205 @@
+// DFlash end to end on the golden pair (tests/golden: the qwen3_tiny target, the dflash_tiny
+// draft): the target's capture keeps packed documents apart, a packed row of one document trains
+// exactly like the unpacked row, two packed documents cannot see each other, the target's logits
+// come with the capture on request, and the whole draft loss passes a gradient check in f64.
+#include "speculative/dflash.h"
+
+#include <gtest/gtest.h>
+
+#include "autograd/gradcheck.h"
+#include "nn/checkpoint.h"
+#include "tests/test_util.h"
+
+namespace sprig::speculative {
+namespace {
+
+const std::string kGolden = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
+constexpr int64_t kS = 16, kMask = 95;
+
+FrozenTarget golden_target(DType dtype = DType::f32) {
+  return FrozenTarget(load_qwen(kGolden + "qwen3_tiny"), Device::cpu(), dtype);
+}
+
+std::vector<int64_t> tokens(uint64_t seed) {
+  Generator gen(seed);
+  std::vector<int64_t> ids(kS);
+  for (auto& t : ids) t = gen.next_int(0, kMask);
+  return ids;
+}
+
+DraftRows unpacked_row(const std::vector<int64_t>& ids) {
+  DraftRows r;
+  const auto S = static_cast<int64_t>(ids.size());
+  r.input_ids = Tensor::from_vector(ids, {1, S});
+  r.loss_mask = Tensor::ones({1, S}, DType::i64);
+  return r;
+}
+
+// One row packing documents of `lens` (summing to the row's length) back to back.
+DraftRows packed_row(const std::vector<int64_t>& ids, const std::vector<int64_t>& lens) {
+  DraftRows r = unpacked_row(ids);
+  std::vector<int64_t> pos, remaining;
+  for (const int64_t n : lens) {
+    for (int64_t t = 0; t < n; ++t) {
+      pos.push_back(t);
+      remaining.push_back(n - 1 - t);
+    }
+  }
+  r.position_ids = Tensor::from_vector(pos, {1, kS});
+  r.doc_remaining = Tensor::from_vector(remaining, {1, kS});
+  r.doc_lens = {lens};
+  return r;
+}
+
+Anchors anchors_at(const std::vector<int64_t>& at) {
+  const auto n = static_cast<int64_t>(at.size());
+  return {Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)};
+}
+
+bool bit_identical(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         a.to_vector<double>() == b.to_vector<double>();
+}
+
+// Loss, metrics, logits and every draft gradient of one micro-batch on a fresh copy of the draft.
+struct Outcome {
+  double loss;
+  DraftMetrics metrics;
+  Tensor logits;
+  std::map<std::string, Tensor> grads;
+};
+
+Outcome run(const FrozenTarget& target, const DraftRows& rows, const Anchors& anchors) {
+  auto draft = load_draft(kGolden + "dflash_tiny");
+  Outcome o;
+  const DraftLoss loss = dflash_loss(target, *draft, rows, anchors, {}, {}, &o.logits);
+  loss.sum.backward();
+  o.loss = loss.value();
+  o.metrics = loss.metrics;
+  for (const auto& [name, p] : draft->named_parameters()) o.grads[name] = p.grad();
+  return o;
+}
+
+void expect_same(const Outcome& a, const Outcome& b) {
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.metrics.loss_weight, b.metrics.loss_weight);
+  EXPECT_EQ(a.metrics.valid_tokens, b.metrics.valid_tokens);
+  EXPECT_EQ(a.metrics.correct_tokens, b.metrics.correct_tokens);
+  EXPECT_EQ(a.metrics.accept_len_sum, b.metrics.accept_len_sum);
+  EXPECT_EQ(a.metrics.valid_blocks, b.metrics.valid_blocks);
+  EXPECT_TRUE(bit_identical(a.logits, b.logits));
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (const auto& [name, g] : a.grads) EXPECT_TRUE(bit_identical(g, b.grads.at(name))) << name;
+}
+
+TEST(FrozenTarget, PackedDocumentsAreCapturedApart) {
+  const FrozenTarget target = golden_target();
+  const std::vector<int64_t> ids = tokens(1);
+  std::vector<int64_t> changed = ids;
+  for (int64_t t = 0; t < 9; ++t) changed[t] = (changed[t] + 7) % kMask;  // document 0 only
+  const std::vector<int64_t> layers = {0, 1};
+  const Tensor a = target.capture(packed_row(ids, {9, 7}), layers);
+  const Tensor b = target.capture(packed_row(changed, {9, 7}), layers);
+  ASSERT_EQ(a.shape(), (Shape{1, kS, 2 * target.config().hidden_size}));
+  EXPECT_TRUE(bit_identical(a.slice(1, 9, kS), b.slice(1, 9, kS)));
+  EXPECT_GT(testing::max_abs_diff(a.slice(1, 0, 9), b.slice(1, 0, 9)), 1e-3);
+  // Document 1 is captured as if it were a row of its own (to rounding: the matmuls see other
+  // row counts).
+  const std::vector<int64_t> doc1(ids.begin() + 9, ids.end());
+  EXPECT_LE(testing::max_abs_diff(a.slice(1, 9, kS), target.capture(unpacked_row(doc1), layers)),
+            1e-5);
+  // The target's logits on request: those of its own forward; the capture is unchanged.
+  Tensor logits;
+  const DraftRows row = unpacked_row(ids);
+  EXPECT_TRUE(bit_identical(target.capture(row, layers, &logits), target.capture(row, layers)));
+  const QwenForCausalLM& model = target.model();
+  const Var reference = model.logits(model.hidden(causal_input(row.input_ids, model.config())));
+  EXPECT_TRUE(bit_identical(logits, reference.value()));
+}
+
+TEST(FrozenTarget, CapturesTheChosenLayersInOrder) {
+  const FrozenTarget target = golden_target();
+  const DraftRows row = unpacked_row(tokens(2));
+  const int64_t H = target.config().hidden_size;
+  const Tensor both = target.capture(row, {1, 0});
+  EXPECT_TRUE(bit_identical(both.slice(2, 0, H), target.capture(row, {1})));
+  EXPECT_TRUE(bit_identical(both.slice(2, H, 2 * H), target.capture(row, {0})));
+  EXPECT_THROW(target.capture(row, {2}), std::invalid_argument);  // the target has 2 layers
+}
+
+TEST(DFlashPacking, OnePackedDocumentEqualsTheUnpackedRow) {
+  const FrozenTarget target = golden_target();
+  const std::vector<int64_t> ids = tokens(3);
+  const Anchors anchors = anchors_at({1, 5, 12});
+  expect_same(run(target, packed_row(ids, {kS}), anchors), run(target, unpacked_row(ids), anchors));
+}
+
+TEST(DFlashPacking, TwoPackedDocumentsAreIsolated) {
+  const FrozenTarget target = golden_target();
+  const std::vector<int64_t> ids = tokens(4);
+  std::vector<int64_t> changed = ids;
+  for (int64_t t = 0; t < 9; ++t) changed[t] = (changed[t] + 11) % kMask;
+  // Blocks in document 1 only: nothing of the run depends on document 0.
+  const Anchors in_doc1 = anchors_at({9, 12});
+  expect_same(run(target, packed_row(ids, {9, 7}), in_doc1),
+              run(target, packed_row(changed, {9, 7}), in_doc1));
+  // Blocks in both: document 1's block logits stay bit-identical, document 0's move.
+  const Anchors in_both = anchors_at({2, 9, 12});
+  const Outcome a = run(target, packed_row(ids, {9, 7}), in_both);
+  const Outcome b = run(target, packed_row(changed, {9, 7}), in_both);
+  constexpr int64_t bs = 4;
+  EXPECT_TRUE(bit_identical(a.logits.slice(0, bs, 3 * bs), b.logits.slice(0, bs, 3 * bs)));
+  EXPECT_GT(testing::max_abs_diff(a.logits.slice(0, 0, bs), b.logits.slice(0, 0, bs)), 1e-3);
+  // And document 1 alone, as its own unpacked row, gives the same block logits (to rounding).
+  const std::vector<int64_t> doc1(ids.begin() + 9, ids.end());
+  const Outcome alone = run(target, unpacked_row(doc1), anchors_at({0, 3}));
+  EXPECT_LE(testing::max_abs_diff(a.logits.slice(0, bs, 3 * bs), alone.logits), 1e-5);
+}
+
+// A micro target and draft in f64: the draft loss's gradient for every draft parameter element
+// against central differences of the loss itself.
+TEST(DFlashGradcheck, WholeDraftLossInF64) {
+  const QwenConfig tc = QwenConfig::from_json({{"model_type", "qwen3"},
+                                               {"vocab_size", 24},
+                                               {"hidden_size", 8},
+                                               {"intermediate_size", 12},
+                                               {"num_hidden_layers", 2},
+                                               {"num_attention_heads", 2},
+                                               {"num_key_value_heads", 1},
+                                               {"head_dim", 4}});
+  Generator gen(5);
+  const FrozenTarget target(std::make_unique<QwenForCausalLM>(tc, gen), Device::cpu(), DType::f64);
+  DraftOptions o;
+  o.num_layers = 1;
+  o.block_size = 3;
+  o.mask_token_id = 23;
+  o.target_layer_ids = {0, 1};
+  DFlashDraft draft(draft_config_for(tc, o), gen);
+  draft.to(Device::cpu(), DType::f64);
+
+  DraftRows rows;
+  rows.input_ids = Tensor::from_vector<int64_t>({3, 9, 1, 17, 4, 22, 8, 0, 5, 12}, {1, 10});
+  rows.loss_mask = Tensor::from_vector<int64_t>({0, 0, 1, 1, 1, 1, 0, 1, 1, 1}, {1, 10});
+  rows.position_ids = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 5, 0, 1, 2, 3}, {1, 10});
+  rows.doc_remaining = Tensor::from_vector<int64_t>({5, 4, 3, 2, 1, 0, 3, 2, 1, 0}, {1, 10});
+  rows.doc_lens = {{6, 4}};
+  const Anchors anchors = anchors_at({2, 7});
+  for (const DraftLossType type : {DraftLossType::dflash, DraftLossType::variable_prefix}) {
+    const ObjectiveOptions objective{.type = type, .gamma = 2.0};
+    const Tensor prefix = type == DraftLossType::variable_prefix
+                              ? Tensor::from_vector<int64_t>({2, 2}, {1, 2})
+                              : Tensor();
+    auto loss = [&] { return dflash_loss(target, draft, rows, anchors, objective, prefix); };
+    draft.zero_grad();
+    const DraftLoss l = loss();
+    ASSERT_GT(l.metrics.loss_weight, 0);
+    (l.sum * (1.0 / (l.metrics.loss_weight + 1e-6))).backward();
+    for (const auto& [name, p] : draft.named_parameters()) {
+      const Tensor numeric = numeric_gradient([&] { return loss().value(); }, p.value());
+      EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << loss_type_name(type) << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sprig::speculative

@@ -1,0 +1,175 @@
+// The draft model's config and files: the default target layers (E15, with banker's rounding),
+// the config derived from a target and its errors, the serving layout's config.json (the export
+// checklist of docs/semantics.md §7.3), and drafts saved and loaded back bit for bit.
+#include "speculative/draft.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/nn/checkpoint_fixtures.h"
+#include "tests/test_util.h"
+
+namespace sprig::speculative {
+namespace {
+
+namespace fs = std::filesystem;
+
+QwenConfig target_config() {
+  return QwenConfig::from_json({{"model_type", "qwen3"},
+                                {"vocab_size", 40},
+                                {"hidden_size", 16},
+                                {"intermediate_size", 24},
+                                {"num_hidden_layers", 6},
+                                {"num_attention_heads", 2},
+                                {"num_key_value_heads", 1},
+                                {"head_dim", 8},
+                                {"rope_theta", 5e5},
+                                {"tie_word_embeddings", true}});
+}
+
+DraftOptions options() {
+  DraftOptions o;
+  o.num_layers = 2;
+  o.block_size = 4;
+  o.mask_token_id = 39;
+  return o;
+}
+
+TEST(DraftConfig, E15DefaultTargetLayers) {
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(default_target_layer_ids(36, 5), V({1, 9, 17, 25, 33}));
+  EXPECT_EQ(default_target_layer_ids(28, 5), V({1, 7, 13, 19, 25}));
+  EXPECT_EQ(default_target_layer_ids(48, 5), V({1, 12, 23, 34, 45}));
+  EXPECT_EQ(default_target_layer_ids(64, 5), V({1, 16, 31, 46, 61}));
+  EXPECT_EQ(default_target_layer_ids(32, 5), V({1, 8, 15, 22, 29}));
+  EXPECT_EQ(default_target_layer_ids(36, 1), V({18}));
+  EXPECT_EQ(default_target_layer_ids(31, 3), V({1, 14, 28}));  // 14.5 rounds to even
+}
+
+TEST(DraftConfig, FollowsTheTarget) {
+  const DraftConfig c = draft_config_for(target_config(), options());
+  EXPECT_EQ(c.layers.model_type, "qwen3");
+  EXPECT_EQ(c.layers.num_hidden_layers, 2);
+  EXPECT_EQ(c.layers.hidden_size, 16);
+  EXPECT_EQ(c.layers.vocab_size, 40);
+  EXPECT_EQ(c.layers.head_dim, 8);
+  EXPECT_EQ(c.layers.rope_theta, 5e5);
+  EXPECT_EQ(c.num_target_layers, 6);
+  EXPECT_EQ(c.target_layer_ids, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(c.context_width(), 32);
+  DraftOptions o = options();
+  o.num_attention_heads = 4;
+  o.num_key_value_heads = 2;
+  o.head_dim = 16;
+  const DraftConfig wide = draft_config_for(target_config(), o);
+  EXPECT_EQ(wide.layers.num_attention_heads, 4);
+  EXPECT_EQ(wide.layers.head_dim, 16);
+}
+
+TEST(DraftConfig, BadOptionsGiveOneSentence) {
+  const auto error = [](DraftOptions o) {
+    return testing::invalid_argument_message([&] { draft_config_for(target_config(), o); });
+  };
+  DraftOptions o = options();
+  o.mask_token_id = 40;
+  EXPECT_EQ(error(o), "[draft] mask_token_id 40 is outside the target's vocabulary [0, 40)");
+  o = options();
+  o.mask_token_id = -1;
+  EXPECT_EQ(error(o).rfind("[draft] mask_token_id is required", 0), 0u);
+  o = options();
+  o.target_layer_ids = {0, 6};
+  EXPECT_EQ(error(o), "[draft] target_layer_ids holds 6, outside the target's layers [0, 6)");
+  o = options();
+  o.block_size = 1;
+  EXPECT_EQ(error(o), "[draft] block_size must be >= 2, got 1");
+}
+
+TEST(DraftConfig, TheServingLayoutChecklist) {
+  DraftOptions o = options();
+  o.sliding_window = 8;
+  const DraftConfig c = draft_config_for(target_config(), o);
+  const nlohmann::json j = c.to_json(DType::bf16);
+  EXPECT_EQ(j["architectures"], nlohmann::json({"DFlashDraftModel"}));
+  EXPECT_EQ(j["model_type"], "qwen3");
+  EXPECT_EQ(j["block_size"], 4);
+  EXPECT_EQ(j["dflash_config"]["block_size"], 4);
+  EXPECT_EQ(j["dflash_config"]["mask_token_id"], 39);
+  EXPECT_EQ(j["dflash_config"]["target_layer_ids"], nlohmann::json({1, 3}));
+  EXPECT_EQ(j["num_target_layers"], 6);
+  EXPECT_EQ(j["layer_types"], nlohmann::json({"sliding_attention", "sliding_attention"}));
+  EXPECT_EQ(j["sliding_window"], 8);
+  EXPECT_EQ(j["use_sliding_window"], true);
+  EXPECT_EQ(j["max_window_layers"], 2);
+  EXPECT_EQ(j["is_causal"], false);
+  EXPECT_EQ(j["dflash_config"]["causal"], false);
+  EXPECT_EQ(j["rope_theta"], 5e5);
+  EXPECT_EQ(j["rope_parameters"]["rope_theta"], 5e5);
+  EXPECT_EQ(j["dtype"], "bfloat16");
+  EXPECT_FALSE(j.contains("torch_dtype"));
+  // Read back, the same draft.
+  const DraftConfig back = DraftConfig::from_json(j, "config.json");
+  EXPECT_EQ(back.block_size, c.block_size);
+  EXPECT_EQ(back.mask_token_id, c.mask_token_id);
+  EXPECT_EQ(back.target_layer_ids, c.target_layer_ids);
+  EXPECT_EQ(back.num_target_layers, c.num_target_layers);
+  EXPECT_EQ(back.sliding_window, 8);
+  EXPECT_EQ(back.causal, false);
+  EXPECT_EQ(back.layers.num_hidden_layers, 2);
+  EXPECT_EQ(back.layers.hidden_size, 16);
+  // JetSpec-style drafts are causal in both keys.
+  o.causal = true;
+  EXPECT_EQ(draft_config_for(target_config(), o).to_json(DType::bf16)["is_causal"], true);
+}
+
+TEST(DraftFiles, SavedAndLoadedBitForBit) {
+  testing::TempDir tmp("draft_files");
+  Generator gen(4);
+  DFlashDraft draft(draft_config_for(target_config(), options()), gen);
+  // Serving names: no model. prefix, no embedding or head.
+  std::vector<std::string> names;
+  for (const auto& [name, p] : draft.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names.front(), "fc.weight");
+  EXPECT_EQ(names[1], "hidden_norm.weight");
+  EXPECT_EQ(names.back(), "norm.weight");
+  EXPECT_NE(std::find(names.begin(), names.end(), "layers.1.self_attn.k_norm.weight"), names.end());
+  EXPECT_EQ(draft.fc.weight.shape(), (Shape{16, 32}));
+
+  save_draft(draft, tmp.path + "/f32", DType::f32);
+  EXPECT_TRUE(is_draft_dir(tmp.path + "/f32"));
+  const auto back = load_draft(tmp.path + "/f32");
+  const auto a = draft.state_dict(), b = back->state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_EQ(testing::max_abs_diff(t, b.at(name)), 0.0) << name;
+
+  save_draft(draft, tmp.path + "/bf16", DType::bf16);
+  const SafetensorsFile f(tmp.path + "/bf16/model.safetensors");
+  for (const StTensorInfo& t : f.tensors()) EXPECT_EQ(t.dtype, StDType::BF16) << t.name;
+  // A directory with something in it is never replaced.
+  EXPECT_THROW(save_draft(draft, tmp.path + "/f32", DType::f32), std::runtime_error);
+  EXPECT_TRUE(fs::exists(tmp.path + "/f32/model.safetensors"));
+}
+
+TEST(DraftFiles, MismatchedWeightsAreRefused) {
+  testing::TempDir tmp("draft_bad_files");
+  Generator gen(4);
+  DFlashDraft draft(draft_config_for(target_config(), options()), gen);
+  save_draft(draft, tmp.path + "/d", DType::f32);
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, p] : draft.named_parameters())
+    if (name != "norm.weight") entries.push_back({name, p.value()});
+  entries.push_back({"lm_head.weight", Tensor::zeros({40, 16})});
+  save_safetensors(tmp.path + "/d/model.safetensors", entries);
+  try {
+    load_draft(tmp.path + "/d");
+    FAIL() << "loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), tmp.path +
+                                         "/d: the draft's weights do not match its "
+                                         "config.json: missing norm.weight; unexpected "
+                                         "lm_head.weight;");
+  }
+}
+
+}  // namespace
+}  // namespace sprig::speculative

@@ -1,7 +1,11 @@
 #include "train/trainer.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -325,17 +329,26 @@ Trainer::Trainer(TrainConfig config, bool resume)
     throw std::runtime_error(run_dir +
                              " already holds checkpoints: pass --resume to continue "
                              "the run, or choose another run_dir");
-  std::error_code error;
-  fs::create_directories(run_dir, error);
-  std::ofstream probe(fs::path(run_dir) / "config.resolved.yaml");
-  if (error || !(probe << config_.resolved_yaml))
-    throw std::runtime_error("run_dir " + run_dir + " is not writable" +
-                             (error ? ": " + error.message() : std::string()));
+  // Checked now, written once the recipe, the data and any checkpoint have loaded: a run that
+  // cannot start leaves no run directory behind.
+  fs::path existing = fs::absolute(run_dir);
+  while (!fs::exists(existing)) existing = existing.parent_path();
+  const char* why = !fs::is_directory(existing)                    ? "Not a directory"
+                    : ::access(existing.c_str(), W_OK | X_OK) != 0 ? std::strerror(errno)
+                                                                   : nullptr;
+  if (why) throw std::runtime_error("run_dir " + run_dir + " is not writable: " + why);
 }
 
 TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   TrainingRun run(config_, device_, recipe, *sync_);
   if (resume_) run.resume();
+  std::error_code error;
+  fs::create_directories(config_.run_dir, error);
+  std::ofstream yaml(fs::path(config_.run_dir) / "config.resolved.yaml");
+  if (error || !(yaml << config_.resolved_yaml))
+    throw std::runtime_error("run_dir " + config_.run_dir + " is not writable" +
+                             (error ? ": " + error.message() : std::string()));
+  yaml.close();
   return run.train(on_step);
 }
 

@@ -106,13 +106,15 @@ using StepCallback = std::function<void(int64_t step, double loss)>;
 
 class Trainer {
  public:
-  // Resolves the device and prepares the run directory: refused (touching nothing) when it
-  // already holds checkpoints and `resume` is false; created with config.resolved.yaml otherwise.
+  // Resolves the device and checks the run directory, touching nothing: refused when it already
+  // holds checkpoints and `resume` is false, or cannot be written.
   Trainer(TrainConfig config, bool resume);
   Device device() const { return device_; }
   void set_gradient_sync(std::unique_ptr<GradientSync> sync) { sync_ = std::move(sync); }
 
   // Trains `recipe` to the end of the schedule, or continues from the run's latest checkpoint.
+  // The run directory (config.resolved.yaml, metrics.jsonl, checkpoints/) is written once the
+  // data and any checkpoint have loaded.
   TrainSummary run(Recipe& recipe, const StepCallback& on_step = {});
 
  private:

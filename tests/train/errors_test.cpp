@@ -117,6 +117,7 @@ TEST(BadInput, MissingModel) {
   EXPECT_TRUE(contains(
       train_error(testing::tiny_config(dir, {"model={path: " + (dir / "empty_ckpt") + "}"})),
       dir / "empty_ckpt/config.json: cannot open the model config"));
+  EXPECT_FALSE(fs::exists(dir / "run"));  // a run that cannot start leaves no run directory
 }
 
 TEST(BadInput, UnreadableModelWeights) {
@@ -142,6 +143,7 @@ TEST(BadInput, MissingDataAndVocabularyMismatch) {
             dir / "docs.jsonl" + ":2: \"input_ids\"[1] = 70 is not a token id in [0, 64)");
   EXPECT_EQ(train_error(testing::tiny_config(dir, {"data.vocab_size=100"})),
             "[train] data.vocab_size 100 exceeds the model's vocabulary of 64");
+  EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
 TEST(BadInput, RunDirectoryThatCannotBeWritten) {

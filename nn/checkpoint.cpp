@@ -168,6 +168,30 @@ void write_directory(const std::string& dir, const std::function<void(const fs::
   }
 }
 
+void check_new_file(const std::string& path) {
+  const fs::path target = fs::absolute(path);
+  if (fs::is_directory(target)) throw std::runtime_error(path + " is a directory, not a file");
+  if (fs::exists(target) && fs::file_size(target) > 0)
+    throw std::runtime_error(path + " already exists: choose another output file");
+  if (!fs::is_directory(target.parent_path()))
+    throw std::runtime_error(path + ": the directory " + target.parent_path().string() +
+                             " does not exist");
+}
+
+void write_new_file(const std::string& path,
+                    const std::function<void(const std::string& tmp)>& fill) {
+  check_new_file(path);
+  const std::string tmp = fs::absolute(path).string() + ".tmp-" + std::to_string(::getpid());
+  try {
+    fill(tmp);
+    fs::rename(tmp, path);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
+  }
+}
+
 namespace {
 
 void write_config(const fs::path& dir, const QwenConfig& config) {

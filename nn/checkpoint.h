@@ -50,6 +50,14 @@ void write_directory(const std::string& dir,
                      const std::function<void(const std::filesystem::path& tmp)>& fill,
                      bool replace);
 
+// Checks, before any work, that a new output file can go to `path`: nothing (or an empty file) is
+// there and its directory exists. Throws "<path> ..." naming what is wrong.
+void check_new_file(const std::string& path);
+// Writes `path` (checked as above) by filling a sibling temporary file, renamed on success and
+// removed on failure.
+void write_new_file(const std::string& path,
+                    const std::function<void(const std::string& tmp)>& fill);
+
 // Writes a model's config and weights (in their current dtype) as a checkpoint directory.
 void save_qwen(const QwenForCausalLM& model, const std::string& dir);
 

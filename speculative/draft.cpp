@@ -194,6 +194,17 @@ Var DFlashDraft::forward(const Var& noise, const Var& target_hidden, const Tenso
   return norm->forward(h);
 }
 
+void check_draft_fits(const DraftConfig& d, const QwenConfig& target, const std::string& label) {
+  const QwenConfig& l = d.layers;
+  if (l.hidden_size != target.hidden_size || l.vocab_size != target.vocab_size ||
+      d.num_target_layers != target.num_hidden_layers)
+    fail(label + " drafts for a target of hidden size " + std::to_string(l.hidden_size) +
+         ", vocabulary " + std::to_string(l.vocab_size) + " and " +
+         std::to_string(d.num_target_layers) + " layers, not this one's " +
+         std::to_string(target.hidden_size) + ", " + std::to_string(target.vocab_size) + " and " +
+         std::to_string(target.num_hidden_layers));
+}
+
 bool is_draft_dir(const std::string& dir) {
   std::ifstream in(fs::path(dir) / "config.json");
   if (!in) return false;
@@ -237,19 +248,31 @@ std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   return draft;
 }
 
-void save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype) {
+const std::vector<std::string> kTokenizerFiles = {
+    "tokenizer.json",          "tokenizer_config.json", "vocab.json",         "merges.txt",
+    "special_tokens_map.json", "added_tokens.json",     "chat_template.jinja"};
+
+std::vector<std::string> save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
+                                    const std::string& tokenizer_dir) {
+  std::vector<std::string> copied;
+  if (!tokenizer_dir.empty())
+    for (const std::string& name : kTokenizerFiles)
+      if (fs::is_regular_file(fs::path(tokenizer_dir) / name)) copied.push_back(name);
   write_directory(
       dir,
       [&](const fs::path& tmp) {
-        std::ofstream out(tmp / "config.json");
-        out << draft.config().to_json(dtype).dump(2) << "\n";
-        if (!out) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
+        std::ofstream config(tmp / "config.json");
+        config << draft.config().to_json(dtype).dump(2) << "\n";
+        if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
         std::vector<SafetensorsEntry> entries;
         for (const auto& [name, p] : draft.named_parameters())
           entries.push_back({name, p.value().to(Device::cpu(), dtype)});
         save_safetensors((tmp / "model.safetensors").string(), entries);
+        for (const std::string& name : copied)
+          fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
       },
       /*replace=*/false);
+  return copied;
 }
 
 }  // namespace sprig::speculative

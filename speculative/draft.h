@@ -79,12 +79,22 @@ class DFlashDraft : public Module {
   RMSNorm* norm = nullptr;
 };
 
+// Throws "[draft] <label> drafts for a target of ..." unless `draft` fits `target`: the same hidden
+// size (the draft reads its embedding and head), vocabulary and number of layers.
+void check_draft_fits(const DraftConfig& draft, const QwenConfig& target, const std::string& label);
+
 // A draft directory: config.json in the serving layout and model.safetensors (single or sharded).
 // Loaded in f32 on the CPU; every expected tensor must be there with its shape.
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir);
 bool is_draft_dir(const std::string& dir);  // its config.json declares a DFlash draft
+// The tokenizer files an exported draft ships with (the serving engines read its target's).
+extern const std::vector<std::string> kTokenizerFiles;
+
 // Writes the serving layout (config.json and model.safetensors, weights in `dtype`) into `dir`,
 // which must not exist or be empty; written through a temporary directory renamed on success.
-void save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype);
+// With `tokenizer_dir`, its tokenizer files are copied beside them; returns those copied. A bf16
+// draft saved in bf16 again is bit-identical.
+std::vector<std::string> save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
+                                    const std::string& tokenizer_dir = {});
 
 }  // namespace sprig::speculative

@@ -1,8 +1,12 @@
 #include "tensor/storage.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <new>
+#include <string>
 
 #include "tensor/cuda/kernels.h"
 
@@ -40,5 +44,16 @@ Storage::~Storage() {
 
 size_t cpu_memory_allocated() { return cpu_current.load(); }
 size_t cpu_memory_peak() { return cpu_peak.load(); }
+
+size_t cpu_memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    size_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return static_cast<size_t>(::sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(::getpagesize());
+}
 
 }  // namespace sprig

@@ -30,5 +30,8 @@ class Storage {
 // Bytes currently held by / at most ever held by live CPU storages.
 size_t cpu_memory_allocated();
 size_t cpu_memory_peak();
+// Memory the system could still give this process (Linux MemAvailable), for refusing outputs and
+// allocations that cannot fit before starting them.
+size_t cpu_memory_available();
 
 }  // namespace sprig

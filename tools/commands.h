@@ -14,6 +14,7 @@ void add_bench_step_command(CLI::App& bench);       // tools/bench/step_bench.cp
 void add_bench_qwen_step_command(CLI::App& bench);  // tools/bench/qwen_step_bench.cpp
 void add_data_command(CLI::App& app);               // tools/data_command.cpp
 void add_demo_command(CLI::App& app);               // tools/demo_command.cpp
+void add_eval_command(CLI::App& app);               // tools/eval_command.cpp
 void add_mask_command(CLI::App& app);               // tools/mask_command.cpp
 void add_model_commands(CLI::App& app);  // tools/model_commands.cpp: convert, score, generate
 void add_plot_command(CLI::App& app);    // tools/plot_command.cpp

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   sprig::tools::add_bench_command(app);
   sprig::tools::add_data_command(app);
   sprig::tools::add_demo_command(app);
+  sprig::tools::add_eval_command(app);
   sprig::tools::add_mask_command(app);
   sprig::tools::add_model_commands(app);
   sprig::tools::add_plot_command(app);
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Usage errors exit 2 (--help exits 0); runtime errors exit 1.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     std::cerr << "sprig: " << e.what() << "\n";
     return 1;

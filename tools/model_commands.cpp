@@ -1,7 +1,9 @@
-// `sprig convert`, `sprig score` and `sprig generate`: Hugging Face checkpoints in and out, scoring
-// records (plain sequences, packed documents, folded rollouts) and greedy decoding.
+// `sprig convert`, `sprig score` and `sprig generate`: Hugging Face checkpoints (models and DFlash
+// drafts) in and out, scoring records (plain sequences, packed documents, folded rollouts) and
+// greedy decoding.
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "data/prefix_tree.h"
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
+#include "speculative/draft.h"
 #include "tensor/cuda/kernels.h"
 #include "tools/commands.h"
 
@@ -202,24 +205,78 @@ std::vector<int64_t> parse_id_csv(const std::string& s) {
   return ids;
 }
 
+// A draft's tokenizer files come from --tokenizer-from, else the source itself (an export), else
+// the target its training checkpoint records.
+std::string tokenizer_source(const std::string& src, const std::string& given) {
+  if (!given.empty()) return given;
+  for (const std::string& name : speculative::kTokenizerFiles)
+    if (std::filesystem::exists(std::filesystem::path(src) / name)) return src;
+  std::ifstream state(std::filesystem::path(src) / "trainer_state.json");
+  const json j = json::parse(state, nullptr, false);
+  if (j.is_object() && j.contains("recipe") && j["recipe"].value("target", "") != "")
+    return j["recipe"]["target"].get<std::string>();
+  return "";
+}
+
+// `convert` of a draft: its serving layout in `dtype`, with the tokenizer files of `tokenizer`
+// (when not empty) beside it.
+void convert_draft(const std::string& src, const std::string& out, DType dtype,
+                   const std::string& tokenizer) {
+  const auto draft = speculative::load_draft(src);
+  const std::vector<std::string> copied = speculative::save_draft(*draft, out, dtype, tokenizer);
+  std::cout << "wrote " << out << ": DFlash draft, " << draft->named_parameters().size() << " "
+            << dtype_name(dtype) << " tensors, " << draft->num_parameters() << " parameters";
+  if (copied.empty()) {
+    std::cout << "; no tokenizer files" << (tokenizer.empty() ? "" : " in " + tokenizer);
+  } else {
+    std::cout << "; tokenizer files from " << tokenizer << ":";
+    for (const std::string& name : copied) std::cout << " " << name;
+  }
+  std::cout << "\n";
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app) {
-  static std::string from_hf, to_hf, out, model_dir, input, prompt;
+  static std::string from_hf, to_hf, out, model_dir, input, prompt, tokenizer_from;
+  static std::string draft_dtype = "bf16";
   static Placement placement;
   static int64_t max_new_tokens = 16, stop_id = -1;
 
   CLI::App* convert = app.add_subcommand(
-      "convert", "Convert a Hugging Face Qwen checkpoint to a sprig checkpoint, or back");
+      "convert",
+      "Convert a Hugging Face Qwen checkpoint to a sprig checkpoint, or back; --to-hf on a DFlash "
+      "draft (a training checkpoint or an export) writes the serving layout vLLM and SGLang load");
   auto* from = convert->add_option("--from-hf", from_hf,
                                    "HF directory (config.json + "
-                                   "model.safetensors or a sharded index)");
-  convert->add_option("--to-hf", to_hf, "sprig checkpoint directory to export")->excludes(from);
-  convert->add_option("--out", out, "Output directory (replaced only when complete)")->required();
-  convert->callback([] {
+                                   "model.safetensors or a sharded index), or a draft export");
+  convert->add_option("--to-hf", to_hf, "sprig checkpoint or draft checkpoint to export")
+      ->excludes(from);
+  convert->add_option("--out", out, "Output directory: new or empty")->required();
+  convert->add_option("--dtype", draft_dtype, "Drafts: the exported weights' dtype")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->capture_default_str();
+  convert->add_option("--tokenizer-from", tokenizer_from,
+                      "Drafts: the directory whose tokenizer files ship with the export (default: "
+                      "the source's own, else the target the checkpoint was trained against)");
+  convert->callback([convert] {
     if (from_hf.empty() == to_hf.empty())
-      throw std::runtime_error("convert: give exactly one of --from-hf or --to-hf");
+      throw CLI::ValidationError("convert", "give exactly one of --from-hf or --to-hf");
     const std::string& src = from_hf.empty() ? to_hf : from_hf;
+    if (!tokenizer_from.empty() && !std::filesystem::is_directory(tokenizer_from))
+      throw std::runtime_error("--tokenizer-from " + tokenizer_from + " is not a directory");
+    if (speculative::is_draft_dir(src)) {
+      if (to_hf.empty())  // an export imported as f32 masters (a training init)
+        convert_draft(src, out, DType::f32, "");
+      else
+        convert_draft(src, out, dtype_from_name(draft_dtype),
+                      tokenizer_source(src, tokenizer_from));
+      return;
+    }
+    if (convert->count("--dtype") || convert->count("--tokenizer-from"))
+      throw CLI::ValidationError("convert",
+                                 "--dtype and --tokenizer-from apply to drafts; a model "
+                                 "conversion keeps every tensor's bytes");
     convert_checkpoint(src, out);
     std::cout << "wrote " << out << " from " << src << "\n";
   });

@@ -25,15 +25,7 @@ std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig&
   if (!fs::is_directory(d.init))
     throw std::runtime_error("draft.init " + d.init + " is not a directory");
   std::unique_ptr<DFlashDraft> draft = load_draft(d.init);
-  const DraftConfig& dc = draft->config();
-  if (dc.layers.hidden_size != target.hidden_size || dc.layers.vocab_size != target.vocab_size ||
-      dc.num_target_layers != target.num_hidden_layers)
-    throw std::invalid_argument(
-        "[train] draft.init " + d.init + " drafts for a target of hidden size " +
-        std::to_string(dc.layers.hidden_size) + ", vocabulary " +
-        std::to_string(dc.layers.vocab_size) + " and " + std::to_string(dc.num_target_layers) +
-        " layers, not this one's " + std::to_string(target.hidden_size) + ", " +
-        std::to_string(target.vocab_size) + " and " + std::to_string(target.num_hidden_layers));
+  check_draft_fits(draft->config(), target, "draft.init " + d.init);
   return draft;
 }
 
@@ -66,7 +58,9 @@ class DFlashRecipe : public Recipe {
         data_(c.data),
         packed_(c.data.packing == data::Packing::dflash),
         gen_(c.seed),
-        seed_(c.seed) {
+        seed_(c.seed),
+        target_dir_(c.dflash.target_path.empty() ? ""
+                                                 : fs::absolute(c.dflash.target_path).string()) {
     const int64_t vocab = target_.config().vocab_size;
     if (data_.vocab_size > vocab)
       throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
@@ -89,7 +83,7 @@ class DFlashRecipe : public Recipe {
     return {{"block_size", d.block_size},
             {"mask_token_id", d.mask_token_id},
             {"target_layer_ids", d.target_layer_ids},
-            {"target", c_.target_path},
+            {"target", target_dir_},
             {"rng", {{"seed", gen_.seed()}, {"offset", gen_.offset()}}}};
   }
   void restore(const nlohmann::json& saved) override {
@@ -104,6 +98,13 @@ class DFlashRecipe : public Recipe {
                                     now.dump() + ": resume with the settings it was trained with");
     gen_.set_state(saved.at("rng").at("seed").get<uint64_t>(),
                    saved.at("rng").at("offset").get<uint64_t>());
+  }
+  // A fresh target (target.config) is saved in the run directory once, so the run's drafts can be
+  // evaluated and exported against it.
+  void begin_run(const std::string& run_dir) override {
+    if (!c_.target_path.empty()) return;
+    target_dir_ = fs::absolute(fs::path(run_dir) / "target").string();
+    if (!fs::exists(target_dir_)) save_qwen(target_.model(), target_dir_);
   }
   void begin_validation() override { val_gen_ = Generator(seed_ + 1); }
 
@@ -159,6 +160,7 @@ class DFlashRecipe : public Recipe {
   bool packed_;
   Generator gen_, val_gen_;
   uint64_t seed_;
+  std::string target_dir_;  // where the target is, as checkpoints record it
 };
 
 }  // namespace

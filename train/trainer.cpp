@@ -349,6 +349,7 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
     throw std::runtime_error("run_dir " + config_.run_dir + " is not writable" +
                              (error ? ": " + error.message() : std::string()));
   yaml.close();
+  recipe.begin_run(config_.run_dir);
   return run.train(on_step);
 }
 

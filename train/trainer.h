@@ -66,6 +66,9 @@ class Recipe {
   // (e.g. the generator of its random draws).
   virtual nlohmann::json checkpoint_metadata() const { return nullptr; }
   virtual void restore(const nlohmann::json& metadata) { (void)metadata; }
+  // Called once the run directory exists, before the first step: a recipe writes there what
+  // the run needs besides its checkpoints.
+  virtual void begin_run(const std::string& run_dir) { (void)run_dir; }
   // Called before each validation pass (a recipe drawing random numbers starts them afresh, so
   // every pass sees the same draws and training's stream is not disturbed).
   virtual void begin_validation() {}

@@ -85,6 +85,16 @@ TEST(DraftConfig, BadOptionsGiveOneSentence) {
   EXPECT_EQ(error(o), "[draft] block_size must be >= 2, got 1");
 }
 
+TEST(DraftConfig, ADraftFitsOnlyItsKindOfTarget) {
+  const DraftConfig c = draft_config_for(target_config(), options());
+  EXPECT_NO_THROW(check_draft_fits(c, target_config(), "d"));
+  QwenConfig other = target_config();
+  other.vocab_size = 41;
+  EXPECT_EQ(testing::invalid_argument_message([&] { check_draft_fits(c, other, "--draft d"); }),
+            "[draft] --draft d drafts for a target of hidden size 16, vocabulary 40 and 6 "
+            "layers, not this one's 16, 41 and 6");
+}
+
 TEST(DraftConfig, TheServingLayoutChecklist) {
   DraftOptions o = options();
   o.sliding_window = 8;

@@ -1,0 +1,287 @@
+// End-to-end tests of the draft commands of the `sprig` executable (SPRIG_BIN): `eval dflash`
+// reproduces PyTorch's numbers on the golden pair (tests/golden: qwen3_tiny, dflash_tiny) and
+// aggregates records as validation does; `train dflash`, `convert --to-hf` (the serving layout's
+// checklist, tokenizer files, bit-exact round trips) and the export loaded back for eval and as a
+// training init; bad records and options stop with one sentence and write nothing.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cli_run.h"
+#include "tests/nn/checkpoint_fixtures.h"
+#include "tests/nn/golden_check.h"
+#include "tests/test_util.h"
+
+namespace sprig {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::CliRun;
+using testing::kGoldenDir;
+using testing::run_sprig;
+
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+std::vector<int64_t> part(const Tensor& row, int64_t begin, int64_t end) {
+  return row.slice(0, begin, end).contiguous().to_vector<int64_t>();
+}
+
+// Every tensor's raw bytes, by name.
+std::map<std::string, std::string> tensor_bytes(const std::string& path) {
+  const SafetensorsFile f(path);
+  std::map<std::string, std::string> out;
+  for (const StTensorInfo& t : f.tensors())
+    out[t.name] = std::string(reinterpret_cast<const char*>(f.raw(t.name)), t.end - t.begin);
+  return out;
+}
+
+class DraftCli : public ::testing::Test {
+ protected:
+  DraftCli()
+      : tmp_("draft_cli_" +
+             std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())) {}
+
+  CliRun eval(const std::string& records, const std::string& args,
+              const std::string& draft = kGoldenDir + "dflash_tiny") {
+    testing::write_text(input, records);
+    return run_sprig("eval dflash --target " + kGoldenDir + "qwen3_tiny --draft " + draft +
+                         " --input " + input + " " + args,
+                     dir);
+  }
+
+  testing::TempDir tmp_;
+  const std::string& dir = tmp_.path;
+  const std::string input = dir + "/records.jsonl", out = dir + "/eval.safetensors";
+};
+
+// The packed golden case as one record: the same loss, metrics, logits and gradients.
+TEST_F(DraftCli, EvalReproducesThePyTorchNumbers) {
+  const SafetensorsFile golden(kGoldenDir + "dflash_tiny_expected.safetensors");
+  const Tensor ids = golden.load("packed.input_ids").select(0, 0);
+  const Tensor mask = golden.load("packed.loss_mask").select(0, 0);
+  const json record = {{"documents",
+                        {{{"input_ids", part(ids, 0, 9)}, {"loss_mask", part(mask, 0, 9)}},
+                         {{"input_ids", part(ids, 9, 16)}, {"loss_mask", part(mask, 9, 16)}}}},
+                       {"anchors", golden.load("packed.anchors").to_vector<int64_t>()}};
+  const CliRun r = eval(record.dump() + "\n", "--grads --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u);
+  const SafetensorsFile got(out);
+  auto scalar = [&](const std::string& name) { return golden.load("packed." + name).item(); };
+  EXPECT_NEAR(lines[0]["loss"].get<double>(), scalar("loss"), 1e-5 * scalar("loss"));
+  EXPECT_EQ(got.load("0.loss").item(), lines[0]["loss"].get<double>());
+  for (const char* name : {"valid_tokens", "correct_tokens", "accept_len_sum", "valid_blocks"}) {
+    EXPECT_EQ(lines[0][name].get<double>(), scalar(name)) << name;
+    EXPECT_EQ(got.load(std::string("0.") + name).item(), scalar(name)) << name;
+  }
+  EXPECT_EQ(lines[1]["aggregate"]["loss"], lines[0]["loss"]);
+  EXPECT_LE(testing::relative_error(got.load("0.logits"), golden.load("packed.logits")), 1e-5);
+  EXPECT_EQ(got.load("0.anchors").to_vector<int64_t>(), (std::vector<int64_t>{2, 4, 9, 11}));
+  int grads = 0;
+  for (const StTensorInfo& t : golden.tensors()) {
+    if (t.name.rfind("packed.grad.", 0) != 0) continue;
+    const std::string param = t.name.substr(std::string("packed.grad.").size());
+    EXPECT_LE(testing::relative_error(got.load("0.grad." + param), golden.load(t.name)), 1e-3)
+        << param;
+    ++grads;
+  }
+  EXPECT_EQ(grads, 25);
+}
+
+TEST_F(DraftCli, EvalAggregatesRecordsAsValidationDoes) {
+  std::string records;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<int64_t> ids;
+    for (int t = 0; t < 12 + 3 * r; ++t) ids.push_back((7 * t + 11 * r) % 95);
+    records += json{{"input_ids", ids}}.dump() + "\n";
+  }
+  records += json{{"input_ids", {1, 2}}, {"loss_mask", {0, 0}}}.dump() + "\n";  // no anchor
+  const CliRun r = eval(records, "--num-anchors 3 --seed 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[4], (json{{"record", 4}, {"skipped", "no valid anchor"}}));
+  double weighted = 0, weight = 0, correct = 0, valid = 0, accepted = 0, blocks = 0;
+  for (int i = 0; i < 4; ++i) {
+    const json& l = lines[static_cast<size_t>(i)];
+    EXPECT_EQ(l["record"], i);
+    EXPECT_EQ(l["valid_blocks"], 3.0);  // every record has more than 3 valid anchors
+    weighted += l["loss"].get<double>() * l["loss_weight"].get<double>();
+    weight += l["loss_weight"].get<double>();
+    correct += l["correct_tokens"].get<double>();
+    valid += l["valid_tokens"].get<double>();
+    accepted += l["accept_len_sum"].get<double>();
+    blocks += l["valid_blocks"].get<double>();
+  }
+  const json& a = lines[5]["aggregate"];
+  EXPECT_DOUBLE_EQ(a["loss"].get<double>(), weighted / weight);
+  EXPECT_DOUBLE_EQ(a["accuracy"].get<double>(), correct / valid);
+  EXPECT_DOUBLE_EQ(a["accept_len"].get<double>(), accepted / blocks);
+  EXPECT_EQ(a["records"], 4);
+  EXPECT_EQ(a["skipped_records"], 1);
+  // The same seed draws the same anchors; another draws others.
+  EXPECT_EQ(eval(records, "--num-anchors 3 --seed 5").out, r.out);
+  EXPECT_NE(eval(records, "--num-anchors 3 --seed 6").out, r.out);
+  // The variable-prefix loss, prefix lengths sampled or given.
+  const CliRun prefix = eval(records, "--num-anchors 3 --loss-type variable_prefix");
+  ASSERT_EQ(prefix.exit_code, 0) << prefix.err;
+  const json given = {
+      {"input_ids", {5, 6, 7, 8, 9, 10, 11, 12}}, {"anchors", {1, 3}}, {"prefix_lengths", {2, 3}}};
+  EXPECT_EQ(eval(given.dump() + "\n", "--loss-type variable_prefix").exit_code, 0);
+}
+
+TEST_F(DraftCli, EvalBadRecordsStopAtFileAndLine) {
+  const std::string ok =
+      R"({"input_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]})";
+  const std::string ids = R"("input_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16])";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"{" + ids + R"(, "anchors": [13]})",
+       "[anchors] row 0 block 0: anchor 13 is outside [0, 12] (block_size 4, 16 tokens)"},
+      {"{" + ids + R"(, "anchors": [5, 3]})",
+       "[anchors] row 0 block 1: anchor 3 comes before the previous 5 (anchors ascend)"},
+      {"{" + ids + R"(, "anchors": [1, 2], "keep": [true]})",
+       "\"keep\" must be a list of 2 bools, one per anchor"},
+      {"{" + ids + R"(, "keep": [true]})",
+       "\"keep\" and \"prefix_lengths\" describe given \"anchors\", and there are none"},
+      {"{" + ids + R"(, "anchors": [1], "prefix_lengths": [2]})",
+       "\"prefix_lengths\" need --loss-type variable_prefix"},
+      {R"({"input_ids": [1, 96]})", "\"input_ids\"[1] = 96 is not a token id in [0, 96)"},
+      {R"({"input_ids": [1, 2, 3], "loss_mask": [1, 1]})",
+       "\"loss_mask\" has 2 entries for 3 tokens"},
+      {R"({"input_ids": [1], "documents": []})",
+       "a record needs exactly one of \"input_ids\" or \"documents\""},
+      {R"({"documents": [{"input_ids": [1, 2]}, {"loss_mask": [1]}]})",
+       "documents[1]. needs \"input_ids\""},
+      {R"({"input_ids": [1, 2)", "malformed JSON"},
+  };
+  for (const auto& [record, reason] : bad) {
+    const CliRun r = eval(ok + "\n" + record + "\n", "--out " + out);
+    EXPECT_EQ(r.exit_code, 1) << record;
+    EXPECT_NE(r.err.find("sprig: " + input + ":2: " + reason), std::string::npos) << record << "\n"
+                                                                                  << r.err;
+    EXPECT_FALSE(fs::exists(out)) << record;
+  }
+  // Usage errors exit 2; an existing output is refused before any work.
+  EXPECT_EQ(eval(ok + "\n", "--grads").exit_code, 2);
+  EXPECT_EQ(eval(ok + "\n", "--loss-type mse").exit_code, 2);
+  testing::write_text(out, "keep me");
+  const CliRun exists = eval(ok + "\n", "--out " + out);
+  EXPECT_EQ(exists.exit_code, 1);
+  EXPECT_EQ(exists.err, "sprig: " + out + " already exists: choose another output file\n");
+  EXPECT_EQ(exists.out, "");
+  EXPECT_EQ(testing::read_text(out), "keep me");
+}
+
+// Train a draft, export it, round-trip the export, and load it back for eval and as an init.
+TEST_F(DraftCli, TrainExportAndLoadBack) {
+  const std::string target = dir + "/target";
+  fs::copy(kGoldenDir + "qwen3_tiny", target);
+  testing::write_text(target + "/tokenizer.json", "{\"model\": {}}\n");
+  testing::write_text(target + "/tokenizer_config.json", "{}\n");
+  const std::string config = dir + "/dflash.yaml";
+  testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\ntarget:\n  path: " + target +
+                                  "\ndraft:\n  mask_token_id: 95\n  num_layers: 1\n"
+                                  "  block_size: 4\n  num_anchors: 6\ndata:\n  train: " +
+                                  std::string(SPRIG_SOURCE_DIR) +
+                                  "/train/configs/tiny_docs.jsonl\n  seq_len: 64\n"
+                                  "  packing: dflash\n  micro_batch_size: 2\n"
+                                  "train:\n  max_steps: 4\nlog:\n  every_steps: 2\n");
+  const CliRun train = run_sprig("train dflash -c " + config, dir);
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_NE(train.out.find("accept_len"), std::string::npos) << train.out;
+  const std::string ckpt = dir + "/run/checkpoints/step_00000004";
+
+  // The serving layout (docs/semantics.md §7.3): bf16, no prefix, no embedding or head.
+  const std::string exported = dir + "/export";
+  const CliRun convert = run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir);
+  ASSERT_EQ(convert.exit_code, 0) << convert.err;
+  EXPECT_NE(convert.out.find("tokenizer files from " + target +
+                             ": tokenizer.json "
+                             "tokenizer_config.json"),
+            std::string::npos)
+      << convert.out;
+  const json c = json::parse(testing::read_text(exported + "/config.json"));
+  EXPECT_EQ(c["architectures"], json({"DFlashDraftModel"}));
+  EXPECT_EQ(c["model_type"], "qwen3");
+  EXPECT_EQ(c["dtype"], "bfloat16");
+  EXPECT_EQ(c["block_size"], 4);
+  EXPECT_EQ(c["dflash_config"]["block_size"], 4);
+  EXPECT_EQ(c["dflash_config"]["mask_token_id"], 95);
+  EXPECT_EQ(c["num_target_layers"], 2);
+  EXPECT_EQ(c["layer_types"], json({"full_attention"}));
+  EXPECT_EQ(c["is_causal"], false);
+  const SafetensorsFile weights(exported + "/model.safetensors");
+  for (const StTensorInfo& t : weights.tensors()) {
+    EXPECT_EQ(t.dtype, StDType::BF16) << t.name;
+    EXPECT_NE(t.name.rfind("model.", 0), 0u) << t.name;
+    EXPECT_EQ(t.name.find("embed_tokens"), std::string::npos);
+    EXPECT_EQ(t.name.find("lm_head"), std::string::npos);
+  }
+  EXPECT_TRUE(weights.contains("fc.weight"));
+  EXPECT_EQ(weights.info("fc.weight").shape, (Shape{48, 48}));  // one target layer
+  EXPECT_EQ(testing::read_text(exported + "/tokenizer.json"),
+            testing::read_text(target + "/tokenizer.json"));
+
+  // An export of the export is the same bytes; an f32 export keeps the checkpoint's masters.
+  ASSERT_EQ(run_sprig("convert --to-hf " + exported + " --out " + dir + "/again", dir).exit_code,
+            0);
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"})
+    EXPECT_EQ(testing::read_text(dir + "/again/" + file), testing::read_text(exported + "/" + file))
+        << file;
+  ASSERT_EQ(
+      run_sprig("convert --to-hf " + ckpt + " --out " + dir + "/f32 --dtype f32", dir).exit_code,
+      0);
+  EXPECT_EQ(tensor_bytes(dir + "/f32/model.safetensors"),
+            tensor_bytes(ckpt + "/model.safetensors"));
+  // Writers refuse what they did not create.
+  const CliRun refused = run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("already exists"), std::string::npos);
+
+  // Loaded back for eval: the f32 export scores exactly like the checkpoint, the bf16 one close.
+  const std::string records =
+      R"({"input_ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], "anchors": [0, 3, 6]})"
+      "\n";
+  testing::write_text(input, records);
+  auto eval_with = [&](const std::string& draft) {
+    return run_sprig("eval dflash --target " + target + " --draft " + draft + " --input " + input,
+                     dir);
+  };
+  const CliRun from_ckpt = eval_with(ckpt), from_f32 = eval_with(dir + "/f32");
+  const CliRun from_bf16 = eval_with(exported);
+  ASSERT_EQ(from_ckpt.exit_code, 0) << from_ckpt.err;
+  EXPECT_EQ(from_f32.out, from_ckpt.out);
+  const double loss = json_lines(from_ckpt.out)[0]["loss"].get<double>();
+  EXPECT_NEAR(json_lines(from_bf16.out)[0]["loss"].get<double>(), loss, 2e-2 * loss);
+
+  // The export as a training init (a learning rate too small to move an f32 weight: the weights
+  // stay the export's), and imported as f32 masters.
+  const CliRun init =
+      run_sprig("train dflash -c " + config + " --run_dir=" + dir + "/run2 --draft.init=" + dir +
+                    "/f32 --optimizer.lr=1e-30 --train.max_steps=1",
+                dir);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  EXPECT_EQ(tensor_bytes(dir + "/run2/checkpoints/step_00000001/model.safetensors"),
+            tensor_bytes(ckpt + "/model.safetensors"));
+  ASSERT_EQ(
+      run_sprig("convert --from-hf " + exported + " --out " + dir + "/imported", dir).exit_code, 0);
+  const SafetensorsFile imported(dir + "/imported/model.safetensors");
+  EXPECT_EQ(imported.tensors().size(), weights.tensors().size());
+  for (const StTensorInfo& t : weights.tensors()) {
+    EXPECT_EQ(imported.info(t.name).dtype, StDType::F32);
+    EXPECT_EQ(testing::max_abs_diff(imported.load(t.name), weights.load(t.name).to(DType::f32)),
+              0.0)
+        << t.name;
+  }
+}
+
+}  // namespace
+}  // namespace sprig

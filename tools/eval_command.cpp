@@ -1,0 +1,216 @@
+// `sprig eval dflash`: teacher-forced evaluation of a DFlash draft on JSONL records (the format of
+// speculative/records.h), one JSON line of metrics per record and their aggregate on stdout, and
+// optionally every record's logits, anchors, metrics and draft gradients in a safetensors file:
+// the seam for comparing sprig's numbers with another implementation's.
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "nn/checkpoint.h"
+#include "speculative/dflash.h"
+#include "speculative/records.h"
+#include "tensor/storage.h"
+#include "tools/commands.h"
+
+namespace sprig::tools {
+
+namespace {
+
+using json = nlohmann::json;
+using namespace speculative;
+
+struct EvalOptions {
+  std::string target, draft, input, out;
+  bool grads = false;
+  uint64_t seed = 0;
+  std::string loss_type = "dflash";
+  double gamma = 7.0;
+  int64_t num_anchors = 512;
+  double prefix_weight_base = 0.9;
+  std::string device = "cpu", dtype = "f32";
+};
+
+json metrics_json(double loss, const DraftMetrics& m) {
+  return {{"loss", loss},
+          {"loss_weight", m.loss_weight},
+          {"accuracy", m.accuracy()},
+          {"valid_tokens", m.valid_tokens},
+          {"correct_tokens", m.correct_tokens},
+          {"accept_len", m.accept_len()},
+          {"accept_len_sum", m.accept_len_sum},
+          {"valid_blocks", m.valid_blocks}};
+}
+
+// The sums validation combines (docs/semantics.md §9.7): the loss weighted by loss_weight, the
+// ratios from their summed numerators and denominators.
+struct Totals {
+  double weighted_loss = 0;
+  DraftMetrics sums;
+  int64_t records = 0, skipped = 0;
+
+  void add(const DraftLoss& l) {
+    weighted_loss += l.value() * l.metrics.loss_weight;
+    sums.loss_weight += l.metrics.loss_weight;
+    sums.valid_tokens += l.metrics.valid_tokens;
+    sums.correct_tokens += l.metrics.correct_tokens;
+    sums.accept_len_sum += l.metrics.accept_len_sum;
+    sums.valid_blocks += l.metrics.valid_blocks;
+    ++records;
+  }
+  json to_json() const {
+    json j = metrics_json(weighted_loss / std::max(sums.loss_weight, 1.0), sums);
+    j["records"] = records;
+    j["skipped_records"] = skipped;
+    return j;
+  }
+};
+
+void run_eval(const EvalOptions& o) {
+  if (o.grads && o.out.empty())
+    throw CLI::ValidationError("--grads", "writes into --out: give one");
+  if (!o.out.empty()) check_new_file(o.out);
+  std::ifstream in(o.input);
+  if (!in) throw std::runtime_error(o.input + ": cannot open the input file");
+  const Device device = resolve_device(o.device);
+  const DType dtype = dtype_from_name(o.dtype);
+  const FrozenTarget target(load_qwen(o.target), device, dtype);
+  std::unique_ptr<DFlashDraft> draft = load_draft(o.draft);
+  check_draft_fits(draft->config(), target.config(), "--draft " + o.draft);
+  draft->to(device, dtype);
+  draft->train(false);
+  const ObjectiveOptions objective{loss_type_from_name(o.loss_type), o.gamma};
+  const bool variable_prefix = objective.type == DraftLossType::variable_prefix;
+  const int64_t bs = draft->config().block_size, vocab = target.config().vocab_size;
+  Generator gen(o.seed);
+
+  std::vector<SafetensorsEntry> entries;
+  size_t out_bytes = 0;
+  const size_t available = cpu_memory_available();
+  Totals totals;
+  int64_t line_no = 0, index = -1;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++index;
+    const std::string where = o.input + ":" + std::to_string(line_no);
+    json rec;
+    try {
+      rec = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw std::runtime_error(where + ": malformed JSON (" + std::string(e.what()) + ")" +
+                               (in.eof() ? "; the last line looks truncated" : ""));
+    }
+    DraftRecord r = parse_draft_record(rec, vocab, bs, where);
+    if (r.prefix_lengths.defined() && !variable_prefix)
+      throw std::runtime_error(where + ": \"prefix_lengths\" need --loss-type variable_prefix");
+    Anchors anchors;
+    if (r.anchors) {
+      anchors = *r.anchors;
+    } else {
+      try {
+        anchors = sample_anchors(r.rows, bs, o.num_anchors, gen);
+      } catch (const NoValidAnchors&) {
+        std::cout << json{{"record", index}, {"skipped", "no valid anchor"}}.dump() << "\n";
+        ++totals.skipped;
+        continue;
+      }
+    }
+    Tensor prefix = r.prefix_lengths;
+    if (variable_prefix && !prefix.defined())
+      prefix = sample_prefix_lengths(1, anchors.blocks(), bs, o.prefix_weight_base, gen);
+
+    if (!o.out.empty()) {  // what this record adds to the file, before computing it
+      out_bytes += static_cast<size_t>(anchors.blocks() * bs * vocab) * sizeof(float);
+      if (o.grads) out_bytes += static_cast<size_t>(draft->num_parameters()) * sizeof(float);
+      if (out_bytes > available / 2)
+        throw std::runtime_error(where + ": --out would hold " + std::to_string(out_bytes >> 20) +
+                                 " MiB by this record, over " + "half the " +
+                                 std::to_string(available >> 20) +
+                                 " MiB of memory available: split the input");
+    }
+    Tensor logits;
+    DraftLoss loss;
+    const std::string key = std::to_string(index) + ".";
+    if (o.grads) {
+      draft->zero_grad();
+      loss = dflash_loss(target, *draft, r.rows, anchors, objective, prefix, &logits);
+      (loss.sum * (1.0 / (loss.metrics.loss_weight + 1e-6))).backward();
+      for (const auto& [name, p] : draft->named_parameters())
+        entries.push_back({key + "grad." + name, p.grad().to(Device::cpu(), DType::f32)});
+    } else {
+      NoGradGuard no_grad;
+      loss = dflash_loss(target, *draft, r.rows, anchors, objective, prefix, &logits);
+    }
+    totals.add(loss);
+    json j = metrics_json(loss.value(), loss.metrics);
+    j["record"] = index;
+    std::cout << j.dump() << "\n" << std::flush;
+    if (o.out.empty()) continue;
+    entries.push_back({key + "logits", logits});
+    entries.push_back({key + "anchors", anchors.anchors.reshape({anchors.blocks()})});
+    entries.push_back({key + "keep", anchors.keep.reshape({anchors.blocks()})});
+    if (prefix.defined()) entries.push_back({key + "prefix_lengths", prefix.reshape({-1})});
+    for (const auto& [name, value] : j.items())
+      if (name != "record")
+        entries.push_back({key + name, Tensor::scalar(value.get<double>(), DType::f64)});
+  }
+  if (index < 0) throw std::runtime_error(o.input + ": no records");
+  std::cout << json{{"aggregate", totals.to_json()}}.dump() << "\n";
+  if (!o.out.empty()) {
+    write_new_file(o.out, [&](const std::string& tmp) { save_safetensors(tmp, entries); });
+    std::cerr << "wrote " << entries.size() << " tensors to " << o.out << "\n";
+  }
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  static EvalOptions o;
+  CLI::App* eval = app.add_subcommand("eval", "Evaluate a trained model (recipes: dflash)");
+  eval->require_subcommand(1);
+  CLI::App* dflash = eval->add_subcommand(
+      "dflash",
+      "Teacher-forced DFlash draft evaluation: loss, accuracy and acceptance length per record "
+      "(one JSON line each, then {\"aggregate\": ...}), with logits and gradients on request");
+  dflash->add_option("--target", o.target, "The frozen target: HF directory or sprig checkpoint")
+      ->required();
+  dflash->add_option("--draft", o.draft, "Draft directory (serving layout) or draft checkpoint")
+      ->required();
+  dflash
+      ->add_option("--input", o.input,
+                   "JSONL, one row per line: {\"input_ids\", \"loss_mask\"} or {\"documents\": "
+                   "[{\"input_ids\", \"loss_mask\"}, ...]}, optionally with \"anchors\", "
+                   "\"keep\" and \"prefix_lengths\" (sampled from --seed when absent)")
+      ->required();
+  dflash->add_option("--out", o.out,
+                     "New safetensors file: per record i, i.logits [N*bs, V] f32, i.anchors, "
+                     "i.keep and every metric as an f64 scalar i.<name>");
+  dflash->add_flag("--grads", o.grads,
+                   "Also i.grad.<param>: the gradient of record i's loss for every draft "
+                   "parameter (f32, serving-layout names)");
+  dflash->add_option("--seed", o.seed, "Seed of the sampled anchors and prefix lengths")
+      ->capture_default_str();
+  dflash->add_option("--loss-type", o.loss_type, "dflash or variable_prefix")
+      ->check(CLI::IsMember({"dflash", "variable_prefix"}))
+      ->capture_default_str();
+  dflash->add_option("--gamma", o.gamma, "Decay of the slot weights, exp(-d/gamma); <= 0: none")
+      ->capture_default_str();
+  dflash->add_option("--num-anchors", o.num_anchors, "Blocks sampled per record at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dflash
+      ->add_option("--prefix-weight-base", o.prefix_weight_base,
+                   "Sampled prefix length l has weight base^l (variable_prefix)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dflash->add_option("--device", o.device, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  dflash->add_option("--dtype", o.dtype, "Compute dtype: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  dflash->callback([] { run_eval(o); });
+}
+
+}  // namespace sprig::tools

@@ -6,7 +6,9 @@
 // rollouts: a prompt "<bos> 5 8 11 14 <sep>" and four completions, each opened by a mode token
 // (up: 17 20 ..., down: 11 8 ..., double: 20 26 ..., repeat: 5 8 11 14 5 ...), folded into prefix
 // trees and trained with prefix-tree attention. Greedy continuations of fresh prompts, before and
-// after fine-tuning, show what was learnt; the curves of both stages are drawn.
+// after fine-tuning, show what was learnt. Stage 3 trains a DFlash speculative-decoding draft on
+// the pre-trained model's hidden states and reports its acceptance length on held-out documents
+// before and after. The curves of every stage are drawn.
 #pragma once
 
 #include <string>
@@ -19,7 +21,7 @@ struct DemoOptions {
   bool quick = false;           // a few steps per stage (a smoke run)
 };
 
-// Runs both stages into `run_dir` (data, configs, runs, curves). A run directory that holds
+// Runs the stages into `run_dir` (data, configs, runs, curves). A run directory that holds
 // anything but an earlier demo is refused; an earlier demo there is replaced.
 void run_demo(const DemoOptions& options);
 

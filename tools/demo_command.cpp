@@ -1,6 +1,6 @@
 // `sprig demo [--run-dir DIR] [--device auto|cpu|cuda] [--quick]`: pre-trains a tiny Qwen3 on a
-// synthetic corpus, then fine-tunes it on shared-prefix rollouts with prefix-tree attention
-// (tools/demo.h). No downloads.
+// synthetic corpus, fine-tunes it on shared-prefix rollouts with prefix-tree attention and trains
+// a DFlash draft for it (tools/demo.h). No downloads.
 #include <CLI/CLI.hpp>
 #include <memory>
 
@@ -13,8 +13,9 @@ void add_demo_command(CLI::App& app) {
   auto opt = std::make_shared<DemoOptions>();
   CLI::App* cmd = app.add_subcommand(
       "demo",
-      "Train a tiny Qwen3 from scratch on synthetic documents, then fine-tune it on shared-prefix "
-      "rollouts with prefix-tree attention; prints where the metrics and curves are");
+      "Train a tiny Qwen3 from scratch on synthetic documents, fine-tune it on shared-prefix "
+      "rollouts with prefix-tree attention, and train a DFlash speculative-decoding draft for it; "
+      "prints where the metrics and curves are");
   cmd->add_option("--run-dir", opt->run_dir, "where data, configs, runs and curves go")
       ->capture_default_str();
   cmd->add_option("--device", opt->device, "cpu, cuda or auto (cuda when present)")

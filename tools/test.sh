@@ -29,7 +29,7 @@ if ! clang-format --dry-run -Werror "${sources[@]}"; then
 fi
 # One line: lines per folder of C++, CUDA, Python and shell sources and of Markdown.
 report="size (lines):"
-for folder in tensor autograd attention data nn train tools tests docs; do
+for folder in tensor autograd attention data nn speculative train tools tests docs; do
   n=$(printf '%s\n' "${files[@]}" | grep -E "^$folder/.*\.(h|cpp|cu|cuh|py|sh|md)$" | xargs cat |
     wc -l)
   report+=" $folder $n,"

@@ -1,0 +1,35 @@
+// `sprig demo --quick`: every stage runs end to end (pre-training, rollout fine-tuning, the
+// DFlash draft) and says where its outputs are; a directory it did not make is refused untouched.
+#include <gtest/gtest.h>
+
+#include "tests/cli_run.h"
+#include "tests/nn/checkpoint_fixtures.h"
+
+namespace sprig {
+namespace {
+
+TEST(DemoCli, QuickRunGoesThroughEveryStage) {
+  const testing::TempDir tmp("demo_cli");
+  const std::string run_dir = tmp.path + "/demo";
+  const testing::CliRun r =
+      testing::run_sprig("demo --quick --device cpu --run-dir " + run_dir, tmp.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"== stage 1:", "== stage 2:", "== stage 3:",
+                           "acceptance length on held-out documents", "demo finished in"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line;
+  for (const char* file : {"pretrain/curves.png", "rollouts/curves.png", "draft/curves.png",
+                           "draft.yaml", "draft/checkpoints/latest"})
+    EXPECT_TRUE(testing::fs::exists(run_dir + "/" + file)) << file;
+
+  const std::string other = tmp.path + "/mine";
+  testing::fs::create_directories(other);
+  testing::write_text(other + "/notes.txt", "mine");
+  const testing::CliRun refused =
+      testing::run_sprig("demo --quick --device cpu --run-dir " + other, tmp.path);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("was not made by sprig demo"), std::string::npos) << refused.err;
+  EXPECT_EQ(testing::read_text(other + "/notes.txt"), "mine");
+}
+
+}  // namespace
+}  // namespace sprig

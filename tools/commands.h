@@ -7,15 +7,16 @@ class App;
 
 namespace sprig::tools {
 
-void add_bench_command(CLI::App& app);              // tools/bench/bench_command.cpp
-void add_bench_attention_command(CLI::App& bench);  // tools/bench/attention_bench.cpp
-void add_bench_data_command(CLI::App& bench);       // tools/bench/data_bench.cpp
-void add_bench_step_command(CLI::App& bench);       // tools/bench/step_bench.cpp
-void add_bench_qwen_step_command(CLI::App& bench);  // tools/bench/qwen_step_bench.cpp
-void add_data_command(CLI::App& app);               // tools/data_command.cpp
-void add_demo_command(CLI::App& app);               // tools/demo_command.cpp
-void add_eval_command(CLI::App& app);               // tools/eval_command.cpp
-void add_mask_command(CLI::App& app);               // tools/mask_command.cpp
+void add_bench_command(CLI::App& app);                // tools/bench/bench_command.cpp
+void add_bench_attention_command(CLI::App& bench);    // tools/bench/attention_bench.cpp
+void add_bench_data_command(CLI::App& bench);         // tools/bench/data_bench.cpp
+void add_bench_step_command(CLI::App& bench);         // tools/bench/step_bench.cpp
+void add_bench_draft_command(CLI::App& bench);        // tools/bench/draft_bench.cpp
+void add_bench_torch_step_commands(CLI::App& bench);  // tools/bench/step_vs_torch.cpp
+void add_data_command(CLI::App& app);                 // tools/data_command.cpp
+void add_demo_command(CLI::App& app);                 // tools/demo_command.cpp
+void add_eval_command(CLI::App& app);                 // tools/eval_command.cpp
+void add_mask_command(CLI::App& app);                 // tools/mask_command.cpp
 void add_model_commands(CLI::App& app);  // tools/model_commands.cpp: convert, score, generate
 void add_plot_command(CLI::App& app);    // tools/plot_command.cpp
 void add_train_command(CLI::App& app);   // tools/train_command.cpp

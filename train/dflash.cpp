@@ -7,6 +7,7 @@
 
 #include "nn/checkpoint.h"
 #include "speculative/dflash.h"
+#include "train/batch_input.h"
 
 namespace sprig {
 
@@ -27,24 +28,6 @@ std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig&
   std::unique_ptr<DFlashDraft> draft = load_draft(d.init);
   check_draft_fits(draft->config(), target, "draft.init " + d.init);
   return draft;
-}
-
-// A batch of the dflash or padded packer as the draft reads it.
-DraftRows rows_of(const data::Batch& batch, bool packed) {
-  DraftRows r;
-  r.input_ids = batch.input_ids;
-  r.loss_mask = batch.loss_mask;
-  if (!packed) return r;
-  r.position_ids = batch.position_ids;
-  r.doc_remaining = batch.doc_remaining;
-  const std::vector<int64_t> lens = batch.seq_lens.to_vector<int64_t>();
-  const int64_t docs = batch.seq_lens.size(1);
-  for (int64_t b = 0; b < batch.rows(); ++b) {
-    r.doc_lens.emplace_back();
-    for (int64_t j = 0; j < docs; ++j)
-      if (lens[b * docs + j] > 0) r.doc_lens.back().push_back(lens[b * docs + j]);
-  }
-  return r;
 }
 
 // The decay-weighted block loss of the draft's slots: each supervised slot weighs its decay
@@ -110,7 +93,7 @@ class DFlashRecipe : public Recipe {
 
   std::optional<MicroBatchLoss> loss(const data::Batch& batch) override {
     Generator& gen = draft_->is_training() ? gen_ : val_gen_;
-    const DraftRows rows = rows_of(batch, packed_);
+    const DraftRows rows = draft_rows(batch, packed_);
     const int64_t bs = draft_->config().block_size;
     Anchors anchors;
     try {

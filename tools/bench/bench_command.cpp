@@ -1,6 +1,7 @@
 // `sprig bench`: benchmarks that print ratios against ceilings measured in the same run:
-// `sprig bench ops [--device cpu|cuda|auto] [--quick]` (tools/bench/ops_bench.h) and
-// `sprig bench data` (tools/bench/data_bench.cpp).
+// `sprig bench ops [--device cpu|cuda|auto] [--quick]` (tools/bench/ops_bench.h), and the
+// subcommands of the other files of tools/bench/ (attention, data, step, draft, and the hidden
+// helpers of the scripts that compare against PyTorch).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -12,8 +13,6 @@
 #include "tools/commands.h"
 
 namespace sprig::tools {
-
-namespace {}  // namespace
 
 void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (ratios against measured ceilings)");
@@ -38,7 +37,8 @@ void add_bench_command(CLI::App& app) {
   add_bench_attention_command(*bench);
   add_bench_data_command(*bench);
   add_bench_step_command(*bench);
-  add_bench_qwen_step_command(*bench);
+  add_bench_draft_command(*bench);
+  add_bench_torch_step_commands(*bench);
 }
 
 }  // namespace sprig::tools

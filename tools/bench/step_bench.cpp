@@ -19,6 +19,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/random.h"
 #include "tensor/storage.h"
+#include "tools/bench/models.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "train/batch_input.h"
@@ -33,31 +34,6 @@ struct StepOptions {
   int64_t completions = 8, prompt = 0, completion = 0;  // 0: the device's default
   int reps = 5;
 };
-
-// "tiny" (untied: 5.25M parameters), "qwen3-0.6b" (tied), or a config.json path.
-QwenConfig model_config(const std::string& name) {
-  struct Shape {
-    int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim;
-    bool tied;
-  };
-  const auto qwen3 = [&name](const Shape& s) {
-    return QwenConfig::from_json({{"model_type", "qwen3"},
-                                  {"vocab_size", s.vocab},
-                                  {"hidden_size", s.hidden},
-                                  {"intermediate_size", s.intermediate},
-                                  {"num_hidden_layers", s.layers},
-                                  {"num_attention_heads", s.heads},
-                                  {"num_key_value_heads", s.kv_heads},
-                                  {"head_dim", s.head_dim},
-                                  {"rope_theta", 1000000.0},
-                                  {"tie_word_embeddings", s.tied},
-                                  {"max_position_embeddings", 40960}},
-                                 "bench model " + name);
-  };
-  if (name == "tiny") return qwen3({4096, 256, 768, 4, 4, 2, 64, false});
-  if (name == "qwen3-0.6b") return qwen3({151936, 1024, 3072, 28, 16, 8, 128, true});
-  return QwenConfig::load(name);
-}
 
 // One layout of the group: the model input and the pre-shifted labels.
 struct Layout {
@@ -134,7 +110,7 @@ void run_bench_step(const StepOptions& o) {
     throw std::invalid_argument(
         "[bench] need --completions >= 1, --completion >= 2, --prompt >= 1");
 
-  const QwenConfig config = model_config(model_name);
+  const QwenConfig config = bench::model_config(model_name);
   Generator gen(0);
   QwenForCausalLM model(config, gen);
   const std::map<std::string, Tensor> masters = model.state_dict();

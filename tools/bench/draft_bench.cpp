@@ -1,0 +1,268 @@
+// `sprig bench draft`: the DFlash draft training step (frozen target capture, draft forward and
+// backward, the loss through the target's head), measured two ways in one run:
+//   packing  the same documents as padded rows (one per row, ~60% padding) and as dflash-packed
+//            rows, with the same anchors per document: the time over all of them and its ratio
+//            (target: packed >= 1.3x faster);
+//   anchors  one micro-batch at 16..256 anchors per row: the step time's linear fit and the share
+//            of its fixed cost at 256 anchors (target: <= 25%).
+// On CUDA it also prints the model FLOP utilisation against the device's bf16 peak.
+//
+// Defaults: CPU, the "tiny" target of tools/bench/models.h (f32), rows of 1024 tokens; CUDA,
+// qwen3-0.6b (bf16), rows of 4096 tokens. The draft: 1 layer, blocks of 16.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "speculative/dflash.h"
+#include "tensor/cuda/kernels.h"
+#include "tools/bench/models.h"
+#include "tools/bench/reference.h"
+#include "tools/commands.h"
+#include "train/batch_input.h"
+#include "train/progress.h"
+
+namespace sprig::tools {
+
+namespace {
+
+using namespace speculative;
+
+struct DraftBenchOptions {
+  std::string device = "auto", target;
+  int64_t draft_layers = 1, block_size = 16, seq = 0, rows = 2, anchors_per_doc = 16;
+  int reps = 3;
+  bool quick = false;
+};
+
+// The target, a fresh draft for it and a timed training step.
+class DraftStep {
+ public:
+  DraftStep(const DraftBenchOptions& o, Device device)
+      : device_(device),
+        dtype_(device.is_cuda() ? DType::bf16 : DType::f32),
+        target_(make_target(o, device, dtype_)),
+        draft_(make_draft(o, target_.config())) {
+    draft_->to(device, dtype_);
+    peak_flops_ = device.is_cuda() ? peak_bf16_flops(cuda::device_name(device.index)) : 0;
+  }
+
+  const FrozenTarget& target() const { return target_; }
+  const DFlashDraft& draft() const { return *draft_; }
+  std::string dtype_name() const { return sprig::dtype_name(dtype_); }
+
+  // Median seconds of the step on `rows` with `anchors` (one untimed step first), and its loss.
+  double seconds(const DraftRows& rows, const Anchors& anchors, int reps, double* loss = nullptr) {
+    const auto step = [&] {
+      draft_->zero_grad();
+      const DraftLoss l = dflash_loss(target_, *draft_, rows, anchors, {});
+      (l.sum * (1.0 / (l.metrics.loss_weight + 1e-6))).backward();
+      return l.value();
+    };
+    const double first = step();
+    if (loss) *loss = first;
+    return bench::median_seconds(device_, 0, reps, [&] { step(); });
+  }
+  double flops(const DraftRows& rows, const Anchors& anchors) const {
+    return dflash_flops(target_, *draft_, rows.rows(), rows.seq_len(), anchors.blocks());
+  }
+  // " | 41.2% MFU" on CUDA, nothing on the CPU.
+  std::string mfu(double flops, double seconds) const {
+    if (peak_flops_ <= 0) return "";
+    char text[32];
+    std::snprintf(text, sizeof text, " | %.1f%% MFU", 100.0 * flops / seconds / peak_flops_);
+    return text;
+  }
+
+ private:
+  static FrozenTarget make_target(const DraftBenchOptions& o, Device device, DType dtype) {
+    Generator gen(0);
+    const std::string name =
+        o.target.empty() ? (device.is_cuda() ? "qwen3-0.6b" : "tiny") : o.target;
+    return FrozenTarget(std::make_unique<QwenForCausalLM>(bench::model_config(name), gen), device,
+                        dtype);
+  }
+  static std::unique_ptr<DFlashDraft> make_draft(const DraftBenchOptions& o,
+                                                 const QwenConfig& target) {
+    DraftOptions d;
+    d.num_layers = o.draft_layers;
+    d.block_size = o.block_size;
+    d.mask_token_id = target.vocab_size - 1;
+    Generator gen(1);
+    return std::make_unique<DFlashDraft>(draft_config_for(target, d), gen);
+  }
+
+  Device device_;
+  DType dtype_;
+  FrozenTarget target_;
+  std::unique_ptr<DFlashDraft> draft_;
+  double peak_flops_ = 0;
+};
+
+// Documents of 10% to 70% of a row (random ids below the mask token, all supervised): one per
+// row leaves about 60% of a padded row empty.
+data::Corpus bench_documents(int64_t count, int64_t seq, int64_t vocab, Generator& gen) {
+  data::Corpus corpus;
+  corpus.form = data::TargetForm::loss_mask;
+  corpus.sources = {"bench"};
+  for (int64_t i = 0; i < count; ++i) {
+    data::Document doc;
+    const int64_t n = gen.next_int(seq / 10, 7 * seq / 10 + 1);
+    for (int64_t t = 0; t < n; ++t)
+      doc.input_ids.push_back(static_cast<int32_t>(gen.next_int(0, vocab - 1)));
+    doc.record = i + 1;
+    corpus.docs.push_back(std::move(doc));
+  }
+  return corpus;
+}
+
+struct LayoutTime {
+  int64_t rows = 0, anchors = 0;
+  double seconds = 0, flops = 0, padding = 0;
+};
+
+// Every micro-batch of `packing`'s rows over the corpus, each with anchors_per_doc anchors per
+// document it holds (drawn once, outside the timing).
+LayoutTime time_layout(DraftStep& step, const data::Corpus& corpus, data::Packing packing,
+                       const DraftBenchOptions& o, int64_t seq) {
+  const data::PackPlan plan = data::plan_rows(corpus, {.mode = packing, .seq_len = seq});
+  LayoutTime t;
+  t.rows = static_cast<int64_t>(plan.rows.size());
+  t.padding = plan.padding_fraction();
+  Generator gen(2);
+  for (int64_t first = 0; first < t.rows; first += o.rows) {
+    std::vector<int64_t> ids;
+    int64_t docs = 0;
+    for (int64_t r = first; r < std::min(first + o.rows, t.rows); ++r) {
+      ids.push_back(r);
+      docs += static_cast<int64_t>(plan.rows[static_cast<size_t>(r)].size());
+    }
+    const data::Batch batch = data::collate(corpus, plan, ids, 0);
+    const DraftRows rows = draft_rows(batch, packing == data::Packing::dflash);
+    const int64_t per_row = (o.anchors_per_doc * docs + batch.rows() - 1) / batch.rows();
+    const Anchors anchors = sample_anchors(rows, o.block_size, per_row, gen);
+    t.anchors += anchors.blocks() * batch.rows();
+    t.seconds += step.seconds(rows, anchors, o.reps);
+    t.flops += step.flops(rows, anchors);
+  }
+  return t;
+}
+
+void packing_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq) {
+  Generator gen(3);
+  const int64_t vocab = step.target().config().vocab_size;
+  const data::Corpus corpus = bench_documents(o.quick ? 8 : 24, seq, vocab, gen);
+  int64_t useful = 0;
+  for (const data::Document& d : corpus.docs) useful += d.size();
+  std::printf(
+      "\npacking: %zu documents, %lld useful tokens, %lld anchors per document, rows of %lld\n",
+      corpus.docs.size(), static_cast<long long>(useful), static_cast<long long>(o.anchors_per_doc),
+      static_cast<long long>(seq));
+  const LayoutTime padded = time_layout(step, corpus, data::Packing::padded, o, seq);
+  const LayoutTime packed = time_layout(step, corpus, data::Packing::dflash, o, seq);
+  std::printf("%-8s %6s %9s %9s %10s %16s\n", "layout", "rows", "padding", "anchors", "time (s)",
+              "useful tokens/s");
+  for (const auto& [name, t] : {std::pair{"padded", &padded}, std::pair{"packed", &packed}})
+    std::printf("%-8s %6lld %8.1f%% %9lld %10.3f %16.0f%s\n", name, static_cast<long long>(t->rows),
+                100.0 * t->padding, static_cast<long long>(t->anchors), t->seconds,
+                static_cast<double>(useful) / t->seconds, step.mfu(t->flops, t->seconds).c_str());
+  std::printf("packed vs padded: %.2fx faster on the same documents (target >= 1.3x)\n",
+              padded.seconds / packed.seconds);
+}
+
+void anchors_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq) {
+  Generator gen(4);
+  DraftRows rows;
+  std::vector<int64_t> ids(static_cast<size_t>(o.rows * seq));
+  for (int64_t& id : ids) id = gen.next_int(0, step.target().config().vocab_size - 1);
+  rows.input_ids = Tensor::from_vector(ids, {o.rows, seq});
+  rows.loss_mask = Tensor::ones({o.rows, seq}, DType::i64);
+  const std::vector<int64_t> counts =
+      o.quick ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{16, 32, 64, 128, 256};
+  std::printf("\nanchors: %lld rows of %lld tokens, blocks of %lld\n%8s %10s %10s\n",
+              static_cast<long long>(o.rows), static_cast<long long>(seq),
+              static_cast<long long>(o.block_size), "anchors", "step (ms)", "fit (ms)");
+  std::vector<double> times;
+  for (const int64_t n : counts) {
+    const Anchors anchors = sample_anchors(rows, o.block_size, n, gen);
+    times.push_back(step.seconds(rows, anchors, o.reps));
+  }
+  // Least-squares line t = fixed + slope * n.
+  const auto k = static_cast<double>(counts.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const auto x = static_cast<double>(counts[i]);
+    sx += x, sy += times[i], sxx += x * x, sxy += x * times[i];
+  }
+  const double slope = (k * sxy - sx * sy) / (k * sxx - sx * sx), fixed = (sy - slope * sx) / k;
+  double worst = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const double fit = fixed + slope * static_cast<double>(counts[i]);
+    worst = std::max(worst, std::abs(times[i] - fit) / times[i]);
+    std::printf("%8lld %10.1f %10.1f\n", static_cast<long long>(counts[i]), times[i] * 1e3,
+                fit * 1e3);
+  }
+  const double at_256 = fixed + slope * 256.0;
+  std::printf(
+      "linear fit: %.3f ms per anchor + %.1f ms fixed (largest deviation %.1f%%); fixed cost "
+      "%.1f%% of the step at 256 anchors (target <= 25%%)\n",
+      slope * 1e3, fixed * 1e3, 100.0 * worst, 100.0 * fixed / at_256);
+}
+
+void run_draft_bench(const DraftBenchOptions& o) {
+  const Device device = resolve_device(o.device);
+  const int64_t seq = o.seq > 0 ? o.seq : (device.is_cuda() ? 4096 : (o.quick ? 512 : 1024));
+  DraftStep step(o, device);
+  const QwenConfig& t = step.target().config();
+  std::printf(
+      "bench draft on %s (%s): target %lld layers, hidden %lld, vocabulary %lld; DFlash draft of "
+      "%lld layer(s), %.2fM parameters, blocks of %lld, target layers",
+      device.str().c_str(), step.dtype_name().c_str(), static_cast<long long>(t.num_hidden_layers),
+      static_cast<long long>(t.hidden_size), static_cast<long long>(t.vocab_size),
+      static_cast<long long>(o.draft_layers),
+      static_cast<double>(step.draft().num_parameters()) / 1e6,
+      static_cast<long long>(o.block_size));
+  for (const int64_t id : step.draft().config().target_layer_ids)
+    std::printf(" %lld", static_cast<long long>(id));
+  std::printf("; median of %d steps (target capture, draft forward and backward)\n", o.reps);
+  packing_bench(step, o, seq);
+  anchors_bench(step, o, seq);
+}
+
+}  // namespace
+
+void add_bench_draft_command(CLI::App& bench) {
+  auto o = std::make_shared<DraftBenchOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "draft",
+      "DFlash draft training step: packed vs padded rows on the same documents, and the step "
+      "time against the number of anchors");
+  cmd->add_option("--device", o->device, "cpu, cuda or auto (cuda when present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--target", o->target,
+                  "tiny, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");
+  cmd->add_option("--draft-layers", o->draft_layers, "Layers of the draft")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "Slots per block")
+      ->check(CLI::Range(int64_t{2}, int64_t{64}))
+      ->capture_default_str();
+  cmd->add_option("--seq", o->seq, "Tokens per row (default: 1024 CPU, 4096 CUDA)")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 17));
+  cmd->add_option("--rows", o->rows, "Rows per micro-batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--anchors-per-doc", o->anchors_per_doc, "Anchors per document (packing)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--reps", o->reps, "Timed steps per measurement")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--quick", o->quick, "fewer documents and anchor counts (a smoke run)");
+  cmd->callback([o] { run_draft_bench(*o); });
+}
+
+}  // namespace sprig::tools

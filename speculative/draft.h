@@ -2,7 +2,8 @@
 // captured hidden states once, then Qwen3 decoder layers whose queries are the block slots and
 // whose keys and values are [projected context | slots], and a final norm. The draft has no
 // embedding and no LM head: it reads the target's, frozen. Parameter names are the serving
-// layout's (no `model.` prefix), and its config.json is the one vLLM and SGLang load.
+// layout's (no `model.` prefix), and its config.json is the one vLLM and SGLang load
+// (docs/semantics.md §7.5).
 #pragma once
 
 #include <cstdint>

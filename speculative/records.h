@@ -4,7 +4,8 @@
 //                                                                   back to back, no padding
 // loss_mask is optional (all ones). Either form may fix its blocks instead of sampling them:
 // "anchors" (row positions), "keep" (bools, as many; default all true) and, for the
-// variable-prefix loss, "prefix_lengths" (as many, each in [1, block_size - 1]).
+// variable-prefix loss, "prefix_lengths" (as many, each in [1, block_size - 1]);
+// docs/semantics.md §9.8.
 #pragma once
 
 #include <nlohmann/json.hpp>

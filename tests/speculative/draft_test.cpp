@@ -1,6 +1,6 @@
 // The draft model's config and files: the default target layers (E15, with banker's rounding),
 // the config derived from a target and its errors, the serving layout's config.json (the export
-// checklist of docs/semantics.md §7.3), and drafts saved and loaded back bit for bit.
+// checklist of docs/semantics.md §7.5), and drafts saved and loaded back bit for bit.
 #include "speculative/draft.h"
 
 #include <gtest/gtest.h>

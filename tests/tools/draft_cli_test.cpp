@@ -199,7 +199,7 @@ TEST_F(DraftCli, TrainExportAndLoadBack) {
   EXPECT_NE(train.out.find("accept_len"), std::string::npos) << train.out;
   const std::string ckpt = dir + "/run/checkpoints/step_00000004";
 
-  // The serving layout (docs/semantics.md §7.3): bf16, no prefix, no embedding or head.
+  // The serving layout (docs/semantics.md §7.5): bf16, no prefix, no embedding or head.
   const std::string exported = dir + "/export";
   const CliRun convert = run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir);
   ASSERT_EQ(convert.exit_code, 0) << convert.err;

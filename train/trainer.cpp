@@ -56,24 +56,27 @@ void add_sums(MetricSums& into, const MetricSums& sums) {
   for (const auto& [name, value] : sums) into[name] += value;
 }
 
-// Validation over one pass of the val split: the weighted mean loss (val_loss) and the recipe's
-// ratios (val_<name>), denominators of 0 counting as 1.
+// Validation over one pass of the val split: the micro-batch losses weighted by their weights
+// (val_loss) and the recipe's ratios (val_<name>), denominators below 1 counting as 1
+// (docs/semantics.md §9.7, E17).
 std::vector<std::pair<std::string, double>> validate(Recipe& recipe, data::DataLoader& val) {
   NoGradGuard no_grad;
   recipe.begin_validation();
   recipe.trainable().train(false);
-  double sum = 0, weight = 0;
+  double weighted_loss = 0, weight = 0;
   MetricSums sums;
   val.restore({0, 0});
   for (int64_t i = 0; i < val.batches_per_epoch(); ++i) {
     const std::optional<MicroBatchLoss> m = recipe.loss(val.next());
     if (!m) continue;
-    sum += m->sum.value().item();
+    const double loss = m->sum.value().item() / recipe.mean_denominator(m->weight);
+    weighted_loss += loss * m->weight;
     weight += m->weight;
     add_sums(sums, m->sums);
   }
   recipe.trainable().train(true);
-  std::vector<std::pair<std::string, double>> out = {{"val_loss", weight > 0 ? sum / weight : 0}};
+  std::vector<std::pair<std::string, double>> out = {
+      {"val_loss", weighted_loss / std::max(weight, 1.0)}};
   for (const RatioMetric& r : recipe.ratios())
     out.emplace_back("val_" + r.name, sums[r.numerator] / std::max(sums[r.denominator], 1.0));
   return out;

@@ -121,6 +121,73 @@ TEST(Trainer, ValidationAggregatesTheRecipesSums) {
   EXPECT_GT(records[1].at("val_loss").get<double>(), 0.0);
 }
 
+// docs/semantics.md E17: validation micro-batches (loss, loss_weight, valid_tokens,
+// correct_tokens, accept_len_sum, valid_blocks) = (1, 2, 2, 1, 4, 2), one skipped,
+// (3, 6, 6, 6, 3, 1); training windows of (6, 4) and (1, 1) acceptance sums.
+class E17Recipe : public ToyRecipe {
+ public:
+  using ToyRecipe::ToyRecipe;
+  double mean_denominator(double weight) const override { return weight + 1e-6; }
+  std::vector<RatioMetric> ratios() const override {
+    return {{"accuracy", "correct_tokens", "valid_tokens"},
+            {"accept_len", "accept_len_sum", "valid_blocks"}};
+  }
+  void begin_validation() override { val_calls = 0; }
+
+  std::optional<MicroBatchLoss> loss(const data::Batch& batch) override {
+    if (trainable().is_training()) {
+      std::optional<MicroBatchLoss> m = ToyRecipe::loss(batch);
+      const bool first = calls % 2 == 1;  // two micro-batches per step
+      m->sums = {{"accept_len_sum", first ? 6.0 : 1.0}, {"valid_blocks", first ? 4.0 : 1.0}};
+      return m;
+    }
+    struct Row {
+      double loss, weight, valid, correct, accepted, blocks;
+    };
+    const std::optional<Row> rows[] = {Row{1, 2, 2, 1, 4, 2}, std::nullopt, Row{3, 6, 6, 6, 3, 1}};
+    const std::optional<Row>& r = rows[val_calls++ % 3];
+    if (skip_validation || !r) return std::nullopt;
+    MicroBatchLoss m;
+    m.sum = Var(Tensor::scalar(r->loss * mean_denominator(r->weight), DType::f64));
+    m.weight = r->weight;
+    m.sums = {{"valid_tokens", r->valid},
+              {"correct_tokens", r->correct},
+              {"accept_len_sum", r->accepted},
+              {"valid_blocks", r->blocks}};
+    return m;
+  }
+
+  int64_t val_calls = 0;
+  bool skip_validation = false;
+};
+
+TEST(Trainer, E17ValidationAndWindowAggregation) {
+  TempDir dir;
+  std::string docs;  // three validation rows: documents longer than half a row
+  for (int d = 0; d < 3; ++d) {
+    std::vector<int64_t> ids(40, 5 + d);
+    docs += nlohmann::json{{"input_ids", ids}}.dump() + "\n";
+  }
+  testing::write_text(dir / "val.jsonl", docs);
+  for (const bool skip_all : {false, true}) {
+    const TrainConfig config = testing::tiny_config(
+        dir, {"train.max_steps=1", "train.grad_accumulation_steps=2", "log.every_steps=1",
+              "run_dir=" + (dir / (skip_all ? "skipped" : "run")),
+              "data.val=" + (dir / "val.jsonl"), "data.micro_batch_size=1"});
+    E17Recipe recipe(config.data, 0);
+    recipe.skip_validation = skip_all;
+    Trainer(config, false).run(recipe);
+    EXPECT_EQ(recipe.val_calls, 3);
+    const auto records = metrics_of(config.run_dir);
+    ASSERT_EQ(records.size(), 1u);
+    const nlohmann::json& r = records[0];
+    EXPECT_DOUBLE_EQ(r.at("accept_len").get<double>(), 7.0 / 5.0);
+    EXPECT_NEAR(r.at("val_loss").get<double>(), skip_all ? 0.0 : 2.5, 1e-12);
+    EXPECT_DOUBLE_EQ(r.at("val_accuracy").get<double>(), skip_all ? 0.0 : 0.875);
+    EXPECT_DOUBLE_EQ(r.at("val_accept_len").get<double>(), skip_all ? 0.0 : 7.0 / 3.0);
+  }
+}
+
 // Sums over two identical ranks: every gradient and weight doubled.
 class TwoIdenticalRanks : public GradientSync {
  public:

@@ -12,6 +12,7 @@
 #include "speculative/records.h"
 #include "tensor/storage.h"
 #include "tools/commands.h"
+#include "tools/jsonl.h"
 
 namespace sprig::tools {
 
@@ -70,8 +71,7 @@ void run_eval(const EvalOptions& o) {
   if (o.grads && o.out.empty())
     throw CLI::ValidationError("--grads", "writes into --out: give one");
   if (!o.out.empty()) check_new_file(o.out);
-  std::ifstream in(o.input);
-  if (!in) throw std::runtime_error(o.input + ": cannot open the input file");
+  if (!std::ifstream(o.input)) throw std::runtime_error(o.input + ": cannot open the input file");
   const Device device = resolve_device(o.device);
   const DType dtype = dtype_from_name(o.dtype);
   const FrozenTarget target(load_qwen(o.target), device, dtype);
@@ -88,19 +88,9 @@ void run_eval(const EvalOptions& o) {
   size_t out_bytes = 0;
   const size_t available = cpu_memory_available();
   Totals totals;
-  int64_t line_no = 0, index = -1;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  int64_t index = -1;
+  const int64_t records = for_each_record(o.input, [&](const json& rec, const std::string& where) {
     ++index;
-    const std::string where = o.input + ":" + std::to_string(line_no);
-    json rec;
-    try {
-      rec = json::parse(line);
-    } catch (const json::parse_error& e) {
-      throw std::runtime_error(where + ": malformed JSON (" + std::string(e.what()) + ")" +
-                               (in.eof() ? "; the last line looks truncated" : ""));
-    }
     DraftRecord r = parse_draft_record(rec, vocab, bs, where);
     if (r.prefix_lengths.defined() && !variable_prefix)
       throw std::runtime_error(where + ": \"prefix_lengths\" need --loss-type variable_prefix");
@@ -113,7 +103,7 @@ void run_eval(const EvalOptions& o) {
       } catch (const NoValidAnchors&) {
         std::cout << json{{"record", index}, {"skipped", "no valid anchor"}}.dump() << "\n";
         ++totals.skipped;
-        continue;
+        return;
       }
     }
     Tensor prefix = r.prefix_lengths;
@@ -146,7 +136,7 @@ void run_eval(const EvalOptions& o) {
     json j = metrics_json(loss.value(), loss.metrics);
     j["record"] = index;
     std::cout << j.dump() << "\n" << std::flush;
-    if (o.out.empty()) continue;
+    if (o.out.empty()) return;
     entries.push_back({key + "logits", logits});
     entries.push_back({key + "anchors", anchors.anchors.reshape({anchors.blocks()})});
     entries.push_back({key + "keep", anchors.keep.reshape({anchors.blocks()})});
@@ -154,8 +144,8 @@ void run_eval(const EvalOptions& o) {
     for (const auto& [name, value] : j.items())
       if (name != "record")
         entries.push_back({key + name, Tensor::scalar(value.get<double>(), DType::f64)});
-  }
-  if (index < 0) throw std::runtime_error(o.input + ": no records");
+  });
+  if (records == 0) throw std::runtime_error(o.input + ": no records");
   std::cout << json{{"aggregate", totals.to_json()}}.dump() << "\n";
   if (!o.out.empty()) {
     write_new_file(o.out, [&](const std::string& tmp) { save_safetensors(tmp, entries); });

@@ -15,6 +15,7 @@
 #include "speculative/draft.h"
 #include "tensor/cuda/kernels.h"
 #include "tools/commands.h"
+#include "tools/jsonl.h"
 
 namespace sprig::tools {
 
@@ -146,26 +147,12 @@ void run_score(const std::string& model_dir, const std::string& input, const std
                const Placement& placement) {
   auto model = load_placed(model_dir, placement);
   const Device device = model->head_weight().device();
-  std::ifstream in(input);
-  if (!in) throw std::runtime_error(input + ": cannot open the input file");
   NoGradGuard no_grad;
   std::vector<SafetensorsEntry> entries;
   double nll_sum = 0;
-  int64_t nll_count = 0, line_no = 0;
-  std::string line;
+  int64_t nll_count = 0;
   ProgressLine progress;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string where = input + ":" + std::to_string(line_no);
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json rec;
-    try {
-      rec = json::parse(line);
-    } catch (const json::parse_error& e) {
-      throw std::runtime_error(where + ": malformed JSON (" + std::string(e.what()) + ")" +
-                               (in.eof() ? "; the last line looks truncated" : ""));
-    }
-    if (!rec.is_object()) throw std::runtime_error(where + ": a record must be a JSON object");
+  for_each_record(input, [&](const json& rec, const std::string& where) {
     const ScoreItem item = parse_score_record(rec, model->config(), where, device);
     const Var hidden = model->hidden(item.input);
     const Tensor losses = model->token_losses(hidden, item.labels).value();
@@ -180,7 +167,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
     entries.push_back({"logits." + std::to_string(entries.size()),
                        logits.select(0, 0).to(Device::cpu(), DType::f32)});
     progress.show("scored " + std::to_string(entries.size()) + " records");
-  }
+  });
   progress.finish();
   if (entries.empty()) throw std::runtime_error(input + ": no records");
   save_safetensors(out, entries);

@@ -3,8 +3,19 @@
 // for f64 inputs). Logits are read in their own dtype (bf16/f16 included) one row at a time with
 // A = acc_t<T> math, so no f32 copy of a [R, V] tensor is ever made.
 // Backward rule: `=` into the logits gradients (activation gradients).
+// Exponentials of whole rows go through Eigen's vectorised exp (within an ulp or two of std::exp);
+// 16-bit rows are converted to their accumulation type first, so they compute exactly like f32
+// rows of the same values.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+// GCC 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics headers; the
+// pragma covers those headers, included first by Eigen here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/strided.h"
@@ -13,13 +24,25 @@ namespace sprig::cpu {
 
 namespace {
 
+template <class A> using ArrayMap = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
+template <class A> using ConstArrayMap = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
+
+// The row in the accumulation type A: itself, or its conversion into `buffer`.
+template <class A, class T> const A* row_in(const T* row, int64_t V, std::vector<A>& buffer) {
+  if constexpr (std::is_same_v<T, A>) {
+    return row;
+  } else {
+    buffer.resize(static_cast<size_t>(V));
+    for (int64_t v = 0; v < V; ++v) buffer[static_cast<size_t>(v)] = convert<A>(row[v]);
+    return buffer.data();
+  }
+}
+
 // log(sum_v exp(row[v] / temperature)), stable (max subtracted first).
-template <class A, class T> A row_lse(const T* row, int64_t V, A temperature) {
+template <class A> A row_lse(const A* row, int64_t V, A temperature) {
   A m = -INFINITY;
-  for (int64_t v = 0; v < V; ++v) m = std::max(m, convert<A>(row[v]) / temperature);
-  A s = 0;
-  for (int64_t v = 0; v < V; ++v) s += std::exp(convert<A>(row[v]) / temperature - m);
-  return m + std::log(s);
+  for (int64_t v = 0; v < V; ++v) m = std::max(m, row[v] / temperature);
+  return m + std::log((ConstArrayMap<A>(row, V) / temperature - m).exp().sum());
 }
 
 // Index of the first maximum of a row.
@@ -47,9 +70,10 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
     int64_t* argmax_p = argmax.defined() ? argmax.data<int64_t>() : nullptr;
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      const T* row = lp + r * V;
+      thread_local std::vector<A> buffer;
+      const A* row = row_in<A>(lp + r * V, V, buffer);
       lse_p[r] = row_lse(row, V, A(1));
-      loss_p[r] = target[r] == ignore_index ? A(0) : lse_p[r] - convert<A>(row[target[r]]);
+      loss_p[r] = target[r] == ignore_index ? A(0) : lse_p[r] - row[target[r]];
       if (argmax_p) argmax_p[r] = row_argmax(row, V);
     }
   });
@@ -70,11 +94,24 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
       const bool ignored = target[r] == ignore_index;
-      for (int64_t v = 0; v < V; ++v) {
-        const A p = std::exp(convert<A>(lp[r * V + v]) - lse_p[r]);
-        const A g = dloss_p[r] * (p - (v == target[r] ? A(1) : A(0)));
-        dp[r * V + v] = convert<T>(ignored ? A(0) : g);
+      if (ignored) {
+        for (int64_t v = 0; v < V; ++v) dp[r * V + v] = convert<T>(A(0));
+        continue;
       }
+      thread_local std::vector<A> row_buffer, g_buffer;
+      const A* row = row_in<A>(lp + r * V, V, row_buffer);
+      // g = dloss * (softmax - onehot(target)) in A: in place, or converted to T after.
+      A* g = nullptr;
+      if constexpr (std::is_same_v<T, A>) {
+        g = dp + r * V;
+      } else {
+        g_buffer.resize(static_cast<size_t>(V));
+        g = g_buffer.data();
+      }
+      ArrayMap<A>(g, V) = dloss_p[r] * (ConstArrayMap<A>(row, V) - lse_p[r]).exp();
+      g[target[r]] -= dloss_p[r];
+      if constexpr (!std::is_same_v<T, A>)
+        for (int64_t v = 0; v < V; ++v) dp[r * V + v] = convert<T>(g[v]);
     }
   });
 }
@@ -97,14 +134,15 @@ void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
     // p == 0 contribute 0 (also when log p is -inf).
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      const T* t_row = tp + r * V;
-      const T* s_row = sp + r * V;
+      thread_local std::vector<A> t_buffer, s_buffer;
+      const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
+      const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
       const A t_lse = row_lse(t_row, V, temp), s_lse = row_lse(s_row, V, temp);
       A sum = 0;
       for (int64_t v = 0; v < V; ++v) {
-        const A log_p = convert<A>(t_row[v]) / temp - t_lse;
+        const A log_p = t_row[v] / temp - t_lse;
         const A p = std::exp(log_p);
-        if (p > A(0)) sum += p * (log_p - (convert<A>(s_row[v]) / temp - s_lse));
+        if (p > A(0)) sum += p * (log_p - (s_row[v] / temp - s_lse));
       }
       kl_p[r] = sum;
       tl_p[r] = t_lse;

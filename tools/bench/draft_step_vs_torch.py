@@ -12,21 +12,18 @@ attention; `sprig bench draft-step` runs sprig's. Prints both losses (they must 
 median step times and the speed ratio (target: sprig >= 1.0x), and the ratio of process CPU time
 per step, which other jobs on a shared machine disturb less.
 
-Usage (Debian's python3-torch with libopenblas0-pthread; torch_blas.py refuses the reference BLAS):
+Usage (Debian's python3-torch with libopenblas0-pthread; step_compare.py refuses the reference BLAS):
     /usr/bin/python3 tools/bench/draft_step_vs_torch.py --sprig build/tools/sprig
 """
 
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
 
 from qwen_step_vs_torch import CONFIG
-from torch_blas import require_openblas
+from step_compare import import_torch, report, sprig_step, time_torch_steps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -132,37 +129,6 @@ def draft_loss(torch, qwen, tp, dp, batch):
     return (nll * w).sum() / (w.sum() + 1e-6)
 
 
-def torch_step_times(torch, qwen, tp, dp, batch, reps):
-    """Median and minimum wall seconds of a step, median CPU seconds, and the loss."""
-    dp = {k: v.requires_grad_() for k, v in dp.items()}
-    times, cpu, loss = [], [], None
-    for r in range(reps + 1):  # the first run warms up
-        for t in dp.values():
-            t.grad = None
-        start, cpu_start = time.perf_counter(), time.process_time()
-        loss = draft_loss(torch, qwen, tp, dp, batch)
-        loss.backward()
-        if r > 0:
-            times.append(time.perf_counter() - start)
-            cpu.append(time.process_time() - cpu_start)
-    times.sort()
-    cpu.sort()
-    return times[len(times) // 2], times[0], cpu[len(cpu) // 2], loss.item()
-
-
-def sprig_step(sprig, target_dir, draft_dir, input_path, reps, threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([sprig, "bench", "draft-step", "--target", target_dir, "--draft",
-                          draft_dir, "--input", input_path, "--reps", str(reps), "--gamma",
-                          str(GAMMA)], env=env, check=True, capture_output=True,
-                         text=True).stdout
-    loss = float(re.search(r"^loss (\S+)", out, re.M).group(1))
-    median, minimum = map(float, re.search(r"^step (\S+) s median, (\S+) s min", out,
-                                           re.M).groups())
-    cpu = float(re.search(r"^cpu (\S+) s", out, re.M).group(1))
-    return median, minimum, cpu, loss, out
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sprig", default=os.path.join(ROOT, "build", "tools", "sprig"))
@@ -170,15 +136,11 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
 
-    # OpenBLAS sizes its thread pool when loaded, so the thread count is set before torch loads.
-    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    import torch
-    require_openblas(torch)
+    torch = import_torch(args.threads)
     sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
     import make_dflash_golden as dflash
     import make_qwen_golden as qwen
 
-    torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(0)
     tp = {k: v.float() for k, v in qwen.make_params(CONFIG, gen).items()}
     dp = {k: v.float() for k, v in dflash.make_draft_params(DRAFT_CFG, gen).items()}
@@ -202,23 +164,19 @@ def main():
         qwen.save_safetensors(input_path, inputs)
 
         batch = make_batch(torch, dflash, inputs)
-        t_med, t_min, t_cpu, t_loss = torch_step_times(torch, qwen, tp, dp, batch, args.reps)
-        s_med, s_min, s_cpu, s_loss, s_out = sprig_step(args.sprig, target_dir, draft_dir,
-                                                        input_path, args.reps, args.threads)
+        dp = {k: v.requires_grad_() for k, v in dp.items()}
+        theirs = time_torch_steps(dp.values(), lambda: draft_loss(torch, qwen, tp, dp, batch),
+                                  args.reps)
+        ours = sprig_step(args.sprig, ["draft-step", "--target", target_dir, "--draft", draft_dir,
+                                       "--input", input_path, "--reps", str(args.reps),
+                                       "--gamma", str(GAMMA)], args.threads)
     n_target, n_draft = (sum(v.numel() for v in p.values()) for p in (tp, dp))
     print(f"Qwen3 target {n_target / 1e6:.2f}M parameters (frozen), DFlash draft "
           f"{n_draft / 1e6:.2f}M parameters: {DRAFT_CFG['num_hidden_layers']} layer, block size "
           f"{BLOCK_SIZE}, target layers {TARGET_LAYER_IDS}, mask id {MASK_ID}")
     print(f"batch {B} x {S}, {N} anchors per row, dflash loss (gamma {GAMMA}), {args.threads} "
           f"threads, median of {args.reps} steps (capture + draft forward + backward)")
-    print(f"PyTorch {torch.__version__}: loss {t_loss:.6f}, step {t_med:.3f} s (min {t_min:.3f}), "
-          f"cpu {t_cpu:.3f} s")
-    print(f"sprig: loss {s_loss:.6f}, step {s_med:.3f} s (min {s_min:.3f}), cpu {s_cpu:.3f} s")
-    print(s_out.strip())
-    if abs(s_loss - t_loss) > 1e-4 * abs(t_loss):
-        sys.exit(f"the losses differ: sprig {s_loss} vs PyTorch {t_loss}")
-    print(f"PyTorch CPU time / sprig CPU time per step: {t_cpu / s_cpu:.2f}x")
-    print(f"sprig speed / PyTorch speed: {t_med / s_med:.2f}x (target >= 1.0x)")
+    report(torch, theirs, ours)
 
 
 if __name__ == "__main__":

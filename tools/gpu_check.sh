@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The check to run on a GPU machine (docs/architecture.md §9), in under 8 minutes on one H200: CUDA build into
-# build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops` on the device, then the
-# attention benchmark against PyTorch (tools/bench/attention_vs_torch.py; up to 4 more minutes,
-# most of it FlexAttention's compilation). Full logs go to ${OUT:-gpu_out}/; the benchmark
+# build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops` and `sprig bench draft`
+# (packed against padded draft steps, MFU) on the device, then the attention benchmark against
+# PyTorch (tools/bench/attention_vs_torch.py; up to 4 more minutes, most of it FlexAttention's
+# compilation). Full logs go to ${OUT:-gpu_out}/; the benchmark
 # tables and a summary of every step are printed last. Exits non-zero when a step fails.
 # Environment: SPRIG_BUILD_DIR (default <repo>/build-gpu), SPRIG_JOBS.
 set -euo pipefail
@@ -32,12 +33,14 @@ if ((failed == 0)); then
   step gpu-tests ctest.log 120 ctest --test-dir "$SPRIG_BUILD_DIR" -L gpu --no-tests=error \
     --output-on-failure -j 4
   step bench bench_ops.log 60 "$sprig" bench ops --device cuda
+  step draft bench_draft.log 60 "$sprig" bench draft --device cuda
   step attention bench_attention.log 240 python3 "$repo/tools/bench/attention_vs_torch.py" \
     --sprig "$sprig" --reps 10
 fi
 
 echo "== sprig gpu_check on ${gpu%%$'\n'*}"
 [[ ! -s "$out/bench_ops.log" ]] || cat "$out/bench_ops.log"
+[[ ! -s "$out/bench_draft.log" ]] || cat "$out/bench_draft.log"
 [[ ! -s "$out/bench_attention.log" ]] || cat "$out/bench_attention.log"
 [[ ! -s "$out/ctest.log" ]] || sed -n '/tests passed/,$p' "$out/ctest.log"
 printf '%s\n' "${summary[@]}"

@@ -88,6 +88,7 @@ void check_draft_fits(const DraftConfig& draft, const QwenConfig& target, const 
 // Loaded in f32 on the CPU; every expected tensor must be there with its shape.
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir);
 bool is_draft_dir(const std::string& dir);  // its config.json declares a DFlash draft
+
 // The tokenizer files an exported draft ships with (the serving engines read its target's).
 extern const std::vector<std::string> kTokenizerFiles;
 

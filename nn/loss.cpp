@@ -11,11 +11,6 @@ namespace sprig {
 
 namespace {
 
-int64_t rows_per_chunk(int64_t requested, int64_t vocab) {
-  if (requested > 0) return requested;
-  return std::max<int64_t>(1, (int64_t{1} << 25) / std::max<int64_t>(vocab, 1));
-}
-
 // Per-row statistics: f32, or f64 for f64 inputs (as the loss kernels').
 DType stat_dtype(const Tensor& h) { return h.dtype() == DType::f64 ? DType::f64 : DType::f32; }
 
@@ -52,32 +47,49 @@ class CrossEntropyRows : public RowLoss {
 
 class KLRows : public RowLoss {
  public:
-  KLRows(Tensor teacher, double temperature, const Tensor& hidden)
+  KLRows(Tensor teacher, Tensor teacher_rows, double temperature, const Tensor& hidden,
+         bool want_argmax)
       : teacher_(std::move(teacher)),
+        teacher_rows_(std::move(teacher_rows)),
         temperature_(temperature),
         teacher_lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())),
-        student_lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())) {}
+        student_lse_(Tensor::empty({hidden.size(0)}, stat_dtype(hidden), hidden.device())) {
+    if (want_argmax) argmax = Tensor::empty({hidden.size(0)}, DType::i64, hidden.device());
+  }
 
   Tensor forward(const Tensor& logits, int64_t r0) override {
     const int64_t n = logits.size(0);
-    KLResult kl = kl_div(teacher_.narrow(0, r0, n), logits, temperature_);
+    KLResult kl = kl_div(teacher(r0, n), logits, temperature_);
     teacher_lse_.narrow(0, r0, n).copy_(kl.teacher_lse);
     student_lse_.narrow(0, r0, n).copy_(kl.student_lse);
+    if (argmax.defined()) argmax.narrow(0, r0, n).copy_(sprig::argmax(logits, 1));
     return kl.kl;
   }
   Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
     const int64_t n = logits.size(0);
     const KLResult saved{Tensor(), teacher_lse_.narrow(0, r0, n), student_lse_.narrow(0, r0, n)};
-    return kl_div_backward(dloss, teacher_.narrow(0, r0, n), logits, saved, temperature_);
+    return kl_div_backward(dloss, teacher(r0, n), logits, saved, temperature_);
   }
 
+  Tensor argmax;  // (N) i64, filled by forward when asked for
+
  private:
-  Tensor teacher_;
+  Tensor teacher(int64_t r0, int64_t n) const {
+    return teacher_rows_.defined() ? index_select(teacher_, 0, teacher_rows_.narrow(0, r0, n))
+                                   : teacher_.narrow(0, r0, n);
+  }
+
+  Tensor teacher_, teacher_rows_;
   double temperature_;
   Tensor teacher_lse_, student_lse_;  // (N)
 };
 
 }  // namespace
+
+int64_t head_chunk_rows(int64_t requested, int64_t vocab) {
+  if (requested > 0) return requested;
+  return std::max<int64_t>(1, (int64_t{1} << 25) / std::max<int64_t>(vocab, 1));
+}
 
 Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_ptr<RowLoss> loss,
               int64_t chunk_rows) {
@@ -86,7 +98,7 @@ Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_
                                 " and weight " + shape_str(weight.shape()) +
                                 " must be (N, H) and (V, H)");
   const int64_t N = hidden.size(0);
-  const int64_t chunk = rows_per_chunk(chunk_rows, weight.size(0));
+  const int64_t chunk = head_chunk_rows(chunk_rows, weight.size(0));
   const Tensor h = hidden.value(), w = weight.value();
   Tensor out = Tensor::empty({N}, stat_dtype(h), h.device());
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
@@ -130,14 +142,21 @@ Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& tar
 }
 
 Var linear_kl_div(const Var& hidden, const Var& weight, const Tensor& teacher, double temperature,
-                  int64_t chunk_rows) {
-  if (teacher.dim() != 2 || hidden.dim() < 1 || teacher.size(0) != hidden.size(0) ||
+                  int64_t chunk_rows, const Tensor& teacher_rows, Tensor* argmax) {
+  const int64_t rows = hidden.dim() >= 1 ? hidden.size(0) : -1;
+  if (teacher_rows.defined() && (teacher_rows.dim() != 1 || teacher_rows.size(0) != rows))
+    throw std::invalid_argument("[linear_kl_div] teacher_rows " + shape_str(teacher_rows.shape()) +
+                                " must be (" + std::to_string(rows) + ")");
+  if (teacher.dim() != 2 || rows < 0 || (!teacher_rows.defined() && teacher.size(0) != rows) ||
       (weight.dim() == 2 && teacher.size(1) != weight.size(0)))
     throw std::invalid_argument("[linear_kl_div] teacher " + shape_str(teacher.shape()) +
                                 " must be (N, V) for hidden " + shape_str(hidden.shape()) +
                                 " and weight " + shape_str(weight.shape()));
-  return head_loss("linear_kl_div", hidden, weight,
-                   std::make_shared<KLRows>(teacher, temperature, hidden.value()), chunk_rows);
+  const auto rows_loss = std::make_shared<KLRows>(teacher, teacher_rows, temperature,
+                                                  hidden.value(), argmax != nullptr);
+  Var loss = head_loss("linear_kl_div", hidden, weight, rows_loss, chunk_rows);
+  if (argmax) *argmax = rows_loss->argmax;
+  return loss;
 }
 
 }  // namespace sprig

@@ -11,6 +11,9 @@
 
 namespace sprig {
 
+// The rows per chunk of logits with `vocab` columns: `requested`, or (0) about 32M elements.
+int64_t head_chunk_rows(int64_t requested, int64_t vocab);
+
 // A loss per row of logits, evaluated by head_loss on one chunk of rows at a time.
 class RowLoss {
  public:
@@ -35,8 +38,11 @@ Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& tar
                          Tensor* argmax = nullptr);
 
 // Forward KL(softmax(teacher / T) || softmax(logits / T)) of each row, against teacher logits
-// (N, V) of hidden's dtype (read chunk by chunk as they are).
+// (N, V) of hidden's dtype (read chunk by chunk as they are). With `teacher_rows` (N) i64, row i's
+// teacher is teacher[teacher_rows[i]] instead, for teacher logits (M, V) that several rows share.
+// With `argmax`, also every row's argmax logit (N) i64.
 Var linear_kl_div(const Var& hidden, const Var& weight, const Tensor& teacher,
-                  double temperature = 1.0, int64_t chunk_rows = 0);
+                  double temperature = 1.0, int64_t chunk_rows = 0, const Tensor& teacher_rows = {},
+                  Tensor* argmax = nullptr);
 
 }  // namespace sprig

@@ -1,6 +1,7 @@
 #include "speculative/dflash.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "autograd/functions.h"
 
@@ -12,35 +13,55 @@ BlockOptions block_options(const DraftConfig& c) {
   o.mask_token_id = c.mask_token_id;
   o.causal = c.causal;
   o.sliding_window = c.sliding_window;
+  if (c.domino && c.domino->shift_label) {
+    o.label_start = 1;
+    o.labels_within_document = true;
+  }
   return o;
+}
+
+BlockForward block_forward(const FrozenTarget& target, const DFlashDraft& draft,
+                           const DraftRows& rows, Blocks blocks, bool teacher_logits) {
+  const DraftConfig& c = draft.config();
+  BlockForward f;
+  f.blocks = std::move(blocks);
+  const Var& fc = draft.fc.weight;
+  const Device device = fc.device();
+  const DType dtype = fc.dtype();
+  // The target's features and embeddings are constants of the draft's graph.
+  const Var context(
+      target.capture(rows, c.target_layer_ids, teacher_logits ? &f.teacher_logits : nullptr)
+          .to(device, dtype));
+  const Var noise(target.embed(f.blocks.noise_ids).value().to(device, dtype));
+  f.hidden = draft.forward(noise, context, f.blocks.positions.to(device), f.blocks.mask);
+  f.head = Var(target.head().value().to(device, dtype));
+  return f;
 }
 
 DraftLoss dflash_loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftRows& rows,
                       const Anchors& anchors, const ObjectiveOptions& options,
                       const Tensor& prefix_lengths, Tensor* logits) {
-  const DraftConfig& c = draft.config();
-  const Blocks blocks = make_blocks(rows, anchors, block_options(c), prefix_lengths);
-  const Var& fc = draft.fc.weight;
-  const Device device = fc.device();
-  const DType dtype = fc.dtype();
-  // The target's features and embeddings are constants of the draft's graph.
-  const Var context(target.capture(rows, c.target_layer_ids).to(device, dtype));
-  const Var noise(target.embed(blocks.noise_ids).value().to(device, dtype));
-  const Var hidden = draft.forward(noise, context, blocks.positions.to(device), blocks.mask);
-  const Var head(target.head().value().to(device, dtype));
-  return draft_loss(hidden, head, blocks, options, prefix_lengths, logits);
+  const BlockForward f =
+      block_forward(target, draft, rows,
+                    make_blocks(rows, anchors, block_options(draft.config()), prefix_lengths));
+  return draft_loss(f.hidden, f.head, f.blocks, options, prefix_lengths, logits);
 }
 
 double dflash_flops(const FrozenTarget& target, const DFlashDraft& draft, int64_t rows,
-                    int64_t seq_len, int64_t blocks) {
+                    int64_t seq_len, int64_t blocks, bool teacher_logits) {
   const DraftConfig& c = draft.config();
-  const int64_t deepest = *std::max_element(c.target_layer_ids.begin(), c.target_layer_ids.end());
+  const QwenConfig& t = target.config();
+  const int64_t deepest =
+      teacher_logits ? t.num_hidden_layers - 1
+                     : *std::max_element(c.target_layer_ids.begin(), c.target_layer_ids.end());
   const double context = static_cast<double>(rows * seq_len);
   const double slots = static_cast<double>(rows * blocks * c.block_size);
-  const double head = static_cast<double>(target.config().vocab_size * c.layers.hidden_size);
-  // 2 per parameter per token forward, 6 with backward; the head's backward skips dW.
-  return 2.0 * static_cast<double>(target.parameters_up_to(deepest)) * context +
-         6.0 * static_cast<double>(draft.num_parameters()) * slots + 4.0 * head * slots;
+  const double head = static_cast<double>(t.vocab_size * c.layers.hidden_size);
+  // 2 per parameter per token forward, 6 with backward; the frozen head's backward skips dW.
+  double flops = 2.0 * static_cast<double>(target.parameters_up_to(deepest)) * context +
+                 6.0 * static_cast<double>(draft.num_parameters()) * slots + 4.0 * head * slots;
+  if (teacher_logits) flops += 2.0 * head * context;
+  return flops;
 }
 
 }  // namespace sprig::speculative

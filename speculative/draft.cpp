@@ -44,6 +44,14 @@ std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t dra
   return ids;
 }
 
+const char* draft_kind_name(DraftKind kind) {
+  return kind == DraftKind::dflash ? "dflash" : kind == DraftKind::domino ? "domino" : "jetspec";
+}
+
+DraftKind DraftConfig::kind() const {
+  return domino ? DraftKind::domino : causal ? DraftKind::jetspec : DraftKind::dflash;
+}
+
 int64_t DraftConfig::context_width() const {
   return static_cast<int64_t>(target_layer_ids.size()) * layers.hidden_size;
 }
@@ -60,6 +68,15 @@ void DraftConfig::check() const {
            std::to_string(num_target_layers) + ")");
   if (sliding_window < 0)
     fail("sliding_window must be >= 0, got " + std::to_string(sliding_window));
+  if (!domino) return;
+  if (causal) fail("a Domino draft's blocks are bidirectional: causal must be false");
+  if (domino->emb_dim < 1 || domino->gru_hidden_dim < 1)
+    fail("Domino's emb_dim and gru_hidden_dim must be >= 1, got " +
+         std::to_string(domino->emb_dim) + " and " + std::to_string(domino->gru_hidden_dim));
+  if (domino->pure_draft_prefix_len < 0 || domino->first_corrected_slot() >= block_size)
+    fail("pure_draft_prefix_len " + std::to_string(domino->pure_draft_prefix_len) +
+         " leaves no slot of a block of " + std::to_string(block_size) + " to correct" +
+         (domino->shift_label ? "" : " (without shift_label slot 0 is the anchor)"));
 }
 
 json DraftConfig::to_json(DType dtype) const {
@@ -80,10 +97,18 @@ json DraftConfig::to_json(DType dtype) const {
   j["rope_parameters"] = {{"rope_theta", layers.rope_theta}, {"rope_type", "default"}};
   j.erase("torch_dtype");
   j["dtype"] = dtype_label(dtype);
-  j["dflash_config"] = {{"block_size", block_size},
-                        {"mask_token_id", mask_token_id},
-                        {"target_layer_ids", target_layer_ids},
-                        {"causal", causal}};
+  json& d = j["dflash_config"] = {{"block_size", block_size},
+                                  {"mask_token_id", mask_token_id},
+                                  {"target_layer_ids", target_layer_ids},
+                                  {"causal", causal}};
+  if (causal) d["causal_head"] = true;  // the key JetSpec's own engine reads
+  if (domino) {
+    d["projector_type"] = "domino";
+    d["emb_dim"] = domino->emb_dim;
+    d["gru_hidden_dim"] = domino->gru_hidden_dim;
+    d["pure_draft_prefix_len"] = domino->pure_draft_prefix_len;
+    d["shift_label"] = domino->shift_label;
+  }
   return j;
 }
 
@@ -117,6 +142,21 @@ DraftConfig DraftConfig::from_json(const json& j, const std::string& label) {
   if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
       j.value("use_sliding_window", false))
     c.sliding_window = j["sliding_window"].get<int64_t>();
+  if (d.contains("projector_type") && !d["projector_type"].is_null()) {
+    if (d["projector_type"] != "domino")
+      bad("unknown \"dflash_config.projector_type\" " + d["projector_type"].dump() +
+          " (sprig knows \"domino\", or none for a plain draft)");
+    DominoHeadConfig h;
+    h.emb_dim = integer(d, "emb_dim");
+    h.gru_hidden_dim = integer(d, "gru_hidden_dim");
+    // Absent keys read as the reference loader reads them: no pure prefix, unshifted labels.
+    h.pure_draft_prefix_len =
+        d.contains("pure_draft_prefix_len") ? integer(d, "pure_draft_prefix_len") : 0;
+    if (d.contains("shift_label") && !d["shift_label"].is_boolean())
+      bad("\"dflash_config.shift_label\" must be true or false");
+    h.shift_label = d.value("shift_label", false);
+    c.domino = h;
+  }
   json layers = j;
   layers["architectures"] = {"Qwen3ForCausalLM"};
   if (layers.value("model_type", "") != "qwen3") bad("a DFlash draft's model_type must be qwen3");
@@ -156,6 +196,7 @@ DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& o) {
                            : o.target_layer_ids;
   c.causal = o.causal;
   c.sliding_window = o.sliding_window;
+  c.domino = o.domino;
   if (o.mask_token_id < 0)
     fail(
         "mask_token_id is required: the token every non-anchor slot shows (an id of the "
@@ -178,6 +219,21 @@ DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
                                       std::make_unique<QwenDecoderLayer>(config_.layers, i, gen)));
   norm = &register_module(
       "norm", std::make_unique<RMSNorm>(config_.layers.hidden_size, config_.layers.rms_norm_eps));
+  if (!config_.domino) return;
+  const DominoHeadConfig& h = *config_.domino;
+  const int64_t H = config_.layers.hidden_size;
+  const double init = config_.layers.initializer_range;
+  prefix_gru = &register_module("prefix_gru", std::make_unique<GRU>(H, h.gru_hidden_dim, gen));
+  embed_proj_in = &register_module(
+      "embed_proj.0", std::make_unique<Linear>(H + h.gru_hidden_dim, h.emb_dim, false, init, gen));
+  embed_proj_out = &register_module(
+      "embed_proj.2",
+      std::make_unique<Linear>(h.emb_dim, config_.layers.vocab_size, false, init, gen));
+}
+
+Var DFlashDraft::domino_features(const Var& hidden, const Var& state) const {
+  if (!embed_proj_in) throw std::logic_error("[draft] domino_features of a draft without the head");
+  return silu(embed_proj_in->forward(concat({hidden, state}, 1)));
 }
 
 Var DFlashDraft::forward(const Var& noise, const Var& target_hidden, const Tensor& positions,
@@ -203,6 +259,17 @@ void check_draft_fits(const DraftConfig& d, const QwenConfig& target, const std:
          std::to_string(d.num_target_layers) + " layers, not this one's " +
          std::to_string(target.hidden_size) + ", " + std::to_string(target.vocab_size) + " and " +
          std::to_string(target.num_hidden_layers));
+}
+
+void check_draft_kind(const DraftConfig& d, DraftKind kind, const std::string& label) {
+  if (d.kind() == kind) return;
+  const char* why =
+      kind == DraftKind::domino
+          ? "a Domino recipe needs dflash_config.projector_type domino (prefix_gru and embed_proj)"
+      : kind == DraftKind::jetspec
+          ? "a JetSpec recipe needs an in-block causal draft (is_causal true)"
+          : "a DFlash recipe needs a bidirectional draft without a correction head";
+  fail(label + " is a " + draft_kind_name(d.kind()) + " draft: " + why);
 }
 
 bool is_draft_dir(const std::string& dir) {

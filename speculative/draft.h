@@ -1,7 +1,9 @@
 // The DFlash draft model (docs/semantics.md §7.3): `fc` and `hidden_norm` project the target's
 // captured hidden states once, then Qwen3 decoder layers whose queries are the block slots and
 // whose keys and values are [projected context | slots], and a final norm. The draft has no
-// embedding and no LM head: it reads the target's, frozen. Parameter names are the serving
+// embedding and no LM head: it reads the target's, frozen. A Domino draft adds its correction
+// head (a GRU over the block's tokens and a two-layer projection to the vocabulary); a JetSpec
+// draft is the same backbone with in-block causal attention. Parameter names are the serving
 // layout's (no `model.` prefix), and its config.json is the one vLLM and SGLang load
 // (docs/semantics.md §7.5).
 #pragma once
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,25 @@ namespace sprig::speculative {
 // (docs/semantics.md §7.2, E15).
 std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t draft_layers);
 
+// Domino's correction head (docs/semantics.md §9.4): `dflash_config.projector_type: domino`.
+struct DominoHeadConfig {
+  int64_t emb_dim = 256;              // E: the projection's width
+  int64_t gru_hidden_dim = 1024;      // G: the GRU's state
+  int64_t pure_draft_prefix_len = 1;  // p: leading slots left to the backbone alone
+  bool shift_label = true;            // slot k predicts anchor + 1 + k (else anchor + k)
+
+  // The first slot the head corrects: p with shift_label, 1 + p without.
+  int64_t first_corrected_slot() const {
+    return shift_label ? pure_draft_prefix_len : 1 + pure_draft_prefix_len;
+  }
+  bool operator==(const DominoHeadConfig&) const = default;
+};
+
+// The three drafts of the DFlash family, told apart by their config: a Domino head, in-block
+// causal attention (JetSpec), or neither (DFlash).
+enum class DraftKind { dflash, domino, jetspec };
+const char* draft_kind_name(DraftKind kind);
+
 struct DraftConfig {
   QwenConfig layers;  // the draft's Qwen3 layers: num_hidden_layers is the draft's depth
   int64_t block_size = 16;
@@ -30,11 +52,13 @@ struct DraftConfig {
   std::vector<int64_t> target_layer_ids;  // output of decoder layer i = HF hidden_states[i + 1]
   int64_t num_target_layers = 0;
   bool causal = false;  // in-block causal attention (JetSpec); DFlash blocks are bidirectional
-  int64_t sliding_window = 0;  // 0: the draft's layers attend over all of the context
+  int64_t sliding_window = 0;              // 0: the draft's layers attend over all of the context
+  std::optional<DominoHeadConfig> domino;  // Domino drafts only
 
+  DraftKind kind() const;
   int64_t context_width() const;  // fc's input: len(target_layer_ids) * hidden_size
-  // Throws "[draft] ..." for a block size below 2, a mask token outside the vocabulary, or target
-  // layer ids outside [0, num_target_layers).
+  // Throws "[draft] ..." for a block size below 2, a mask token outside the vocabulary, target
+  // layer ids outside [0, num_target_layers), or a Domino head without a corrected slot.
   void check() const;
   // The serving layout's config.json (architectures ["DFlashDraftModel"], dflash_config, ...),
   // stamping `dtype` as the weights' dtype.
@@ -52,6 +76,7 @@ struct DraftOptions {
   int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0;  // 0: the target's
   int64_t sliding_window = 0;
   bool causal = false;
+  std::optional<DominoHeadConfig> domino;
 };
 
 // A draft config for `target`: its hidden size, vocabulary, MLP, norms and RoPE, with the draft's
@@ -69,6 +94,9 @@ class DFlashDraft : public Module {
   // block mask [Q, S + Q].
   Var forward(const Var& noise, const Var& target_hidden, const Tensor& positions,
               const std::shared_ptr<const AttentionMask>& mask) const;
+  // Domino's logit correction features: silu(embed_proj.0(concat(hidden, state))) (rows, E) of
+  // slot states (rows, H) and GRU states (rows, G); the logits add them @ embed_proj.2^T.
+  Var domino_features(const Var& hidden, const Var& state) const;
 
  private:
   DraftConfig config_;
@@ -78,11 +106,17 @@ class DFlashDraft : public Module {
   RMSNorm& hidden_norm;
   std::vector<QwenDecoderLayer*> layers;
   RMSNorm* norm = nullptr;
+  // Domino drafts only: `prefix_gru`, `embed_proj.0` (H + G -> E) and `embed_proj.2` (E -> V).
+  GRU* prefix_gru = nullptr;
+  Linear* embed_proj_in = nullptr;
+  Linear* embed_proj_out = nullptr;
 };
 
 // Throws "[draft] <label> drafts for a target of ..." unless `draft` fits `target`: the same hidden
 // size (the draft reads its embedding and head), vocabulary and number of layers.
 void check_draft_fits(const DraftConfig& draft, const QwenConfig& target, const std::string& label);
+// Throws "[draft] <label> is a <kind> draft, ..." unless `draft` is of `kind`.
+void check_draft_kind(const DraftConfig& draft, DraftKind kind, const std::string& label);
 
 // A draft directory: config.json in the serving layout and model.safetensors (single or sharded).
 // Loaded in f32 on the CPU; every expected tensor must be there with its shape.

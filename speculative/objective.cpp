@@ -21,7 +21,26 @@ const char* loss_type_name(DraftLossType type) {
   return type == DraftLossType::dflash ? "dflash" : "variable_prefix";
 }
 
-double DraftLoss::value() const { return sum.value().item() / (metrics.loss_weight + 1e-6); }
+void DraftMetrics::add(const DraftMetrics& o) {
+  loss_weight += o.loss_weight;
+  valid_tokens += o.valid_tokens;
+  correct_tokens += o.correct_tokens;
+  accept_len_sum += o.accept_len_sum;
+  valid_blocks += o.valid_blocks;
+  base_correct_tokens += o.base_correct_tokens;
+  base_accept_len_sum += o.base_accept_len_sum;
+  final_loss_sum += o.final_loss_sum;
+  base_loss_sum += o.base_loss_sum;
+  lambda_base += o.lambda_base;
+}
+
+double draft_mean_denominator(DraftKind kind, double loss_weight) {
+  return kind == DraftKind::jetspec ? std::max(loss_weight, 1.0) : loss_weight + 1e-6;
+}
+
+double DraftLoss::value() const {
+  return sum.value().item() / draft_mean_denominator(kind, metrics.loss_weight);
+}
 
 Acceptance acceptance(const std::vector<int64_t>& pred, const std::vector<int64_t>& target,
                       const std::vector<bool>& valid, int64_t slots) {

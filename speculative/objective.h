@@ -9,6 +9,7 @@
 
 #include "autograd/var.h"
 #include "speculative/blocks.h"
+#include "speculative/draft.h"
 
 namespace sprig::speculative {
 
@@ -27,14 +28,26 @@ struct DraftMetrics {
   double valid_tokens = 0, correct_tokens = 0;  // supervised slots, those the draft gets right
   double accept_len_sum = 0, valid_blocks = 0;  // acceptance lengths (+1 bonus) of blocks with
                                                 // a supervised slot, and their count
+  // Domino only: the base (uncorrected) logits' correct slots and acceptance lengths, and the
+  // weighted cross-entropy sums of the corrected and the base logits, whose mix is the loss.
+  double base_correct_tokens = 0, base_accept_len_sum = 0;
+  double final_loss_sum = 0, base_loss_sum = 0;
+  double lambda_base = 0;  // the mix's weight of the base loss
+
   double accuracy() const { return correct_tokens / std::max(valid_tokens, 1.0); }
   double accept_len() const { return accept_len_sum / std::max(valid_blocks, 1.0); }
+  void add(const DraftMetrics& other);  // sums every field (lambda_base too)
 };
 
+// What a draft loss's mean divides its sum by: loss_weight + 1e-6 as the reference's DFlash and
+// Domino losses do, max(loss_weight, 1) for JetSpec, whose loss_weight counts slots.
+double draft_mean_denominator(DraftKind kind, double loss_weight);
+
 struct DraftLoss {
-  Var sum;  // 0-dim: the weighted sum of the supervised slots' cross-entropies
+  Var sum;  // 0-dim: the weighted sum of the supervised slots' losses
   DraftMetrics metrics;
-  // The micro-batch's loss, sum / (loss_weight + 1e-6), as the reference reports it.
+  DraftKind kind = DraftKind::dflash;
+  // The micro-batch's loss, sum / draft_mean_denominator(kind, loss_weight).
   double value() const;
 };
 

@@ -15,11 +15,11 @@
 
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
-#include "speculative/dflash.h"
+#include "speculative/domino.h"
 #include "tensor/random.h"
 #include "tools/viz/plot.h"
 #include "train/config.h"
-#include "train/dflash.h"
+#include "train/draft.h"
 #include "train/sft.h"
 
 namespace sprig::tools {
@@ -198,19 +198,26 @@ int64_t exact_continuations(const std::string& checkpoint,
 // unused id, its embedding row was never trained).
 constexpr int64_t kMaskToken = 0;
 
-// The draft stage's config: a two-layer DFlash draft with blocks of 8 on the pre-trained target's
-// first two layers (the default choice for this depth), trained on the pre-training documents
-// packed without crossing documents.
+// The run directory and config name of a draft stage: "draft" for DFlash, else the recipe's.
+std::string stage_name(RecipeKind kind) {
+  return kind == RecipeKind::dflash ? "draft" : recipe_name(kind);
+}
+
+// A draft stage's config: a two-layer draft (DFlash, or Domino with a GRU head) with blocks of 8
+// on the pre-trained target's first two layers (the default choice for this depth), trained on
+// the pre-training documents packed without crossing documents.
 std::string draft_yaml(const fs::path& dir, const std::string& target, int64_t steps,
-                       const std::string& device) {
+                       const std::string& device, RecipeKind kind) {
   const auto path = [&](const std::string& name) { return (dir / name).string(); };
+  const std::string name = stage_name(kind);
   std::ostringstream y;
-  y << "# Written by `sprig demo`. Train again with: sprig train dflash -c " << path("draft.yaml")
-    << " --run_dir=ANOTHER_DIR\n";
-  y << "run_dir: " << path("draft") << "\nseed: 0\ndevice: " << device << "\n";
+  y << "# Written by `sprig demo`. Train again with: sprig train " << recipe_name(kind) << " -c "
+    << path(name + ".yaml") << " --run_dir=ANOTHER_DIR\n";
+  y << "run_dir: " << path(name) << "\nseed: 0\ndevice: " << device << "\n";
   y << "target:\n  path: " << target << "\n";
   y << "draft:\n  mask_token_id: " << kMaskToken
     << "\n  num_layers: 2\n  block_size: 8\n  num_anchors: 32\n";
+  if (kind == RecipeKind::domino) y << "  emb_dim: 32\n  gru_hidden_dim: 64\n";
   y << "data:\n  train: " << path("data/pretrain_train.jsonl") << "\n";
   y << "  format: documents\n  packing: dflash\n  seq_len: 256\n  micro_batch_size: 4\n";
   y << "train:\n  max_steps: " << steps << "\n";
@@ -236,7 +243,9 @@ double draft_accept_len(const speculative::FrozenTarget& target,
     rows.input_ids = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
     rows.loss_mask = Tensor::ones(rows.input_ids.shape(), DType::i64);
     const Anchors anchors = sample_anchors(rows, draft.config().block_size, 8, gen);
-    const DraftMetrics m = dflash_loss(target, draft, rows, anchors, {}).metrics;
+    const DraftMetrics m = draft.config().kind() == DraftKind::domino
+                               ? domino_loss(target, draft, rows, anchors, {}).metrics
+                               : dflash_loss(target, draft, rows, anchors, {}).metrics;
     sum.accept_len_sum += m.accept_len_sum;
     sum.valid_blocks += m.valid_blocks;
   }
@@ -250,17 +259,17 @@ struct DraftStage {
 
 // Trains the draft, measuring its acceptance length before and after.
 DraftStage run_draft_stage(const fs::path& dir, const std::string& target_dir, int64_t steps,
-                           const std::string& device) {
-  const fs::path config_path = dir / "draft.yaml";
-  std::ofstream(config_path) << draft_yaml(dir, target_dir, steps, device);
-  const TrainConfig config = load_train_config(config_path.string(), {}, RecipeKind::dflash);
+                           const std::string& device, RecipeKind kind) {
+  const fs::path config_path = dir / (stage_name(kind) + ".yaml");
+  std::ofstream(config_path) << draft_yaml(dir, target_dir, steps, device, kind);
+  const TrainConfig config = load_train_config(config_path.string(), {}, kind);
   const speculative::FrozenTarget target(load_qwen(target_dir), Device::cpu(), DType::f32);
   Generator init_gen(config.seed);  // the trainer's own initialisation of a fresh draft
   const speculative::DFlashDraft initial(
       speculative::draft_config_for(target.config(), config.dflash.draft), init_gen);
   const fs::path val = dir / "data/pretrain_val.jsonl";
   const double before = draft_accept_len(target, initial, val);
-  const TrainSummary summary = train_dflash(config, false);
+  const TrainSummary summary = train_draft(config, false);
   plot_run(summary.run_dir, summary.run_dir + "/curves.png");
   const auto trained = speculative::load_draft(summary.checkpoint);
   return {before, draft_accept_len(target, *trained, val), summary.checkpoint};
@@ -339,23 +348,33 @@ void run_demo(const DemoOptions& options) {
             << "/" << total << "\n";
 
   std::cout << "\n== stage 3: a DFlash speculative-decoding draft for the pre-trained model ==\n";
+  const int64_t draft_steps = options.quick ? 10 : 300;
   const DraftStage draft =
-      run_draft_stage(dir, pretrain.checkpoint, options.quick ? 10 : 300, options.device);
+      run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, RecipeKind::dflash);
   std::cout << "  acceptance length on held-out documents (blocks of 8, bonus token included): "
             << std::setprecision(3) << draft.accept_before << " before training, "
             << draft.accept_after << " after\n";
 
+  std::cout << "\n== stage 4: a Domino draft (DFlash plus a GRU correction head), same target "
+               "==\n";
+  const DraftStage domino =
+      run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, RecipeKind::domino);
+  std::cout << "  acceptance length on the same held-out documents: DFlash " << draft.accept_after
+            << ", Domino " << domino.accept_after << " (" << domino.accept_before
+            << " before training)\n";
+
   std::cout << "\ndemo finished in " << elapsed_text(start) << "\n"
             << "  run directory " << dir.string() << "\n"
             << "  configs       " << (dir / "pretrain.yaml").string() << ", "
-            << (dir / "rollouts.yaml").string() << ", " << (dir / "draft.yaml").string() << "\n"
+            << (dir / "rollouts.yaml").string() << ", " << (dir / "draft.yaml").string() << ", "
+            << (dir / "domino.yaml").string() << "\n"
             << "  metrics       " << pretrain.run_dir << "/metrics.jsonl, " << rollouts.run_dir
-            << "/metrics.jsonl, " << dir.string() << "/draft/metrics.jsonl\n"
+            << "/metrics.jsonl, " << dir.string() << "/{draft,domino}/metrics.jsonl\n"
             << "  curves        " << pretrain.run_dir << "/curves.png, " << rollouts.run_dir
-            << "/curves.png, " << dir.string() << "/draft/curves.png\n"
+            << "/curves.png, " << dir.string() << "/{draft,domino}/curves.png\n"
             << "  model         " << rollouts.checkpoint << "\n"
-            << "  draft         " << draft.checkpoint << " (serving layout: sprig convert "
-            << "--to-hf " << draft.checkpoint << " --out DIR)\n";
+            << "  drafts        " << draft.checkpoint << ", " << domino.checkpoint
+            << " (serving layout: sprig convert --to-hf CHECKPOINT --out DIR)\n";
 }
 
 }  // namespace sprig::tools

@@ -1,14 +1,15 @@
-// `sprig eval dflash`: teacher-forced evaluation of a DFlash draft on JSONL records (the format of
-// speculative/records.h), one JSON line of metrics per record and their aggregate on stdout, and
-// optionally every record's logits, anchors, metrics and draft gradients in a safetensors file:
-// the seam for comparing sprig's numbers with another implementation's.
+// `sprig eval dflash|domino|jetspec`: teacher-forced evaluation of a draft on JSONL records (the
+// format of speculative/records.h), one JSON line of metrics per record and their aggregate on
+// stdout, and optionally every record's logits, anchors, metrics and draft gradients in a
+// safetensors file: the seam for comparing sprig's numbers with another implementation's.
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.h"
-#include "speculative/dflash.h"
+#include "speculative/domino.h"
+#include "speculative/jetspec.h"
 #include "speculative/records.h"
 #include "tensor/storage.h"
 #include "tools/commands.h"
@@ -22,6 +23,7 @@ using json = nlohmann::json;
 using namespace speculative;
 
 struct EvalOptions {
+  DraftKind kind = DraftKind::dflash;
   std::string target, draft, input, out;
   bool grads = false;
   uint64_t seed = 0;
@@ -29,38 +31,50 @@ struct EvalOptions {
   double gamma = 7.0;
   int64_t num_anchors = 512;
   double prefix_weight_base = 0.9;
+  double lambda_base = 0.0;     // Domino
+  double kd_temperature = 1.0;  // JetSpec
   std::string device = "cpu", dtype = "f32";
 };
 
-json metrics_json(double loss, const DraftMetrics& m) {
-  return {{"loss", loss},
-          {"loss_weight", m.loss_weight},
-          {"accuracy", m.accuracy()},
-          {"valid_tokens", m.valid_tokens},
-          {"correct_tokens", m.correct_tokens},
-          {"accept_len", m.accept_len()},
-          {"accept_len_sum", m.accept_len_sum},
-          {"valid_blocks", m.valid_blocks}};
+// A record's metrics; `records` (> 0 for an aggregate) divides Domino's summed lambda_base.
+json metrics_json(double loss, const DraftMetrics& m, DraftKind kind, double records = 1) {
+  json j = {{"loss", loss},
+            {"loss_weight", m.loss_weight},
+            {"accuracy", m.accuracy()},
+            {"valid_tokens", m.valid_tokens},
+            {"correct_tokens", m.correct_tokens},
+            {"accept_len", m.accept_len()},
+            {"accept_len_sum", m.accept_len_sum},
+            {"valid_blocks", m.valid_blocks}};
+  if (kind == DraftKind::domino) {
+    const double denominator = draft_mean_denominator(kind, m.loss_weight);
+    j["final_loss"] = m.final_loss_sum / denominator;
+    j["base_loss"] = m.base_loss_sum / denominator;
+    j["base_accuracy"] = m.base_correct_tokens / std::max(m.valid_tokens, 1.0);
+    j["base_correct_tokens"] = m.base_correct_tokens;
+    j["base_accept_len"] = m.base_accept_len_sum / std::max(m.valid_blocks, 1.0);
+    j["base_accept_len_sum"] = m.base_accept_len_sum;
+    j["lambda_base"] = m.lambda_base / std::max(records, 1.0);
+  }
+  return j;
 }
 
 // The sums validation combines (docs/semantics.md §9.7): the loss weighted by loss_weight, the
 // ratios from their summed numerators and denominators.
 struct Totals {
+  DraftKind kind;
   double weighted_loss = 0;
   DraftMetrics sums;
   int64_t records = 0, skipped = 0;
 
   void add(const DraftLoss& l) {
     weighted_loss += l.value() * l.metrics.loss_weight;
-    sums.loss_weight += l.metrics.loss_weight;
-    sums.valid_tokens += l.metrics.valid_tokens;
-    sums.correct_tokens += l.metrics.correct_tokens;
-    sums.accept_len_sum += l.metrics.accept_len_sum;
-    sums.valid_blocks += l.metrics.valid_blocks;
+    sums.add(l.metrics);
     ++records;
   }
   json to_json() const {
-    json j = metrics_json(weighted_loss / std::max(sums.loss_weight, 1.0), sums);
+    json j = metrics_json(weighted_loss / std::max(sums.loss_weight, 1.0), sums, kind,
+                          static_cast<double>(records));
     j["records"] = records;
     j["skipped_records"] = skipped;
     return j;
@@ -77,17 +91,30 @@ void run_eval(const EvalOptions& o) {
   const FrozenTarget target(load_qwen(o.target), device, dtype);
   std::unique_ptr<DFlashDraft> draft = load_draft(o.draft);
   check_draft_fits(draft->config(), target.config(), "--draft " + o.draft);
+  check_draft_kind(draft->config(), o.kind, "--draft " + o.draft);
   draft->to(device, dtype);
   draft->train(false);
   const ObjectiveOptions objective{loss_type_from_name(o.loss_type), o.gamma};
   const bool variable_prefix = objective.type == DraftLossType::variable_prefix;
+  // The record's loss under the draft's objective.
+  const auto loss_of = [&](const DraftRows& rows, const Anchors& anchors, const Tensor& prefix,
+                           Tensor* logits) {
+    switch (o.kind) {
+      case DraftKind::domino:
+        return domino_loss(target, *draft, rows, anchors, {o.gamma, o.lambda_base}, logits);
+      case DraftKind::jetspec:
+        return jetspec_loss(target, *draft, rows, anchors, {o.kd_temperature, 0}, logits);
+      case DraftKind::dflash: break;
+    }
+    return dflash_loss(target, *draft, rows, anchors, objective, prefix, logits);
+  };
   const int64_t bs = draft->config().block_size, vocab = target.config().vocab_size;
   Generator gen(o.seed);
 
   std::vector<SafetensorsEntry> entries;
   size_t out_bytes = 0;
   const size_t available = cpu_memory_available();
-  Totals totals;
+  Totals totals{o.kind};
   int64_t index = -1;
   const int64_t records = for_each_record(o.input, [&](const json& rec, const std::string& where) {
     ++index;
@@ -106,6 +133,10 @@ void run_eval(const EvalOptions& o) {
         return;
       }
     }
+    const auto skip_unsupervised = [&] {  // JetSpec: blocks whose labels are all loss-masked
+      std::cout << json{{"record", index}, {"skipped", "no supervised slot"}}.dump() << "\n";
+      ++totals.skipped;
+    };
     Tensor prefix = r.prefix_lengths;
     if (variable_prefix && !prefix.defined())
       prefix = sample_prefix_lengths(1, anchors.blocks(), bs, o.prefix_weight_base, gen);
@@ -122,18 +153,23 @@ void run_eval(const EvalOptions& o) {
     Tensor logits;
     DraftLoss loss;
     const std::string key = std::to_string(index) + ".";
-    if (o.grads) {
-      draft->zero_grad();
-      loss = dflash_loss(target, *draft, r.rows, anchors, objective, prefix, &logits);
-      (loss.sum * (1.0 / (loss.metrics.loss_weight + 1e-6))).backward();
-      for (const auto& [name, p] : draft->named_parameters())
-        entries.push_back({key + "grad." + name, p.grad().to(Device::cpu(), DType::f32)});
-    } else {
-      NoGradGuard no_grad;
-      loss = dflash_loss(target, *draft, r.rows, anchors, objective, prefix, &logits);
+    try {
+      if (o.grads) {
+        draft->zero_grad();
+        loss = loss_of(r.rows, anchors, prefix, &logits);
+        (loss.sum * (1.0 / draft_mean_denominator(o.kind, loss.metrics.loss_weight))).backward();
+        for (const auto& [name, p] : draft->named_parameters())
+          entries.push_back({key + "grad." + name, p.grad().to(Device::cpu(), DType::f32)});
+      } else {
+        NoGradGuard no_grad;
+        loss = loss_of(r.rows, anchors, prefix, &logits);
+      }
+    } catch (const NoValidAnchors&) {
+      skip_unsupervised();
+      return;
     }
     totals.add(loss);
-    json j = metrics_json(loss.value(), loss.metrics);
+    json j = metrics_json(loss.value(), loss.metrics, o.kind);
     j["record"] = index;
     std::cout << j.dump() << "\n" << std::flush;
     if (o.out.empty()) return;
@@ -153,54 +189,79 @@ void run_eval(const EvalOptions& o) {
   }
 }
 
+// One draft recipe's subcommand: the shared options, and those of its objective.
+void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
+  const auto o = std::make_shared<EvalOptions>();
+  o->kind = kind;
+  CLI::App* cmd = eval->add_subcommand(draft_kind_name(kind), help);
+  cmd->add_option("--target", o->target, "The frozen target: HF directory or sprig checkpoint")
+      ->required();
+  cmd->add_option("--draft", o->draft, "Draft directory (serving layout) or draft checkpoint")
+      ->required();
+  cmd->add_option("--input", o->input,
+                  "JSONL, one row per line: {\"input_ids\", \"loss_mask\"} or {\"documents\": "
+                  "[{\"input_ids\", \"loss_mask\"}, ...]}, optionally with \"anchors\", "
+                  "\"keep\" and \"prefix_lengths\" (sampled from --seed when absent)")
+      ->required();
+  cmd->add_option("--out", o->out,
+                  "New safetensors file: per record i, i.logits [N*bs, V] f32, i.anchors, "
+                  "i.keep and every metric as an f64 scalar i.<name>");
+  cmd->add_flag("--grads", o->grads,
+                "Also i.grad.<param>: the gradient of record i's loss for every draft "
+                "parameter (f32, serving-layout names)");
+  cmd->add_option("--seed", o->seed, "Seed of the sampled anchors and prefix lengths")
+      ->capture_default_str();
+  if (kind == DraftKind::dflash) {
+    cmd->add_option("--loss-type", o->loss_type, "dflash or variable_prefix")
+        ->check(CLI::IsMember({"dflash", "variable_prefix"}))
+        ->capture_default_str();
+    cmd->add_option("--prefix-weight-base", o->prefix_weight_base,
+                    "Sampled prefix length l has weight base^l (variable_prefix)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+  }
+  if (kind != DraftKind::jetspec)
+    cmd->add_option("--gamma", o->gamma, "Decay of the slot weights, exp(-d/gamma); <= 0: none")
+        ->capture_default_str();
+  if (kind == DraftKind::domino)
+    cmd->add_option("--lambda-base", o->lambda_base,
+                    "Weight of the base logits' loss in loss = (1 - l) final + l base")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+  if (kind == DraftKind::jetspec)
+    cmd->add_option("--kd-temperature", o->kd_temperature,
+                    "Temperature T of the forward KL (the loss is T^2 KL)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+  cmd->add_option("--num-anchors", o->num_anchors, "Blocks sampled per record at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Compute dtype: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->callback([o] { run_eval(*o); });
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
-  static EvalOptions o;
-  CLI::App* eval = app.add_subcommand("eval", "Evaluate a trained model (recipes: dflash)");
+  CLI::App* eval =
+      app.add_subcommand("eval", "Evaluate a trained model (recipes: dflash, domino, jetspec)");
   eval->require_subcommand(1);
-  CLI::App* dflash = eval->add_subcommand(
-      "dflash",
-      "Teacher-forced DFlash draft evaluation: loss, accuracy and acceptance length per record "
-      "(one JSON line each, then {\"aggregate\": ...}), with logits and gradients on request");
-  dflash->add_option("--target", o.target, "The frozen target: HF directory or sprig checkpoint")
-      ->required();
-  dflash->add_option("--draft", o.draft, "Draft directory (serving layout) or draft checkpoint")
-      ->required();
-  dflash
-      ->add_option("--input", o.input,
-                   "JSONL, one row per line: {\"input_ids\", \"loss_mask\"} or {\"documents\": "
-                   "[{\"input_ids\", \"loss_mask\"}, ...]}, optionally with \"anchors\", "
-                   "\"keep\" and \"prefix_lengths\" (sampled from --seed when absent)")
-      ->required();
-  dflash->add_option("--out", o.out,
-                     "New safetensors file: per record i, i.logits [N*bs, V] f32, i.anchors, "
-                     "i.keep and every metric as an f64 scalar i.<name>");
-  dflash->add_flag("--grads", o.grads,
-                   "Also i.grad.<param>: the gradient of record i's loss for every draft "
-                   "parameter (f32, serving-layout names)");
-  dflash->add_option("--seed", o.seed, "Seed of the sampled anchors and prefix lengths")
-      ->capture_default_str();
-  dflash->add_option("--loss-type", o.loss_type, "dflash or variable_prefix")
-      ->check(CLI::IsMember({"dflash", "variable_prefix"}))
-      ->capture_default_str();
-  dflash->add_option("--gamma", o.gamma, "Decay of the slot weights, exp(-d/gamma); <= 0: none")
-      ->capture_default_str();
-  dflash->add_option("--num-anchors", o.num_anchors, "Blocks sampled per record at most")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  dflash
-      ->add_option("--prefix-weight-base", o.prefix_weight_base,
-                   "Sampled prefix length l has weight base^l (variable_prefix)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  dflash->add_option("--device", o.device, "cpu, cuda or auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
-  dflash->add_option("--dtype", o.dtype, "Compute dtype: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
-  dflash->callback([] { run_eval(o); });
+  add_draft_eval(eval, DraftKind::dflash,
+                 "Teacher-forced DFlash draft evaluation: loss, accuracy and acceptance length per "
+                 "record (one JSON line each, then {\"aggregate\": ...}), with logits and "
+                 "gradients on request");
+  add_draft_eval(eval, DraftKind::domino,
+                 "Teacher-forced Domino draft evaluation: DFlash's metrics on the corrected "
+                 "logits, plus final_loss, base_loss and the base logits' accuracy and "
+                 "acceptance length (i.logits are the corrected logits)");
+  add_draft_eval(eval, DraftKind::jetspec,
+                 "Teacher-forced JetSpec draft evaluation: the forward KL to the target's "
+                 "logits, accuracy and acceptance length against the target's argmax");
 }
 
 }  // namespace sprig::tools

@@ -1,10 +1,10 @@
-// `sprig train sft|dflash -c CONFIG.yaml [--a.b=value ...] [--resume]`.
+// `sprig train sft|dflash|domino|jetspec -c CONFIG.yaml [--a.b=value ...] [--resume]`.
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iostream>
 
 #include "tools/commands.h"
-#include "train/dflash.h"
+#include "train/draft.h"
 #include "train/sft.h"
 
 namespace sprig::tools {
@@ -42,14 +42,24 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  CLI::App* train = app.add_subcommand("train", "Train a model (recipes: sft, dflash)");
+  CLI::App* train =
+      app.add_subcommand("train", "Train a model (recipes: sft, dflash, domino, jetspec)");
   train->require_subcommand(1);
   add_recipe(train, "sft", "Next-token SFT on packed documents or folded shared-prefix rollouts",
              RecipeKind::sft, train_sft);
   add_recipe(train, "dflash",
              "Train a DFlash speculative-decoding draft on a frozen target's hidden states "
              "(target: and draft: sections; data packed by dflash or padded)",
-             RecipeKind::dflash, train_dflash);
+             RecipeKind::dflash, train_draft);
+  add_recipe(train, "domino",
+             "Train a Domino draft: the DFlash backbone plus a GRU correction head, the loss "
+             "mixing corrected and base logits by a decaying lambda_base (same sections as "
+             "dflash, with draft.emb_dim, gru_hidden_dim, shift_label, lambda_base_start, ...)",
+             RecipeKind::domino, train_draft);
+  add_recipe(train, "jetspec",
+             "Train a JetSpec draft: in-block causal attention, distilled from the target's "
+             "logits by forward KL (same sections as dflash, with draft.kd_temperature)",
+             RecipeKind::jetspec, train_draft);
 }
 
 }  // namespace sprig::tools

@@ -24,9 +24,28 @@ const std::map<std::string, std::vector<std::string>>& schema() {
       {"model", {"path", "config", "dtype"}},
       {"target", {"path", "config"}},
       {"draft",
-       {"mask_token_id", "num_layers", "block_size", "target_layer_ids", "num_anchors", "loss_type",
-        "loss_decay_gamma", "prefix_weight_base", "sliding_window", "num_attention_heads",
-        "num_key_value_heads", "head_dim", "dtype", "init"}},
+       {"mask_token_id",
+        "num_layers",
+        "block_size",
+        "target_layer_ids",
+        "num_anchors",
+        "loss_type",
+        "loss_decay_gamma",
+        "prefix_weight_base",
+        "sliding_window",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "dtype",
+        "init",
+        "emb_dim",
+        "gru_hidden_dim",
+        "pure_draft_prefix_len",
+        "shift_label",
+        "lambda_base_start",
+        "lambda_base_decay_ratio",
+        "kd_temperature",
+        "kd_chunk_size"}},
       {"train",
        {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm", "loss_normalization",
         "max_consecutive_skips"}},
@@ -96,9 +115,31 @@ void apply_override(YAML::Node& root, const std::string& text) {
   chain.back()[parts.back()] = value;
 }
 
-// target: and draft: of sprig train dflash.
+// The draft: keys only one draft recipe reads.
+const std::vector<std::pair<const char*, RecipeKind>>& recipe_keys() {
+  static const std::vector<std::pair<const char*, RecipeKind>> keys = {
+      {"emb_dim", RecipeKind::domino},
+      {"gru_hidden_dim", RecipeKind::domino},
+      {"pure_draft_prefix_len", RecipeKind::domino},
+      {"shift_label", RecipeKind::domino},
+      {"lambda_base_start", RecipeKind::domino},
+      {"lambda_base_decay_ratio", RecipeKind::domino},
+      {"kd_temperature", RecipeKind::jetspec},
+      {"kd_chunk_size", RecipeKind::jetspec}};
+  return keys;
+}
+
+// target: and draft: of sprig train dflash|domino|jetspec.
 void parse_dflash(YAML::Node& root, TrainConfig& c) {
   DFlashConfig& d = c.dflash;
+  const RecipeKind kind = c.recipe;
+  for (const auto& [key, owner] : recipe_keys())
+    if (owner != kind && present(root["draft"]) && root["draft"][key].IsDefined())
+      fail(std::string("draft.") + key + " is a setting of sprig train " + recipe_name(owner) +
+           ", not of sprig train " + recipe_name(kind));
+  if (kind == RecipeKind::jetspec && present(root["draft"]) &&
+      root["draft"]["loss_decay_gamma"].IsDefined())
+    fail("draft.loss_decay_gamma does not apply to JetSpec, whose slots all weigh 1");
   if (present(root["target"]) && present(root["target"]["path"]))
     d.target_path = get<std::string>(root, "target", "path", "");
   if (present(root["target"]) && present(root["target"]["config"]))
@@ -123,11 +164,39 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
   d.num_anchors = get<int64_t>(root, "draft", "num_anchors", 512);
   d.objective.type =
       speculative::loss_type_from_name(get<std::string>(root, "draft", "loss_type", "dflash"));
+  if (kind != RecipeKind::dflash && d.objective.type != speculative::DraftLossType::dflash)
+    fail(std::string("draft.loss_type must be dflash for sprig train ") + recipe_name(kind) +
+         ", got " + speculative::loss_type_name(d.objective.type));
   // null: no decay (every supervised slot weighs 1).
-  if (present(root["draft"]["loss_decay_gamma"]) || !root["draft"]["loss_decay_gamma"].IsDefined())
+  if (kind == RecipeKind::jetspec)
+    d.objective.gamma = 0;
+  else if (present(root["draft"]["loss_decay_gamma"]) ||
+           !root["draft"]["loss_decay_gamma"].IsDefined())
     d.objective.gamma = get<double>(root, "draft", "loss_decay_gamma", 7.0);
   else
     d.objective.gamma = 0;
+  o.causal = kind == RecipeKind::jetspec;
+  if (kind == RecipeKind::domino) {
+    speculative::DominoHeadConfig h;
+    h.emb_dim = get<int64_t>(root, "draft", "emb_dim", h.emb_dim);
+    h.gru_hidden_dim = get<int64_t>(root, "draft", "gru_hidden_dim", h.gru_hidden_dim);
+    h.pure_draft_prefix_len =
+        get<int64_t>(root, "draft", "pure_draft_prefix_len", h.pure_draft_prefix_len);
+    h.shift_label = get<bool>(root, "draft", "shift_label", h.shift_label);
+    o.domino = h;
+    d.lambda_base_start = get<double>(root, "draft", "lambda_base_start", 1.0);
+    d.lambda_base_decay_ratio = get<double>(root, "draft", "lambda_base_decay_ratio", 0.5);
+    if (h.emb_dim < 1 || h.gru_hidden_dim < 1)
+      fail("draft.emb_dim and draft.gru_hidden_dim must be >= 1");
+    if (h.pure_draft_prefix_len < 0) fail("draft.pure_draft_prefix_len must be >= 0");
+    if (d.lambda_base_decay_ratio < 0) fail("draft.lambda_base_decay_ratio must be >= 0");
+  }
+  if (kind == RecipeKind::jetspec) {
+    d.kd_temperature = get<double>(root, "draft", "kd_temperature", 1.0);
+    d.kd_chunk_size = get<int64_t>(root, "draft", "kd_chunk_size", 0);
+    if (!(d.kd_temperature > 0)) fail("draft.kd_temperature must be positive");
+    if (d.kd_chunk_size < 0) fail("draft.kd_chunk_size must be >= 0 (0: automatic)");
+  }
   d.prefix_weight_base = get<double>(root, "draft", "prefix_weight_base", 0.9);
   d.init = get<std::string>(root, "draft", "init", "");
   if (o.mask_token_id < 0) fail("draft.mask_token_id must be >= 0");
@@ -139,6 +208,18 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
 }
 
 }  // namespace
+
+const char* recipe_name(RecipeKind kind) {
+  switch (kind) {
+    case RecipeKind::sft: return "sft";
+    case RecipeKind::dflash: return "dflash";
+    case RecipeKind::domino: return "domino";
+    case RecipeKind::jetspec: return "jetspec";
+  }
+  return "?";
+}
+
+bool is_draft_recipe(RecipeKind kind) { return kind != RecipeKind::sft; }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               RecipeKind kind) {
@@ -164,13 +245,18 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.device = get<std::string>(root, "", "device", "auto");
     if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
       fail("device must be auto, cpu or cuda, got '" + c.device + "'");
-    const bool dflash = kind == RecipeKind::dflash;
+    c.recipe = kind;
+    const bool dflash = is_draft_recipe(kind);
     if (dflash) {
-      if (present(root["model"])) fail("sprig train dflash reads target: and draft:, not model:");
+      if (present(root["model"]))
+        fail(std::string("sprig train ") + recipe_name(kind) +
+             " reads target: and draft:, not model:");
       parse_dflash(root, c);
     } else {
       if (present(root["target"]) || present(root["draft"]))
-        fail("target: and draft: are sections of sprig train dflash, not of this recipe");
+        fail(
+            "target: and draft: are sections of the draft recipes (sprig train dflash, domino, "
+            "jetspec), not of sprig train sft");
       if (!present(root["model"])) fail("the model: section is required");
       if (present(root["model"]["path"]))
         c.model_path = get<std::string>(root, "model", "path", "");

@@ -25,14 +25,19 @@
 
 namespace sprig {
 
-// The recipe a config is for: sft reads `model:`, dflash `target:` and `draft:`.
-enum class RecipeKind { sft, dflash };
+// The recipe a config is for: sft reads `model:`, the draft recipes `target:` and `draft:`.
+enum class RecipeKind { sft, dflash, domino, jetspec };
+const char* recipe_name(RecipeKind kind);
+bool is_draft_recipe(RecipeKind kind);
 
-// The sections of `sprig train dflash`:
+// The sections of `sprig train dflash|domino|jetspec`:
 //   target: {path: ckpt/}            # the frozen target (HF or sprig checkpoint), or
 //           {config: config.json}    # a fresh one seeded by `seed` (for tests and demos)
 //   draft: {mask_token_id: 151669, num_layers: 5, block_size: 16, num_anchors: 512,
-//           loss_type: dflash, loss_decay_gamma: 7.0, target_layer_ids: [...], init: draft_dir/}
+//           loss_type: dflash, loss_decay_gamma: 7.0, target_layer_ids: [...], init: draft_dir/,
+//           # domino: emb_dim, gru_hidden_dim, pure_draft_prefix_len, shift_label,
+//           #         lambda_base_start, lambda_base_decay_ratio
+//           # jetspec: kd_temperature, kd_chunk_size}
 struct DFlashConfig {
   std::string target_path, target_config;  // exactly one is set
   std::string init;  // a draft directory to start from (empty: a fresh initialisation)
@@ -40,6 +45,10 @@ struct DFlashConfig {
   int64_t num_anchors = 512;
   speculative::ObjectiveOptions objective;
   double prefix_weight_base = 0.9;  // the variable-prefix loss's prefix-length weights
+  // Domino's curriculum: lambda_base decays from start to 0 over the first ratio of the steps.
+  double lambda_base_start = 1.0, lambda_base_decay_ratio = 0.5;
+  double kd_temperature = 1.0;  // JetSpec
+  int64_t kd_chunk_size = 0;    // JetSpec: rows of logits per KL chunk (0: automatic)
 };
 
 // How the loss of an accumulation window is normalised: "mean" averages each micro-batch's mean
@@ -48,12 +57,13 @@ struct DFlashConfig {
 enum class LossNormalization { mean, tokens };
 
 struct TrainConfig {
+  RecipeKind recipe = RecipeKind::sft;
   std::string run_dir;
   uint64_t seed = 0;
   std::string device = "auto";
   std::string model_path, model_config;  // sft: exactly one is set
   std::string model_dtype = "bf16";      // compute dtype on CUDA (CPU always trains in f32)
-  DFlashConfig dflash;                   // dflash only
+  DFlashConfig dflash;                   // the draft recipes only
   data::DataConfig data;
 
   int64_t max_steps = 0;  // 0: num_epochs over the training data

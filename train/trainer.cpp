@@ -240,6 +240,7 @@ class TrainingRun {
 
   // One optimizer step: accumulation, synchronisation, clipping, the non-finite guard, the update.
   Step optimizer_step() {
+    recipe_.begin_step(state_.step, total_);
     Accumulated a = accumulate();
     const std::vector<Tensor> grads = synchronise(a);
     Step step;
@@ -289,8 +290,10 @@ class TrainingRun {
         r.extra.emplace_back(ratio.name,
                              window_.sums[ratio.numerator] / window_.sums[ratio.denominator]);
     const bool last = state_.step == total_;
-    if (val_ && (last || (c_.val_every_steps > 0 && state_.step % c_.val_every_steps == 0)))
+    if (val_ && (last || (c_.val_every_steps > 0 && state_.step % c_.val_every_steps == 0))) {
+      recipe_.begin_step(state_.step, total_);
       for (auto& entry : validate(recipe_, *val_)) r.extra.push_back(std::move(entry));
+    }
     window_ = Window{};
     window_.start = now;
     return r;

@@ -72,6 +72,12 @@ class Recipe {
   // Called before each validation pass (a recipe drawing random numbers starts them afresh, so
   // every pass sees the same draws and training's stream is not disturbed).
   virtual void begin_validation() {}
+  // Called before each optimizer step's micro-batches and each validation pass with the optimizer
+  // steps taken so far and the run's total (a curriculum follows them).
+  virtual void begin_step(int64_t step, int64_t total_steps) {
+    (void)step;
+    (void)total_steps;
+  }
 };
 
 // How gradients and counts combine across data-parallel ranks before an update: sums over every

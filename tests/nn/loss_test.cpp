@@ -143,6 +143,29 @@ TEST(LinearKlDiv, GradcheckF64WithChunks) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+// Rows reading shared teacher rows by index (JetSpec's teachers) give exactly what the gathered
+// teacher gives (to the rounding of another chunking), and the argmax comes along.
+TEST(LinearKlDiv, TeacherRowsByIndex) {
+  const Tensor h0 = testing::rand_normal({N, H}, 21), w0 = testing::rand_normal({V, H}, 22);
+  const Tensor shared = testing::rand_normal({3, V}, 23);
+  std::vector<int64_t> rows;
+  for (int64_t n = 0; n < N; ++n) rows.push_back((n * 2) % 3);
+  const Tensor index = Tensor::from_vector(rows, {N});
+  const Tensor gathered = index_select(shared, 0, index);
+  const Var reference = linear_kl_div(Var(h0), Var(w0), gathered, 2.0);
+  for (int64_t chunk : {int64_t{1}, int64_t{4}, N}) {
+    Tensor argmax_out;
+    const Var kl = linear_kl_div(Var(h0), Var(w0), shared, 2.0, chunk, index, &argmax_out);
+    EXPECT_LE(testing::max_abs_diff(kl.value(), reference.value()), 1e-6) << chunk;
+    EXPECT_EQ(argmax_out.to_vector<int64_t>(),
+              argmax(matmul(h0, w0, false, true), 1).to_vector<int64_t>());
+  }
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_kl_div(Var(h0), Var(w0), shared, 1.0, 0, Tensor::zeros({2}, DType::i64));
+            }),
+            "[linear_kl_div] teacher_rows [2] must be (" + std::to_string(N) + ")");
+}
+
 TEST(LinearKlDiv, RejectsBadShapes) {
   const Var h(Tensor::zeros({4, H})), w(Tensor::zeros({V, H}));
   EXPECT_EQ(testing::invalid_argument_message([&] {

@@ -22,23 +22,29 @@ struct DFlashGoldenCase {
   speculative::ObjectiveOptions objective;
 };
 
+// The rows and anchors of case `name` of a golden file.
+inline void load_golden_rows(const SafetensorsFile& f, const std::string& name,
+                             speculative::DraftRows& rows, speculative::Anchors& anchors) {
+  auto get = [&](const std::string& key) { return f.load(name + "." + key); };
+  rows.input_ids = get("input_ids");
+  rows.loss_mask = get("loss_mask");
+  if (f.contains(name + ".seq_lens")) {
+    rows.position_ids = get("position_ids");
+    rows.doc_remaining = get("doc_remaining");
+    const Tensor lens = get("seq_lens");
+    for (int64_t b = 0; b < lens.size(0); ++b)
+      rows.doc_lens.push_back(lens.select(0, b).contiguous().to_vector<int64_t>());
+  }
+  anchors.anchors = get("anchors");
+  anchors.keep = get("keep").to(DType::boolean);
+}
+
 inline DFlashGoldenCase load_dflash_case(const SafetensorsFile& f, const std::string& name) {
   const nlohmann::json cases = nlohmann::json::parse(f.metadata().at("cases"));
   const nlohmann::json& meta = cases.at(name);
   auto get = [&](const std::string& key) { return f.load(name + "." + key); };
   DFlashGoldenCase c;
-  c.rows.input_ids = get("input_ids");
-  c.rows.loss_mask = get("loss_mask");
-  if (f.contains(name + ".seq_lens")) {
-    c.rows.position_ids = get("position_ids");
-    c.rows.doc_remaining = get("doc_remaining");
-    const Tensor lens = get("seq_lens");
-    for (int64_t b = 0; b < lens.size(0); ++b) {
-      c.rows.doc_lens.push_back(lens.select(0, b).contiguous().to_vector<int64_t>());
-    }
-  }
-  c.anchors.anchors = get("anchors");
-  c.anchors.keep = get("keep").to(DType::boolean);
+  load_golden_rows(f, name, c.rows, c.anchors);
   c.objective.type = speculative::loss_type_from_name(meta.at("loss_type"));
   c.objective.gamma = meta.at("gamma").get<double>();
   if (c.objective.type == speculative::DraftLossType::variable_prefix) {

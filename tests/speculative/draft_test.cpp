@@ -1,6 +1,7 @@
 // The draft model's config and files: the default target layers (E15, with banker's rounding),
 // the config derived from a target and its errors, the serving layout's config.json (the export
-// checklist of docs/semantics.md §7.5), and drafts saved and loaded back bit for bit.
+// checklist of docs/semantics.md §7.5, with Domino's and JetSpec's keys), and drafts saved and
+// loaded back bit for bit.
 #include "speculative/draft.h"
 
 #include <gtest/gtest.h>
@@ -130,6 +131,99 @@ TEST(DraftConfig, TheServingLayoutChecklist) {
   // JetSpec-style drafts are causal in both keys.
   o.causal = true;
   EXPECT_EQ(draft_config_for(target_config(), o).to_json(DType::bf16)["is_causal"], true);
+}
+
+DominoHeadConfig domino_head() {
+  return {.emb_dim = 6, .gru_hidden_dim = 5, .pure_draft_prefix_len = 1, .shift_label = true};
+}
+
+TEST(DraftConfig, DominoAndJetSpecServingKeys) {
+  DraftOptions o = options();
+  o.domino = domino_head();
+  const DraftConfig domino = draft_config_for(target_config(), o);
+  EXPECT_EQ(domino.kind(), DraftKind::domino);
+  const nlohmann::json j = domino.to_json(DType::bf16);
+  const nlohmann::json& d = j["dflash_config"];
+  EXPECT_EQ(j["architectures"], nlohmann::json({"DFlashDraftModel"}));
+  EXPECT_EQ(d["projector_type"], "domino");
+  EXPECT_EQ(d["emb_dim"], 6);
+  EXPECT_EQ(d["gru_hidden_dim"], 5);
+  EXPECT_EQ(d["pure_draft_prefix_len"], 1);
+  EXPECT_EQ(d["shift_label"], true);
+  EXPECT_EQ(j["is_causal"], false);
+  EXPECT_EQ(d["causal"], false);
+  EXPECT_FALSE(d.contains("causal_head"));
+  const DraftConfig back = DraftConfig::from_json(j, "config.json");
+  ASSERT_TRUE(back.domino.has_value());
+  EXPECT_EQ(*back.domino, domino_head());
+  // Keys the reference loader defaults: no pure prefix, unshifted labels.
+  nlohmann::json sparse = j;
+  sparse["dflash_config"].erase("pure_draft_prefix_len");
+  sparse["dflash_config"].erase("shift_label");
+  const DraftConfig defaulted = DraftConfig::from_json(sparse, "c");
+  EXPECT_EQ(defaulted.domino->pure_draft_prefix_len, 0);
+  EXPECT_FALSE(defaulted.domino->shift_label);
+
+  o = options();
+  o.causal = true;
+  const nlohmann::json jet = draft_config_for(target_config(), o).to_json(DType::bf16);
+  EXPECT_EQ(jet["is_causal"], true);
+  EXPECT_EQ(jet["dflash_config"]["causal"], true);
+  EXPECT_EQ(jet["dflash_config"]["causal_head"], true);
+  EXPECT_FALSE(jet["dflash_config"].contains("projector_type"));
+  EXPECT_EQ(DraftConfig::from_json(jet, "c").kind(), DraftKind::jetspec);
+}
+
+TEST(DraftConfig, DominoAndProjectorErrors) {
+  DraftOptions o = options();
+  o.domino = domino_head();
+  nlohmann::json j = draft_config_for(target_config(), o).to_json(DType::f32);
+  j["dflash_config"]["projector_type"] = "eagle";
+  try {
+    DraftConfig::from_json(j, "d/config.json");
+    FAIL() << "read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "d/config.json: unknown \"dflash_config.projector_type\" \"eagle\" (sprig knows "
+              "\"domino\", or none for a plain draft)");
+  }
+  o.domino->pure_draft_prefix_len = 3;  // with shift_label, slot 3 is the last of 4
+  EXPECT_NO_THROW(draft_config_for(target_config(), o));
+  o.domino->shift_label = false;  // now the first corrected slot would be 4
+  EXPECT_EQ(testing::invalid_argument_message([&] { draft_config_for(target_config(), o); }),
+            "[draft] pure_draft_prefix_len 3 leaves no slot of a block of 4 to correct (without "
+            "shift_label slot 0 is the anchor)");
+  // A recipe refuses a draft of another kind.
+  const DraftConfig plain = draft_config_for(target_config(), options());
+  EXPECT_EQ(testing::invalid_argument_message(
+                [&] { check_draft_kind(plain, DraftKind::domino, "draft.init d"); }),
+            "[draft] draft.init d is a dflash draft: a Domino recipe needs "
+            "dflash_config.projector_type domino (prefix_gru and embed_proj)");
+  EXPECT_NO_THROW(check_draft_kind(plain, DraftKind::dflash, "d"));
+}
+
+TEST(DraftFiles, DominoHeadUnderItsServingNames) {
+  testing::TempDir tmp("draft_domino_files");
+  Generator gen(4);
+  DraftOptions o = options();
+  o.domino = domino_head();
+  DFlashDraft draft(draft_config_for(target_config(), o), gen);
+  const auto params = draft.named_parameters();
+  const auto shape = [&](const std::string& name) {
+    for (const auto& [n, p] : params)
+      if (n == name) return p.shape();
+    return Shape{};
+  };
+  EXPECT_EQ(shape("prefix_gru.weight_ih_l0"), (Shape{15, 16}));  // [3G, H]
+  EXPECT_EQ(shape("prefix_gru.weight_hh_l0"), (Shape{15, 5}));   // [3G, G]
+  EXPECT_EQ(shape("embed_proj.0.weight"), (Shape{6, 21}));       // [E, H + G]
+  EXPECT_EQ(shape("embed_proj.2.weight"), (Shape{40, 6}));       // [V, E]
+  save_draft(draft, tmp.path + "/d", DType::f32);
+  const auto back = load_draft(tmp.path + "/d");
+  EXPECT_EQ(back->config().kind(), DraftKind::domino);
+  const auto a = draft.state_dict(), b = back->state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_EQ(testing::max_abs_diff(t, b.at(name)), 0.0) << name;
 }
 
 TEST(DraftFiles, SavedAndLoadedBitForBit) {

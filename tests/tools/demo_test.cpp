@@ -1,5 +1,6 @@
 // `sprig demo --quick`: every stage runs end to end (pre-training, rollout fine-tuning, the
-// DFlash draft) and says where its outputs are; a directory it did not make is refused untouched.
+// DFlash and the Domino drafts) and says where its outputs are; a directory it did not make is
+// refused untouched.
 #include <gtest/gtest.h>
 
 #include "tests/cli_run.h"
@@ -14,11 +15,14 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   const testing::CliRun r =
       testing::run_sprig("demo --quick --device cpu --run-dir " + run_dir, tmp.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line : {"== stage 1:", "== stage 2:", "== stage 3:",
-                           "acceptance length on held-out documents", "demo finished in"})
+  for (const char* line :
+       {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
+        "acceptance length on held-out documents",
+        "acceptance length on the same held-out documents: DFlash ", "demo finished in"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line;
   for (const char* file : {"pretrain/curves.png", "rollouts/curves.png", "draft/curves.png",
-                           "draft.yaml", "draft/checkpoints/latest"})
+                           "draft.yaml", "draft/checkpoints/latest", "domino.yaml",
+                           "domino/curves.png", "domino/checkpoints/latest"})
     EXPECT_TRUE(testing::fs::exists(run_dir + "/" + file)) << file;
 
   const std::string other = tmp.path + "/mine";

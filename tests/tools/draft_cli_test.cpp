@@ -2,7 +2,8 @@
 // reproduces PyTorch's numbers on the golden pair (tests/golden: qwen3_tiny, dflash_tiny) and
 // aggregates records as validation does; `train dflash`, `convert --to-hf` (the serving layout's
 // checklist, tokenizer files, bit-exact round trips) and the export loaded back for eval and as a
-// training init; bad records and options stop with one sentence and write nothing.
+// training init, and the same for Domino and JetSpec drafts; bad records and options stop with
+// one sentence and write nothing.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -282,6 +283,94 @@ TEST_F(DraftCli, TrainExportAndLoadBack) {
         << t.name;
   }
 }
+
+// Domino and JetSpec: trained, exported with their serving keys, evaluated with their own
+// metrics and options, and loaded back as a training init; a draft of another kind is refused.
+class HeadDraftCli : public DraftCli, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(HeadDraftCli, TrainExportEvalAndInit) {
+  const std::string recipe = GetParam();
+  const bool domino = recipe == "domino";
+  const std::string target = kGoldenDir + "qwen3_tiny", config = dir + "/draft.yaml";
+  testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\ntarget:\n  path: " + target +
+                                  "\ndraft:\n  mask_token_id: 95\n  num_layers: 1\n"
+                                  "  block_size: 4\n  num_anchors: 6\n" +
+                                  (domino ? "  emb_dim: 8\n  gru_hidden_dim: 6\n" : "") +
+                                  "data:\n  train: " + std::string(SPRIG_SOURCE_DIR) +
+                                  "/train/configs/tiny_docs.jsonl\n  seq_len: 64\n"
+                                  "  packing: dflash\n  micro_batch_size: 2\n"
+                                  "train:\n  max_steps: 2\nlog:\n  every_steps: 1\n");
+  const CliRun train = run_sprig("train " + recipe + " -c " + config, dir);
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const std::string ckpt = dir + "/run/checkpoints/step_00000002", exported = dir + "/export";
+  ASSERT_EQ(run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir).exit_code, 0);
+  const json c = json::parse(testing::read_text(exported + "/config.json"));
+  EXPECT_EQ(c["architectures"], json({"DFlashDraftModel"}));
+  const json& d = c["dflash_config"];
+  if (domino) {  // the keys SGLang's Domino loader validates
+    EXPECT_EQ(c["is_causal"], false);
+    EXPECT_EQ(d["projector_type"], "domino");
+    EXPECT_EQ(d["emb_dim"], 8);
+    EXPECT_EQ(d["gru_hidden_dim"], 6);
+    EXPECT_EQ(d["pure_draft_prefix_len"], 1);
+    EXPECT_EQ(d["shift_label"], true);
+    const SafetensorsFile w(exported + "/model.safetensors");
+    EXPECT_EQ(w.info("prefix_gru.weight_ih_l0").shape, (Shape{18, 48}));
+    EXPECT_EQ(w.info("prefix_gru.weight_hh_l0").shape, (Shape{18, 6}));
+    EXPECT_EQ(w.info("embed_proj.0.weight").shape, (Shape{8, 54}));
+    EXPECT_EQ(w.info("embed_proj.2.weight").shape, (Shape{96, 8}));
+  } else {
+    EXPECT_EQ(c["is_causal"], true);
+    EXPECT_EQ(d["causal"], true);
+    EXPECT_EQ(d["causal_head"], true);
+  }
+
+  testing::write_text(input,
+                      R"({"input_ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], "anchors": [0, 3, 6]})"
+                      "\n");
+  const std::string option = domino ? " --lambda-base 0.5" : " --kd-temperature 2";
+  const auto eval_with = [&](const std::string& draft, const std::string& args) {
+    return run_sprig(
+        "eval " + recipe + " --target " + target + " --draft " + draft + " --input " + input + args,
+        dir);
+  };
+  const CliRun scored = eval_with(exported, option + " --grads --out " + out);
+  ASSERT_EQ(scored.exit_code, 0) << scored.err;
+  const json line = json_lines(scored.out)[0];
+  if (domino) {
+    for (const char* key : {"final_loss", "base_loss", "base_accuracy", "base_correct_tokens",
+                            "base_accept_len", "base_accept_len_sum"})
+      EXPECT_TRUE(line.contains(key)) << key;
+    EXPECT_EQ(line["lambda_base"], 0.5);
+    EXPECT_NEAR(line["loss"].get<double>(),
+                0.5 * line["final_loss"].get<double>() + 0.5 * line["base_loss"].get<double>(),
+                1e-6);
+  } else {
+    EXPECT_EQ(line["loss_weight"], line["valid_tokens"]);
+  }
+  const SafetensorsFile dumped(out);
+  EXPECT_TRUE(dumped.contains(domino ? "0.grad.prefix_gru.weight_hh_l0" : "0.grad.fc.weight"));
+  EXPECT_EQ(dumped.info("0.logits").shape, (Shape{12, 96}));
+  // The checkpoint scores like its export (bf16) does, to rounding.
+  const CliRun from_ckpt = eval_with(ckpt, option);
+  ASSERT_EQ(from_ckpt.exit_code, 0) << from_ckpt.err;
+  const double loss = json_lines(from_ckpt.out)[0]["loss"].get<double>();
+  EXPECT_NEAR(line["loss"].get<double>(), loss, 2e-2 * loss + 1e-4);
+
+  // The export as a training init of the same recipe; a plain DFlash draft is refused.
+  const CliRun init = run_sprig("train " + recipe + " -c " + config + " --run_dir=" + dir +
+                                    "/run2 --draft.init=" + exported + " --train.max_steps=1",
+                                dir);
+  EXPECT_EQ(init.exit_code, 0) << init.err;
+  const CliRun wrong = eval_with(kGoldenDir + "dflash_tiny", "");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.err;
+  EXPECT_NE(wrong.err.find("is a dflash draft: a " + std::string(domino ? "Domino" : "JetSpec") +
+                           " recipe needs"),
+            std::string::npos)
+      << wrong.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, HeadDraftCli, ::testing::Values("domino", "jetspec"));
 
 }  // namespace
 }  // namespace sprig

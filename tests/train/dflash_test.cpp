@@ -1,14 +1,13 @@
-// sprig train dflash on the CPU: the draft learns (loss down, acceptance length up), a run
-// interrupted and resumed equals a straight one bit for bit (the anchor generator included), a
-// resume with another block layout is refused, and bad draft settings stop before anything is
-// written.
-#include "train/dflash.h"
-
+// sprig train dflash|domino|jetspec on the CPU: each draft learns (loss down, acceptance length
+// up; Domino's lambda_base follows its curriculum), a run interrupted and resumed equals a
+// straight one bit for bit (the anchor generator included), a resume with another block layout
+// or recipe is refused, and bad draft settings stop before anything is written.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/train/train_test_util.h"
+#include "train/draft.h"
 
 namespace sprig {
 namespace {
@@ -36,7 +35,7 @@ std::string latest_checkpoint(const std::string& run_dir) {
 
 std::string dflash_error(const TrainConfig& config, bool resume = false) {
   try {
-    train_dflash(config, resume);
+    train_draft(config, resume);
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -47,7 +46,7 @@ TEST(DFlashTrain, TheDraftLearns) {
   TempDir dir;
   const TrainConfig config =
       testing::tiny_dflash_config(dir, {"train.max_steps=120", "log.every_steps=20"});
-  const TrainSummary summary = train_dflash(config, false);
+  const TrainSummary summary = train_draft(config, false);
   EXPECT_EQ(summary.steps, 120);
   const std::vector<nlohmann::json> m = metrics_of(config.run_dir);
   ASSERT_EQ(m.size(), 6u);
@@ -67,24 +66,77 @@ TEST(DFlashTrain, TheDraftLearns) {
 
 struct Interrupted {};
 
+TEST(DominoTrain, TheDraftLearnsAndLambdaFollowsItsCurriculum) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_dflash_config(
+      dir, {"train.max_steps=120", "log.every_steps=20", "draft.lambda_base_decay_ratio=0.5"},
+      RecipeKind::domino);
+  const TrainSummary summary = train_draft(config, false);
+  const std::vector<nlohmann::json> m = metrics_of(config.run_dir);
+  ASSERT_EQ(m.size(), 6u);
+  const nlohmann::json &first = m.front(), &last = m.back();
+  std::cout << "loss " << first["loss"] << " -> " << last["loss"] << ", accept_len "
+            << first["accept_len"] << " -> " << last["accept_len"] << ", base_accept_len "
+            << first["base_accept_len"] << " -> " << last["base_accept_len"] << "\n";
+  EXPECT_LT(last["final_loss"].get<double>(), first["final_loss"].get<double>() - 0.3);
+  EXPECT_GT(last["accept_len"].get<double>(), first["accept_len"].get<double>() + 0.3);
+  // Steps 0..19 average lambda = 1 - mean(step) / 60 = 1 - 9.5 / 60; after step 60 it is 0.
+  EXPECT_NEAR(m[0]["lambda_base"].get<double>(), 1.0 - 9.5 / 60, 1e-12);
+  EXPECT_EQ(m[3]["lambda_base"].get<double>(), 0.0);
+  for (const char* key : {"base_loss", "base_accuracy", "base_accept_len"})
+    EXPECT_TRUE(last.contains(key)) << key;
+  // The checkpoint is a loadable Domino draft.
+  const nlohmann::json config_json =
+      nlohmann::json::parse(read_text(summary.checkpoint + "/config.json"));
+  EXPECT_EQ(config_json["dflash_config"]["projector_type"], "domino");
+  EXPECT_EQ(config_json["dflash_config"]["shift_label"], true);
+}
+
+TEST(JetSpecTrain, TheDraftLearnsTheTargetsDistribution) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_dflash_config(
+      dir, {"train.max_steps=80", "log.every_steps=20", "draft.kd_temperature=2.0"},
+      RecipeKind::jetspec);
+  const TrainSummary summary = train_draft(config, false);
+  const std::vector<nlohmann::json> m = metrics_of(config.run_dir);
+  ASSERT_EQ(m.size(), 4u);
+  std::cout << "loss " << m.front()["loss"] << " -> " << m.back()["loss"] << ", accept_len "
+            << m.front()["accept_len"] << " -> " << m.back()["accept_len"] << "\n";
+  // A fresh target's distribution is nearly flat, so the KL starts small; it still falls by a
+  // quarter, and the draft agrees with the target's argmax more often.
+  EXPECT_LT(m.back()["loss"].get<double>(), 0.8 * m.front()["loss"].get<double>());
+  EXPECT_GT(m.back()["accept_len"].get<double>(), m.front()["accept_len"].get<double>() + 0.1);
+  const nlohmann::json j = nlohmann::json::parse(read_text(summary.checkpoint + "/config.json"));
+  EXPECT_EQ(j["is_causal"], true);
+  EXPECT_EQ(j["dflash_config"]["causal"], true);
+}
+
+// A recipe and its loss type, as "recipe" or "dflash/variable_prefix".
 class DFlashResume : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DFlashResume, InterruptedAndResumedRunEqualsAStraightRun) {
-  const std::vector<std::string> overrides = {"draft.loss_type=" + GetParam(), "train.max_steps=6",
-                                              "checkpoint.every_steps=3", "log.every_steps=1",
-                                              "train.grad_accumulation_steps=2"};
+  const std::string param = GetParam();
+  const RecipeKind kind = param == "domino"    ? RecipeKind::domino
+                          : param == "jetspec" ? RecipeKind::jetspec
+                                               : RecipeKind::dflash;
+  std::vector<std::string> overrides = {"train.max_steps=6", "checkpoint.every_steps=3",
+                                        "log.every_steps=1", "train.grad_accumulation_steps=2"};
+  if (kind == RecipeKind::dflash) overrides.push_back("draft.loss_type=" + param);
   TempDir straight_dir, split_dir;
-  const TrainConfig straight = testing::tiny_dflash_config(straight_dir, overrides);
+  const auto config = [&](const TempDir& d) {
+    return testing::tiny_dflash_config(d, overrides, kind);
+  };
+  const TrainConfig straight = config(straight_dir);
   std::map<int64_t, double> straight_losses, split_losses;
-  train_dflash(straight, false, [&](int64_t step, double loss) { straight_losses[step] = loss; });
-  const TrainConfig split = testing::tiny_dflash_config(split_dir, overrides);
-  EXPECT_THROW(train_dflash(split, false,
-                            [&](int64_t step, double loss) {
-                              if (step == 5) throw Interrupted{};
-                              split_losses[step] = loss;
-                            }),
+  train_draft(straight, false, [&](int64_t step, double loss) { straight_losses[step] = loss; });
+  const TrainConfig split = config(split_dir);
+  EXPECT_THROW(train_draft(split, false,
+                           [&](int64_t step, double loss) {
+                             if (step == 5) throw Interrupted{};
+                             split_losses[step] = loss;
+                           }),
                Interrupted);
-  train_dflash(split, true, [&](int64_t step, double loss) { split_losses[step] = loss; });
+  train_draft(split, true, [&](int64_t step, double loss) { split_losses[step] = loss; });
 
   ASSERT_EQ(straight_losses.size(), 6u);
   EXPECT_EQ(split_losses, straight_losses);  // exact doubles: same anchors, same prefixes
@@ -105,11 +157,12 @@ TEST_P(DFlashResume, InterruptedAndResumedRunEqualsAStraightRun) {
   EXPECT_EQ(read_text(a + "/config.json"), read_text(b + "/config.json"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Train, DFlashResume, ::testing::Values("dflash", "variable_prefix"));
+INSTANTIATE_TEST_SUITE_P(Train, DFlashResume,
+                         ::testing::Values("dflash", "variable_prefix", "domino", "jetspec"));
 
 TEST(DFlashResume, AnotherBlockLayoutIsRefused) {
   TempDir dir;
-  train_dflash(testing::tiny_dflash_config(dir, {"train.max_steps=2"}), false);
+  train_draft(testing::tiny_dflash_config(dir, {"train.max_steps=2"}), false);
   const std::string before = read_text(latest_checkpoint(dir / "run") + "/trainer_state.json");
   const std::string block = dflash_error(
       testing::tiny_dflash_config(dir, {"train.max_steps=4", "draft.block_size=5"}), true);
@@ -119,6 +172,12 @@ TEST(DFlashResume, AnotherBlockLayoutIsRefused) {
   const std::string mask = dflash_error(
       testing::tiny_dflash_config(dir, {"train.max_steps=4", "draft.mask_token_id=62"}), true);
   EXPECT_TRUE(contains(mask, "mask_token_id 63, this config 62"));
+  // Another recipe on the same run (a Domino draft has parameters a DFlash one does not).
+  const std::string recipe = dflash_error(
+      testing::tiny_dflash_config(dir, {"train.max_steps=4"}, RecipeKind::jetspec), true);
+  EXPECT_EQ(recipe,
+            "[train] the checkpoint was made by sprig train dflash, not jetspec: resume it with "
+            "that recipe");
   EXPECT_EQ(read_text(latest_checkpoint(dir / "run") + "/trainer_state.json"), before);
 }
 
@@ -155,11 +214,40 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
       contains(config_error({"draft.mask_token_id=-1"}), "draft.mask_token_id must be >= 0"));
   EXPECT_TRUE(contains(config_error({"draft.loss_type=mse"}), "mse"));
   EXPECT_TRUE(contains(config_error({"model.path=/x"}), "not model:"));
+  // Each recipe's own keys belong to it; Domino and JetSpec take the dflash loss only.
+  EXPECT_TRUE(contains(config_error({"draft.emb_dim=8"}),
+                       "[config] draft.emb_dim is a setting of sprig train domino, not of sprig "
+                       "train dflash"));
+  auto recipe_error = [&](RecipeKind kind, const std::vector<std::string>& overrides) {
+    try {
+      testing::tiny_dflash_config(dir, overrides, kind);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_TRUE(contains(recipe_error(RecipeKind::domino, {"draft.kd_temperature=2"}),
+                       "draft.kd_temperature is a setting of sprig train jetspec"));
+  EXPECT_TRUE(contains(recipe_error(RecipeKind::domino, {"draft.loss_type=variable_prefix"}),
+                       "draft.loss_type must be dflash for sprig train domino, got "
+                       "variable_prefix"));
+  EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.loss_decay_gamma=3"}),
+                       "draft.loss_decay_gamma does not apply to JetSpec"));
+  EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.kd_temperature=0"}),
+                       "draft.kd_temperature must be positive"));
+  // A Domino run from a draft without the head.
+  train_draft(testing::tiny_dflash_config(dir, {"train.max_steps=1", "run_dir=" + (dir / "plain")}),
+              false);
+  const std::string init = dflash_error(testing::tiny_dflash_config(
+      dir, {"draft.init=" + latest_checkpoint(dir / "plain"), "run_dir=" + (dir / "run")},
+      RecipeKind::domino));
+  EXPECT_TRUE(contains(init, "is a dflash draft: a Domino recipe needs"));
+  EXPECT_FALSE(testing::fs::exists(dir / "run"));
 }
 
 TEST(DFlashTrain, PaddedRowsTrainToo) {
   TempDir dir;
-  const TrainSummary summary = train_dflash(
+  const TrainSummary summary = train_draft(
       testing::tiny_dflash_config(dir, {"data.packing=padded", "train.max_steps=3"}), false);
   EXPECT_EQ(summary.steps, 3);
   EXPECT_TRUE(std::isfinite(summary.last_loss));

@@ -1,10 +1,13 @@
 // `sprig bench draft`: the DFlash draft training step (frozen target capture, draft forward and
-// backward, the loss through the target's head), measured two ways in one run:
-//   packing  the same documents as padded rows (one per row, ~60% padding) and as dflash-packed
-//            rows, with the same anchors per document: the time over all of them and its ratio
-//            (target: packed >= 1.3x faster);
-//   anchors  one micro-batch at 16..256 anchors per row: the step time's linear fit and the share
-//            of its fixed cost at 256 anchors (target: <= 25%).
+// backward, the loss through the target's head), measured three ways in one run:
+//   packing     the same documents as padded rows (one per row, ~60% padding) and as
+//               dflash-packed rows, with the same anchors per document: the time over all of
+//               them and its ratio (target: packed >= 1.3x faster);
+//   anchors     one micro-batch at 16..256 anchors per row: the step time's linear fit and the
+//               share of its fixed cost at 256 anchors (target: <= 25%);
+//   objectives  one micro-batch as a DFlash, a Domino (head G = H/4, E = H/16, the reference's
+//               proportions) and a JetSpec step: Domino's and JetSpec's time over DFlash's
+//               (targets: <= 1.10x and <= 1.15x).
 // On CUDA it also prints the model FLOP utilisation against the device's bf16 peak.
 //
 // Defaults: CPU, the "tiny" target of tools/bench/models.h (f32), rows of 1024 tokens; CUDA,
@@ -16,7 +19,8 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "speculative/dflash.h"
+#include "speculative/domino.h"
+#include "speculative/jetspec.h"
 #include "tensor/cuda/kernels.h"
 #include "tools/bench/models.h"
 #include "tools/bench/reference.h"
@@ -51,6 +55,7 @@ class DraftStep {
 
   const FrozenTarget& target() const { return target_; }
   const DFlashDraft& draft() const { return *draft_; }
+  DFlashDraft& draft() { return *draft_; }
   std::string dtype_name() const { return sprig::dtype_name(dtype_); }
 
   // Median seconds of the step on `rows` with `anchors` (one untimed step first), and its loss.
@@ -211,6 +216,54 @@ void anchors_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq) {
       slope * 1e3, fixed * 1e3, 100.0 * worst, 100.0 * fixed / at_256);
 }
 
+// One micro-batch trained as each of the three drafts, same backbone shape and anchors.
+void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, Device device) {
+  const FrozenTarget& target = step.target();
+  Generator gen(5);
+  DraftRows rows;
+  std::vector<int64_t> ids(static_cast<size_t>(o.rows * seq));
+  for (int64_t& id : ids) id = gen.next_int(0, target.config().vocab_size - 1);
+  rows.input_ids = Tensor::from_vector(ids, {o.rows, seq});
+  rows.loss_mask = Tensor::ones({o.rows, seq}, DType::i64);
+  const Anchors anchors = sample_anchors(rows, o.block_size, o.quick ? 32 : 128, gen);
+  const DraftConfig& plain = step.draft().config();
+  const int64_t H = plain.layers.hidden_size;
+  DraftConfig domino_config = plain, jetspec_config = plain;
+  domino_config.domino = DominoHeadConfig{.emb_dim = std::max<int64_t>(H / 16, 8),
+                                          .gru_hidden_dim = std::max<int64_t>(H / 4, 8)};
+  jetspec_config.causal = true;
+  DFlashDraft domino(domino_config, gen), jetspec(jetspec_config, gen);
+  const DType dtype = step.draft().fc.weight.dtype();
+  domino.to(device, dtype);
+  jetspec.to(device, dtype);
+  const auto time = [&](DFlashDraft& draft, auto loss) {
+    const auto run = [&] {
+      draft.zero_grad();
+      const DraftLoss l = loss();
+      (l.sum * (1.0 / draft_mean_denominator(l.kind, l.metrics.loss_weight))).backward();
+    };
+    run();
+    return bench::median_seconds(device, 0, o.reps, run);
+  };
+  const double dflash =
+      time(step.draft(), [&] { return dflash_loss(target, step.draft(), rows, anchors, {}); });
+  const double with_head = time(
+      domino, [&] { return domino_loss(target, domino, rows, anchors, {.lambda_base = 0.5}); });
+  const double with_kl =
+      time(jetspec, [&] { return jetspec_loss(target, jetspec, rows, anchors, {}); });
+  std::printf("\nobjectives: %lld rows of %lld tokens, %lld anchors per row, blocks of %lld\n",
+              static_cast<long long>(o.rows), static_cast<long long>(seq),
+              static_cast<long long>(anchors.blocks()), static_cast<long long>(o.block_size));
+  std::printf("%-8s %10s %8s %s\n", "draft", "step (ms)", "ratio", "");
+  std::printf("%-8s %10.1f %8s\n", "dflash", dflash * 1e3, "1.00x");
+  std::printf("%-8s %10.1f %7.2fx  GRU %lld, projection %lld (target <= 1.10x)\n", "domino",
+              with_head * 1e3, with_head / dflash,
+              static_cast<long long>(domino_config.domino->gru_hidden_dim),
+              static_cast<long long>(domino_config.domino->emb_dim));
+  std::printf("%-8s %10.1f %7.2fx  forward KL to the target's logits (target <= 1.15x)\n",
+              "jetspec", with_kl * 1e3, with_kl / dflash);
+}
+
 void run_draft_bench(const DraftBenchOptions& o) {
   const Device device = resolve_device(o.device);
   const int64_t seq = o.seq > 0 ? o.seq : (device.is_cuda() ? 4096 : (o.quick ? 512 : 1024));
@@ -229,6 +282,7 @@ void run_draft_bench(const DraftBenchOptions& o) {
   std::printf("; median of %d steps (target capture, draft forward and backward)\n", o.reps);
   packing_bench(step, o, seq);
   anchors_bench(step, o, seq);
+  objectives_bench(step, o, seq, device);
 }
 
 }  // namespace
@@ -237,8 +291,8 @@ void add_bench_draft_command(CLI::App& bench) {
   auto o = std::make_shared<DraftBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "draft",
-      "DFlash draft training step: packed vs padded rows on the same documents, and the step "
-      "time against the number of anchors");
+      "DFlash draft training step: packed vs padded rows on the same documents, the step time "
+      "against the number of anchors, and the Domino and JetSpec steps against DFlash's");
   cmd->add_option("--device", o->device, "cpu, cuda or auto (cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();

@@ -1,4 +1,4 @@
-#include "train/dflash.h"
+#include "train/draft.h"
 
 #include <filesystem>
 #include <memory>
@@ -6,7 +6,8 @@
 #include <string>
 
 #include "nn/checkpoint.h"
-#include "speculative/dflash.h"
+#include "speculative/domino.h"
+#include "speculative/jetspec.h"
 #include "train/batch_input.h"
 
 namespace sprig {
@@ -16,7 +17,14 @@ namespace {
 namespace fs = std::filesystem;
 using namespace speculative;
 
-// The draft of draft.init, or a fresh one for the target; either way it must fit the target.
+DraftKind draft_kind(RecipeKind recipe) {
+  return recipe == RecipeKind::domino    ? DraftKind::domino
+         : recipe == RecipeKind::jetspec ? DraftKind::jetspec
+                                         : DraftKind::dflash;
+}
+
+// The draft of draft.init, or a fresh one for the target; either way it must fit the target and
+// be of the recipe's kind (a Domino recipe needs the head, JetSpec a causal draft).
 std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig& target) {
   const DFlashConfig& d = c.dflash;
   if (d.init.empty()) {
@@ -27,15 +35,18 @@ std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig&
     throw std::runtime_error("draft.init " + d.init + " is not a directory");
   std::unique_ptr<DFlashDraft> draft = load_draft(d.init);
   check_draft_fits(draft->config(), target, "draft.init " + d.init);
+  check_draft_kind(draft->config(), draft_kind(c.recipe), "draft.init " + d.init);
   return draft;
 }
 
-// The decay-weighted block loss of the draft's slots: each supervised slot weighs its decay
-// weight, and a micro-batch's mean divides by their sum + 1e-6 (the reference's).
-class DFlashRecipe : public Recipe {
+// The block losses of the draft's slots: DFlash's decay-weighted cross-entropy (or the
+// variable-prefix loss), Domino's mix of corrected and base cross-entropies, or JetSpec's forward
+// KL against the target's logits; a micro-batch's mean divides by draft_mean_denominator.
+class DraftRecipe : public Recipe {
  public:
-  DFlashRecipe(const TrainConfig& c, Device device)
+  DraftRecipe(const TrainConfig& c, Device device)
       : c_(c.dflash),
+        kind_(draft_kind(c.recipe)),
         target_(load_target(c, device)),
         draft_(build_draft(c, target_.config())),
         data_(c.data),
@@ -53,17 +64,27 @@ class DFlashRecipe : public Recipe {
 
   Module& trainable() override { return *draft_; }
   const data::DataConfig& data() const override { return data_; }
-  double mean_denominator(double weight) const override { return weight + 1e-6; }
+  double mean_denominator(double weight) const override {
+    return draft_mean_denominator(kind_, weight);
+  }
   std::vector<RatioMetric> ratios() const override {
-    return {{"accuracy", "correct_tokens", "valid_tokens"},
-            {"accept_len", "accept_len_sum", "valid_blocks"}};
+    std::vector<RatioMetric> r = {{"accuracy", "correct_tokens", "valid_tokens"},
+                                  {"accept_len", "accept_len_sum", "valid_blocks"}};
+    if (kind_ == DraftKind::domino)
+      r.insert(r.end(), {{"final_loss", "final_loss_sum", "loss_weight"},
+                         {"base_loss", "base_loss_sum", "loss_weight"},
+                         {"base_accuracy", "base_correct_tokens", "valid_tokens"},
+                         {"base_accept_len", "base_accept_len_sum", "valid_blocks"},
+                         {"lambda_base", "lambda_base_sum", "micro_batches"}});
+    return r;
   }
   nlohmann::json checkpoint_config() const override {
     return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
   }
   nlohmann::json checkpoint_metadata() const override {
     const DraftConfig& d = draft_->config();
-    return {{"block_size", d.block_size},
+    return {{"recipe", draft_kind_name(kind_)},
+            {"block_size", d.block_size},
             {"mask_token_id", d.mask_token_id},
             {"target_layer_ids", d.target_layer_ids},
             {"target", target_dir_},
@@ -71,6 +92,11 @@ class DFlashRecipe : public Recipe {
   }
   void restore(const nlohmann::json& saved) override {
     const DraftConfig& d = draft_->config();
+    const std::string recipe = saved.value("recipe", "dflash");  // older checkpoints: DFlash's
+    if (recipe != draft_kind_name(kind_))
+      throw std::invalid_argument("[train] the checkpoint was made by sprig train " + recipe +
+                                  ", not " + draft_kind_name(kind_) +
+                                  ": resume it with that recipe");
     for (const auto& [key, now] :
          {std::pair<const char*, nlohmann::json>{"block_size", d.block_size},
           {"mask_token_id", d.mask_token_id},
@@ -90,6 +116,10 @@ class DFlashRecipe : public Recipe {
     if (!fs::exists(target_dir_)) save_qwen(target_.model(), target_dir_);
   }
   void begin_validation() override { val_gen_ = Generator(seed_ + 1); }
+  void begin_step(int64_t step, int64_t total_steps) override {
+    lambda_base_ =
+        domino_lambda_base(step, total_steps, c_.lambda_base_start, c_.lambda_base_decay_ratio);
+  }
 
   std::optional<MicroBatchLoss> loss(const data::Batch& batch) override {
     Generator& gen = draft_->is_training() ? gen_ : val_gen_;
@@ -104,17 +134,35 @@ class DFlashRecipe : public Recipe {
     Tensor prefix;
     if (c_.objective.type == DraftLossType::variable_prefix)
       prefix = sample_prefix_lengths(rows.rows(), anchors.blocks(), bs, c_.prefix_weight_base, gen);
-    const DraftLoss l = dflash_loss(target_, *draft_, rows, anchors, c_.objective, prefix);
+    DraftLoss l;
+    try {
+      l = kind_ == DraftKind::domino
+              ? domino_loss(target_, *draft_, rows, anchors, {c_.objective.gamma, lambda_base_})
+          : kind_ == DraftKind::jetspec
+              ? jetspec_loss(target_, *draft_, rows, anchors, {c_.kd_temperature, c_.kd_chunk_size})
+              : dflash_loss(target_, *draft_, rows, anchors, c_.objective, prefix);
+    } catch (const NoValidAnchors&) {  // JetSpec: blocks without a supervised slot
+      return std::nullopt;
+    }
     const DraftMetrics& m = l.metrics;
     MicroBatchLoss out;
     out.sum = l.sum;
     out.weight = m.loss_weight;
     out.tokens = static_cast<int64_t>(m.valid_tokens);
-    out.flops = dflash_flops(target_, *draft_, rows.rows(), rows.seq_len(), anchors.blocks());
+    out.flops = dflash_flops(target_, *draft_, rows.rows(), rows.seq_len(), anchors.blocks(),
+                             kind_ == DraftKind::jetspec);
     out.sums = {{"correct_tokens", m.correct_tokens},
                 {"valid_tokens", m.valid_tokens},
                 {"accept_len_sum", m.accept_len_sum},
                 {"valid_blocks", m.valid_blocks}};
+    if (kind_ == DraftKind::domino)
+      out.sums.insert({{"loss_weight", m.loss_weight},
+                       {"final_loss_sum", m.final_loss_sum},
+                       {"base_loss_sum", m.base_loss_sum},
+                       {"base_correct_tokens", m.base_correct_tokens},
+                       {"base_accept_len_sum", m.base_accept_len_sum},
+                       {"lambda_base_sum", m.lambda_base},
+                       {"micro_batches", 1.0}});
     return out;
   }
 
@@ -137,6 +185,7 @@ class DFlashRecipe : public Recipe {
   }
 
   const DFlashConfig& c_;
+  DraftKind kind_;
   FrozenTarget target_;
   std::unique_ptr<DFlashDraft> draft_;
   data::DataConfig data_;
@@ -144,17 +193,20 @@ class DFlashRecipe : public Recipe {
   Generator gen_, val_gen_;
   uint64_t seed_;
   std::string target_dir_;  // where the target is, as checkpoints record it
+  double lambda_base_ = 0;  // Domino's curriculum at the current step
 };
 
 }  // namespace
 
-TrainSummary train_dflash(const TrainConfig& config, bool resume, const StepCallback& on_step) {
+TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallback& on_step) {
+  if (!is_draft_recipe(config.recipe))
+    throw std::invalid_argument("[train] train_draft runs dflash, domino or jetspec configs");
   if (data::target_form(config.data.packing) != data::TargetForm::loss_mask)
-    throw std::invalid_argument(
-        "[train] dflash trains on loss_mask rows: use data.packing dflash (packed documents) or "
-        "padded (one document per row)");
+    throw std::invalid_argument(std::string("[train] ") + recipe_name(config.recipe) +
+                                " trains on loss_mask rows: use data.packing dflash (packed "
+                                "documents) or padded (one document per row)");
   Trainer trainer(config, resume);
-  DFlashRecipe recipe(config, trainer.device());
+  DraftRecipe recipe(config, trainer.device());
   return trainer.run(recipe, on_step);
 }
 

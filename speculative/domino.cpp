@@ -1,0 +1,193 @@
+#include "speculative/domino.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/functions.h"
+#include "nn/loss.h"
+
+namespace sprig::speculative {
+
+double domino_lambda_base(int64_t step, int64_t total, double start, double decay_ratio) {
+  const auto decay_steps =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(total) * decay_ratio));
+  const double progress =
+      std::min(static_cast<double>(step) / static_cast<double>(decay_steps), 1.0);
+  return std::clamp(start * (1.0 - progress), 0.0, 1.0);
+}
+
+double domino_slot_weight(int64_t slot, bool shift_label, double gamma) {
+  const int64_t distance = std::max<int64_t>(slot - (shift_label ? 0 : 1), 0);
+  return gamma > 0 ? std::exp(-static_cast<double>(distance) / gamma) : 1.0;
+}
+
+Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, const Var& proj,
+                     const Tensor& targets, Tensor* base_argmax, Tensor* final_argmax,
+                     int64_t chunk_rows) {
+  const int64_t N = hidden.dim() == 2 ? hidden.size(0) : -1;
+  if (N < 0 || head.dim() != 2 || head.size(1) != hidden.size(1) || features.dim() != 2 ||
+      features.size(0) != N || proj.dim() != 2 || proj.size(1) != features.size(1) ||
+      proj.size(0) != head.size(0) || targets.shape() != Shape{N})
+    throw std::invalid_argument("[domino_head_loss] hidden " + shape_str(hidden.shape()) +
+                                ", head " + shape_str(head.shape()) + ", features " +
+                                shape_str(features.shape()) + ", proj " + shape_str(proj.shape()) +
+                                " and targets " + shape_str(targets.shape()) +
+                                " must be (N, H), (V, H), (N, E), (V, E) and (N)");
+  const Tensor h = hidden.value(), w = head.value(), e = features.value(), p = proj.value();
+  const int64_t chunk = head_chunk_rows(chunk_rows, w.size(0));
+  const DType stat = h.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor out = Tensor::empty({2, N}, stat, h.device());
+  Tensor lse = Tensor::empty({2, N}, stat, h.device());
+  Tensor argmax[2] = {Tensor::empty({N}, DType::i64, h.device()),
+                      Tensor::empty({N}, DType::i64, h.device())};
+  // The base and corrected logits of rows [r0, r0 + n).
+  const auto logits = [h, w, e, p](int64_t r0, int64_t n) {
+    Tensor base = matmul(h.narrow(0, r0, n), w, false, true);
+    Tensor corrected = base.clone();
+    matmul_into(e.narrow(0, r0, n), p, corrected, false, true, /*accumulate=*/true);
+    return std::pair{base, corrected};
+  };
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t n = std::min(chunk, N - r0);
+    const auto [base, corrected] = logits(r0, n);
+    const Tensor t = targets.narrow(0, r0, n);
+    int i = 0;
+    for (const Tensor& l : {base, corrected}) {
+      const CrossEntropyResult ce = cross_entropy(l, t, -100, true);
+      out.select(0, i).narrow(0, r0, n).copy_(ce.loss);
+      lse.select(0, i).narrow(0, r0, n).copy_(ce.lse);
+      argmax[i++].narrow(0, r0, n).copy_(ce.argmax);
+    }
+  }
+  if (base_argmax) *base_argmax = argmax[0];
+  if (final_argmax) *final_argmax = argmax[1];
+  const bool head_grad = head.requires_grad(), proj_grad = proj.requires_grad();
+  return record(
+      "domino_head_loss", out, {hidden, head, features, proj},
+      [h, w, e, p, targets, lse, chunk, logits, head_grad, proj_grad](const Tensor& dout) -> Grads {
+        const int64_t rows = h.size(0);
+        Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
+        Tensor de = Tensor::empty(e.shape(), e.dtype(), e.device());
+        const auto weight_grad = [rows](bool wanted, const Tensor& like) {
+          if (!wanted) return Tensor();
+          return rows > 0 ? Tensor::empty(like.shape(), like.dtype(), like.device())
+                          : Tensor::zeros(like.shape(), like.dtype(), like.device());
+        };
+        Tensor dw = weight_grad(head_grad, w), dp = weight_grad(proj_grad, p);
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+          const int64_t n = std::min(chunk, rows - r0);
+          const auto [base, corrected] = logits(r0, n);
+          const Tensor t = targets.narrow(0, r0, n);
+          const Tensor dcorrected = cross_entropy_backward(
+              dout.select(0, 1).narrow(0, r0, n), corrected, t, lse.select(0, 1).narrow(0, r0, n));
+          // The corrected logits are base + delta: their gradient reaches the base logits too.
+          const Tensor dbase = add(cross_entropy_backward(dout.select(0, 0).narrow(0, r0, n), base,
+                                                          t, lse.select(0, 0).narrow(0, r0, n)),
+                                   dcorrected);
+          const bool accumulate = r0 > 0;
+          matmul_into(dbase, w, dh.narrow(0, r0, n), false, false, false);
+          matmul_into(dcorrected, p, de.narrow(0, r0, n), false, false, false);
+          if (head_grad) matmul_into(dbase, h.narrow(0, r0, n), dw, true, false, accumulate);
+          if (proj_grad) matmul_into(dcorrected, e.narrow(0, r0, n), dp, true, false, accumulate);
+        }
+        return {dh, dw, de, dp};
+      });
+}
+
+DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftRows& rows,
+                      const Anchors& anchors, const DominoOptions& o, Tensor* logits) {
+  const DraftConfig& c = draft.config();
+  check_draft_kind(c, DraftKind::domino, "the draft");
+  const DominoHeadConfig& head_config = *c.domino;
+  const bool shift = head_config.shift_label;
+  const BlockForward f =
+      block_forward(target, draft, rows, make_blocks(rows, anchors, block_options(c)));
+  const Var& hidden = f.hidden;
+  const int64_t B = hidden.size(0), Q = hidden.size(1), H = hidden.size(2), bs = c.block_size;
+  const int64_t N = Q / bs, S = rows.seq_len();
+  // Supervised slots: all with shift_label (slot 0 predicts anchor + 1), else k >= 1.
+  const int64_t first = shift ? 0 : 1, K = bs - first;
+  const int64_t corrected_from = head_config.first_corrected_slot();
+  const Device device = hidden.device();
+  const DType dtype = hidden.dtype();
+
+  // The GRU reads the tokens at anchor + k, k in [0, K): its state after anchor..anchor+k serves
+  // the slot predicting the token after them (slot k shifted, slot k + 1 unshifted).
+  const std::vector<int64_t> ids = rows.input_ids.to_vector<int64_t>();
+  const std::vector<int64_t> at = anchors.anchors.to_vector<int64_t>();
+  std::vector<int64_t> prev(static_cast<size_t>(B * N * K));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k)
+        prev[(b * N + j) * K + k] = ids[b * S + std::min(at[b * N + j] + k, S - 1)];
+  const Var embedded(target.embed(Tensor::from_vector(prev, {B * N, K})).value().to(device, dtype));
+  const Var states = draft.prefix_gru->forward(embedded);  // (B * N, K, G)
+
+  const int64_t R = B * N * K;
+  const Var slots =
+      reshape(contiguous(narrow(reshape(hidden, {B, N, bs, H}), 2, first, K)), {R, H});
+  std::vector<double> corrected(static_cast<size_t>(R)), weights(static_cast<size_t>(R));
+  std::vector<int64_t> targets(static_cast<size_t>(R)), truth(static_cast<size_t>(R));
+  std::vector<bool> valid(static_cast<size_t>(R));
+  const std::vector<int64_t> target_ids = f.blocks.target_ids.to_vector<int64_t>();
+  const std::vector<float> block_mask = f.blocks.block_mask.to_vector<float>();
+  for (int64_t bj = 0; bj < B * N; ++bj)
+    for (int64_t k = first; k < bs; ++k) {
+      const size_t i = static_cast<size_t>(bj * K + k - first),
+                   src = static_cast<size_t>(bj * bs + k);
+      valid[i] = block_mask[src] > 0.5f;
+      truth[i] = target_ids[src];
+      targets[i] = valid[i] ? truth[i] : -100;
+      weights[i] = valid[i] ? domino_slot_weight(k, shift, o.gamma) : 0.0;
+      corrected[i] = k >= corrected_from;
+    }
+  // Slots before the first corrected one keep their base logits: their features are zeroed.
+  const Var features = draft.domino_features(slots, reshape(states, {R, states.size(2)})) *
+                       Var(Tensor::from_vector(corrected, {R, 1}).to(dtype).to(device));
+  Tensor base_pred, final_pred;
+  const Var ce =
+      domino_head_loss(slots, f.head, features, draft.embed_proj_out->weight,
+                       Tensor::from_vector(targets, {R}).to(device), &base_pred, &final_pred);
+  // sum = (1 - lambda) * sum(w * CE(final)) + lambda * sum(w * CE(base)).
+  std::vector<double> mix(static_cast<size_t>(2 * R));
+  for (size_t i = 0; i < static_cast<size_t>(R); ++i) {
+    mix[i] = o.lambda_base * weights[i];
+    mix[R + i] = (1.0 - o.lambda_base) * weights[i];
+  }
+  DraftLoss out;
+  out.kind = DraftKind::domino;
+  out.sum = sum_all(ce * Var(Tensor::from_vector(mix, {2, R}).to(ce.dtype()).to(device)));
+
+  DraftMetrics& m = out.metrics;
+  const std::vector<double> losses = ce.value().to(Device::cpu(), DType::f64).to_vector<double>();
+  const std::vector<int64_t> base = base_pred.to_vector<int64_t>();
+  const std::vector<int64_t> final = final_pred.to_vector<int64_t>();
+  for (size_t i = 0; i < static_cast<size_t>(R); ++i) {
+    m.loss_weight += weights[i];
+    m.base_loss_sum += weights[i] * losses[i];
+    m.final_loss_sum += weights[i] * losses[R + i];
+    m.valid_tokens += valid[i];
+    m.correct_tokens += valid[i] && final[i] == truth[i];
+    m.base_correct_tokens += valid[i] && base[i] == truth[i];
+  }
+  const Acceptance accepted = acceptance(final, truth, valid, K);
+  m.accept_len_sum = accepted.accept_len_sum;
+  m.valid_blocks = accepted.valid_blocks;
+  m.base_accept_len_sum = acceptance(base, truth, valid, K).accept_len_sum;
+  m.lambda_base = o.lambda_base;
+
+  if (logits) {
+    NoGradGuard no_grad;
+    const int64_t V = f.head.size(0);
+    Tensor all = matmul(reshape(hidden, {B * Q, H}), f.head, false, true).value();
+    const Tensor delta =
+        matmul(features, draft.embed_proj_out->weight, false, true).value().reshape({B, N, K, V});
+    Tensor tail = all.view({B, N, bs, V}).narrow(2, first, K);
+    tail.copy_(add(tail, delta));
+    *logits = all.to(Device::cpu(), DType::f32);
+  }
+  return out;
+}
+
+}  // namespace sprig::speculative

@@ -1,0 +1,85 @@
+#include "speculative/jetspec.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "autograd/functions.h"
+#include "nn/loss.h"
+
+namespace sprig::speculative {
+
+DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftRows& rows,
+                       const Anchors& anchors, const JetSpecOptions& o, Tensor* logits) {
+  const DraftConfig& c = draft.config();
+  check_draft_kind(c, DraftKind::jetspec, "the draft");
+  if (!(o.temperature > 0))
+    throw std::invalid_argument("[jetspec] kd_temperature must be positive, got " +
+                                std::to_string(o.temperature));
+  const int64_t B = rows.rows(), S = rows.seq_len(), bs = c.block_size, K = bs - 1;
+  const int64_t N = anchors.blocks();
+  // The supervised slots k >= 1 (slot 0 holds the anchor's token), before any compute.
+  Blocks blocks = make_blocks(rows, anchors, block_options(c));
+  const std::vector<float> block_mask = blocks.block_mask.to_vector<float>();
+  const std::vector<int64_t> at = anchors.anchors.to_vector<int64_t>();
+  std::vector<int64_t> student_rows, teacher_rows;
+  std::vector<bool> valid(static_cast<size_t>(B * N * K));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 1; k < bs; ++k) {
+        if (!(block_mask[(b * N + j) * bs + k] > 0.5f)) continue;
+        valid[static_cast<size_t>((b * N + j) * K + k - 1)] = true;
+        student_rows.push_back((b * N + j) * bs + k);
+        // The target's prediction of token anchor + k, made at anchor + k - 1.
+        teacher_rows.push_back(b * S + std::min(at[b * N + j] + k - 1, S - 1));
+      }
+  if (student_rows.empty())
+    throw NoValidAnchors(
+        "[jetspec] no supervised slot: every label of the sampled blocks is loss-masked");
+
+  const BlockForward f =
+      block_forward(target, draft, rows, std::move(blocks), /*teacher_logits=*/true);
+  const Var& hidden = f.hidden;
+  const int64_t Q = hidden.size(1), H = hidden.size(2), V = f.head.size(0);
+  const Device device = hidden.device();
+  const auto n = static_cast<int64_t>(student_rows.size());
+  const Tensor teacher = f.teacher_logits.reshape({B * S, V}).to(device, hidden.dtype());
+  const Tensor teacher_index = Tensor::from_vector(teacher_rows, {n}).to(device);
+  const Var student = index_select(reshape(hidden, {B * Q, H}), 0,
+                                   Tensor::from_vector(student_rows, {n}).to(device));
+  Tensor student_pred;
+  const Var kl = linear_kl_div(student, f.head, teacher, o.temperature, o.chunk_rows, teacher_index,
+                               &student_pred);
+  DraftLoss out;
+  out.kind = DraftKind::jetspec;
+  out.sum = sum_all(kl) * (o.temperature * o.temperature);
+
+  // Accuracy and acceptance against the teacher's argmax (its first maximum).
+  const std::vector<int64_t> teacher_argmax =
+      argmax(index_select(teacher, 0, teacher_index), 1).to_vector<int64_t>();
+  const std::vector<int64_t> pred = student_pred.to_vector<int64_t>();
+  std::vector<int64_t> grid_pred(valid.size(), 0), grid_truth(valid.size(), 0);
+  DraftMetrics& m = out.metrics;
+  m.loss_weight = m.valid_tokens = static_cast<double>(n);
+  for (size_t i = 0, v = 0; i < valid.size(); ++i) {
+    if (!valid[i]) continue;
+    grid_pred[i] = pred[v];
+    grid_truth[i] = teacher_argmax[v];
+    m.correct_tokens += pred[v] == teacher_argmax[v];
+    ++v;
+  }
+  const Acceptance accepted = acceptance(grid_pred, grid_truth, valid, K);
+  m.accept_len_sum = accepted.accept_len_sum;
+  m.valid_blocks = accepted.valid_blocks;
+
+  if (logits) {
+    NoGradGuard no_grad;
+    *logits = matmul(reshape(hidden, {B * Q, H}), f.head, false, true)
+                  .value()
+                  .to(Device::cpu(), DType::f32);
+  }
+  return out;
+}
+
+}  // namespace sprig::speculative

@@ -1,0 +1,221 @@
+// JetSpec drafts (docs/semantics.md §9.5) on the golden target qwen3_tiny: the teacher of slot k
+// is the target's logits at anchor + k - 1 (E14, checked against a direct computation), the KL
+// with its temperature, accuracy and acceptance against the teacher's argmax (E14's constant
+// case), no supervised slot (E14) is the no-valid-anchors error, a packed row of one document
+// equals the unpacked row, two packed documents are isolated, the draft's sliding window applies,
+// and the loss's gradient in f64.
+#include "speculative/jetspec.h"
+
+#include <gtest/gtest.h>
+
+#include "autograd/gradcheck.h"
+#include "nn/checkpoint.h"
+#include "tests/test_util.h"
+
+namespace sprig::speculative {
+namespace {
+
+const std::string kGolden = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
+constexpr int64_t kMask = 95, kBs = 4;
+
+FrozenTarget golden_target() {
+  return FrozenTarget(load_qwen(kGolden + "qwen3_tiny"), Device::cpu(), DType::f32);
+}
+
+// The golden DFlash draft's weights under a causal (JetSpec) config, with an optional window.
+std::unique_ptr<DFlashDraft> jetspec_draft(int64_t window = 0) {
+  auto plain = load_draft(kGolden + "dflash_tiny");
+  DraftConfig c = plain->config();
+  c.causal = true;
+  c.sliding_window = window;
+  Generator gen(0);
+  auto draft = std::make_unique<DFlashDraft>(c, gen);
+  draft->load_state_dict(plain->state_dict());
+  return draft;
+}
+
+std::vector<int64_t> tokens(uint64_t seed, int64_t S) {
+  Generator gen(seed);
+  std::vector<int64_t> ids(static_cast<size_t>(S));
+  for (auto& t : ids) t = gen.next_int(0, kMask);
+  return ids;
+}
+
+DraftRows unpacked_row(const std::vector<int64_t>& ids) {
+  DraftRows r;
+  const auto S = static_cast<int64_t>(ids.size());
+  r.input_ids = Tensor::from_vector(ids, {1, S});
+  r.loss_mask = Tensor::ones({1, S}, DType::i64);
+  return r;
+}
+
+DraftRows packed_row(const std::vector<int64_t>& ids, const std::vector<int64_t>& lens) {
+  DraftRows r = unpacked_row(ids);
+  std::vector<int64_t> pos, remaining;
+  for (const int64_t n : lens)
+    for (int64_t t = 0; t < n; ++t) {
+      pos.push_back(t);
+      remaining.push_back(n - 1 - t);
+    }
+  const auto S = static_cast<int64_t>(ids.size());
+  r.position_ids = Tensor::from_vector(pos, {1, S});
+  r.doc_remaining = Tensor::from_vector(remaining, {1, S});
+  r.doc_lens = {lens};
+  return r;
+}
+
+Anchors anchors_at(const std::vector<int64_t>& at) {
+  const auto n = static_cast<int64_t>(at.size());
+  return {Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)};
+}
+
+bool bit_identical(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.to_vector<double>() == b.to_vector<double>();
+}
+
+struct Outcome {
+  double loss;
+  DraftMetrics m;
+  Tensor logits;
+  std::map<std::string, Tensor> grads;
+};
+
+Outcome run(const FrozenTarget& target, const DraftRows& rows, const Anchors& anchors,
+            double temperature = 1.0, int64_t window = 0) {
+  auto draft = jetspec_draft(window);
+  Outcome o;
+  const DraftLoss l = jetspec_loss(target, *draft, rows, anchors, {temperature, 0}, &o.logits);
+  l.sum.backward();
+  o.loss = l.value();
+  o.m = l.metrics;
+  for (const auto& [name, p] : draft->named_parameters()) o.grads[name] = p.grad();
+  return o;
+}
+
+void expect_same(const Outcome& a, const Outcome& b) {
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.m.valid_tokens, b.m.valid_tokens);
+  EXPECT_EQ(a.m.correct_tokens, b.m.correct_tokens);
+  EXPECT_EQ(a.m.accept_len_sum, b.m.accept_len_sum);
+  EXPECT_EQ(a.m.valid_blocks, b.m.valid_blocks);
+  EXPECT_TRUE(bit_identical(a.logits, b.logits));
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (const auto& [name, g] : a.grads) EXPECT_TRUE(bit_identical(g, b.grads.at(name))) << name;
+}
+
+TEST(JetSpec, E14TeacherIsTheTargetAtAnchorPlusKMinusOne) {
+  const FrozenTarget target = golden_target();
+  const int64_t S = 20;
+  const DraftRows rows = unpacked_row(tokens(1, S));
+  const Anchors anchors = anchors_at({2, 10});
+  for (const double T : {1.0, 2.0}) {
+    const Outcome o = run(target, rows, anchors, T);
+    // Directly: the target's logits at positions [[2, 3, 4], [10, 11, 12]] against the slots
+    // 1..3 of each block.
+    Tensor teacher;
+    target.capture(rows, {0}, &teacher);
+    double kl_sum = 0, correct = 0;
+    int64_t slot = 0;
+    for (const int64_t a : {2, 10})
+      for (int64_t k = 1; k < kBs; ++k, ++slot) {
+        const Tensor t = teacher.select(0, 0).narrow(0, a + k - 1, 1);
+        const Tensor s = o.logits.narrow(0, (slot / 3) * kBs + k, 1);
+        kl_sum += kl_div(t, s, T).kl.item();
+        correct += argmax(t, 1).item() == argmax(s, 1).item();
+      }
+    EXPECT_NEAR(o.loss, T * T * kl_sum / 6, 1e-6) << T;
+    EXPECT_EQ(o.m.valid_tokens, 6);
+    EXPECT_EQ(o.m.loss_weight, 6);
+    EXPECT_EQ(o.m.correct_tokens, correct);
+    EXPECT_EQ(o.m.valid_blocks, 2);
+  }
+}
+
+TEST(JetSpec, E14ConstantLogitsAgreeingWithTheTeacherAcceptTheWholeBlock) {
+  // Zero final norms: the target's and the draft's logits are all 0, argmax token 0 everywhere.
+  auto model = load_qwen(kGolden + "qwen3_tiny");
+  model->model.norm->weight.value().copy_(Tensor::zeros({model->config().hidden_size}));
+  const FrozenTarget target(std::move(model), Device::cpu(), DType::f32);
+  auto draft = jetspec_draft();
+  draft->norm->weight.value().copy_(Tensor::zeros({draft->config().layers.hidden_size}));
+  const DraftLoss l =
+      jetspec_loss(target, *draft, unpacked_row(tokens(2, 16)), anchors_at({1, 7}), {});
+  EXPECT_EQ(l.metrics.accuracy(), 1.0);
+  EXPECT_EQ(l.metrics.accept_len(), kBs);  // bs - 1 accepted slots plus the bonus token
+  EXPECT_NEAR(l.value(), 0.0, 1e-7);
+}
+
+TEST(JetSpec, E14NoSupervisedSlotIsTheNoValidAnchorsError) {
+  const FrozenTarget target = golden_target();
+  DraftRows rows = unpacked_row(tokens(3, 8));
+  rows.loss_mask = Tensor::from_vector<int64_t>({1, 0, 0, 0, 1, 0, 0, 0}, {1, 8});
+  Generator gen(0);
+  const Anchors anchors = sample_anchors(rows, kBs, 8, gen);
+  EXPECT_EQ(anchors.blocks(), 2);  // anchors 0 and 4 are valid
+  auto draft = jetspec_draft();
+  EXPECT_THROW(jetspec_loss(target, *draft, rows, anchors, {}), NoValidAnchors);
+}
+
+TEST(JetSpecPacking, OnePackedDocumentEqualsTheUnpackedRow) {
+  const FrozenTarget target = golden_target();
+  const std::vector<int64_t> ids = tokens(4, 16);
+  expect_same(run(target, packed_row(ids, {16}), anchors_at({1, 5, 12}), 2.0),
+              run(target, unpacked_row(ids), anchors_at({1, 5, 12}), 2.0));
+}
+
+TEST(JetSpecPacking, TwoPackedDocumentsAreIsolated) {
+  const FrozenTarget target = golden_target();
+  const std::vector<int64_t> ids = tokens(5, 16);
+  std::vector<int64_t> changed = ids;
+  for (int64_t t = 0; t < 9; ++t) changed[t] = (changed[t] + 11) % kMask;  // document 0 only
+  // Blocks in document 1: the teacher (the target's logits there) and the draft see only it.
+  expect_same(run(target, packed_row(ids, {9, 7}), anchors_at({9, 12})),
+              run(target, packed_row(changed, {9, 7}), anchors_at({9, 12})));
+}
+
+TEST(JetSpec, TheDraftsSlidingWindowApplies) {
+  const FrozenTarget target = golden_target();
+  const DraftRows rows = unpacked_row(tokens(6, 16));
+  const Anchors anchors = anchors_at({10});
+  const Outcome full = run(target, rows, anchors), windowed = run(target, rows, anchors, 1.0, 3);
+  EXPECT_GT(testing::max_abs_diff(full.logits, windowed.logits), 1e-4);
+}
+
+TEST(JetSpecGradcheck, WholeLossInF64) {
+  const QwenConfig tc = QwenConfig::from_json({{"model_type", "qwen3"},
+                                               {"vocab_size", 24},
+                                               {"hidden_size", 8},
+                                               {"intermediate_size", 12},
+                                               {"num_hidden_layers", 2},
+                                               {"num_attention_heads", 2},
+                                               {"num_key_value_heads", 1},
+                                               {"head_dim", 4}});
+  Generator gen(5);
+  const FrozenTarget target(std::make_unique<QwenForCausalLM>(tc, gen), Device::cpu(), DType::f64);
+  DraftOptions o;
+  o.num_layers = 1;
+  o.block_size = 3;
+  o.mask_token_id = 23;
+  o.target_layer_ids = {0, 1};
+  o.causal = true;
+  DFlashDraft draft(draft_config_for(tc, o), gen);
+  draft.to(Device::cpu(), DType::f64);
+  DraftRows rows;
+  rows.input_ids = Tensor::from_vector<int64_t>({3, 9, 1, 17, 4, 22, 8, 0, 5, 12}, {1, 10});
+  rows.loss_mask = Tensor::from_vector<int64_t>({0, 0, 1, 1, 1, 1, 0, 1, 1, 1}, {1, 10});
+  rows.position_ids = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 5, 0, 1, 2, 3}, {1, 10});
+  rows.doc_remaining = Tensor::from_vector<int64_t>({5, 4, 3, 2, 1, 0, 3, 2, 1, 0}, {1, 10});
+  rows.doc_lens = {{6, 4}};
+  const Anchors anchors = anchors_at({2, 7});
+  auto loss = [&] { return jetspec_loss(target, draft, rows, anchors, {1.5, 2}); };
+  draft.zero_grad();
+  const DraftLoss l = loss();
+  (l.sum * (1.0 / l.metrics.loss_weight)).backward();
+  for (const auto& [name, p] : draft.named_parameters()) {
+    const Tensor numeric = numeric_gradient([&] { return loss().value(); }, p.value());
+    EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << name;
+  }
+}
+
+}  // namespace
+}  // namespace sprig::speculative

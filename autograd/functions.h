@@ -92,6 +92,11 @@ Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = fals
 Var rms_norm(const Var& x, const Var& w, double eps);     // over the last dim
 Var rope(const Var& x, const Tensor& pos, double theta);  // x [B, T, nH, D], pos [B, T]
 Var swiglu(const Var& gate, const Var& up);               // silu(gate) * up
+// PyTorch's nn.GRU with bias=False, one layer, batch_first, h0 = 0 (functions_gru.cpp):
+// x [R, T, E], w_ih [3G, E], w_hh [3G, G] (row blocks r, z, n) -> every hidden state, [R, T, G].
+// The result is a view with time-major strides (the buffer the backward keeps); ops needing it
+// contiguous copy it.
+Var gru(const Var& x, const Var& w_ih, const Var& w_hh);
 // Per-row loss [T] f32 of logits [T, V] against targets [T]; ignored rows give 0 and no gradient.
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100);
 // Per-row KL(softmax(teacher/T) || softmax(student/T)) [R] f32; student, teacher [R, V].

@@ -1,5 +1,9 @@
 #include "nn/layers.h"
 
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
 #include "autograd/functions.h"
 
 namespace sprig {
@@ -37,6 +41,18 @@ QwenMLP::QwenMLP(int64_t hidden, int64_t intermediate, double init_std, Generato
           "up_proj", std::make_unique<Linear>(hidden, intermediate, false, init_std, gen))),
       down_proj(register_module(
           "down_proj", std::make_unique<Linear>(intermediate, hidden, false, init_std, gen))) {}
+
+GRU::GRU(int64_t input_size, int64_t hidden_size_, Generator& gen) : hidden_size(hidden_size_) {
+  if (input_size < 1 || hidden_size < 1)
+    throw std::invalid_argument("[GRU] input_size and hidden_size must be positive, got " +
+                                std::to_string(input_size) + " and " + std::to_string(hidden_size));
+  const double k = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  register_parameter("weight_ih_l0", weight_ih_l0,
+                     uniform({3 * hidden_size, input_size}, -k, k, DType::f32, Device::cpu(), gen));
+  register_parameter(
+      "weight_hh_l0", weight_hh_l0,
+      uniform({3 * hidden_size, hidden_size}, -k, k, DType::f32, Device::cpu(), gen));
+}
 
 Var QwenMLP::forward(const Var& x) const {
   return down_proj.forward(swiglu(gate_proj.forward(x), up_proj.forward(x)));

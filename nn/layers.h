@@ -1,7 +1,7 @@
-// Basic layers: Linear (optional bias), Embedding, RMSNorm (HF numerics, docs/semantics.md §6.1)
-// and the SwiGLU MLP of Qwen. Weights are initialised like Hugging Face (normal(0, std) for Linear
-// and Embedding, zeros for biases, ones for norms) from an explicit Generator, so models are
-// seeded.
+// Basic layers: Linear (optional bias), Embedding, RMSNorm (HF numerics, docs/semantics.md §6.1),
+// the SwiGLU MLP of Qwen and a GRU. Weights are initialised like Hugging Face (normal(0, std) for
+// Linear and Embedding, zeros for biases, ones for norms) or, for the GRU, like PyTorch, from an
+// explicit Generator, so models are seeded.
 #pragma once
 
 #include "autograd/functions.h"
@@ -43,6 +43,19 @@ class QwenMLP : public Module {
   Var forward(const Var& x) const;
 
   Linear &gate_proj, &up_proj, &down_proj;
+};
+
+// PyTorch's nn.GRU(input_size, hidden_size, bias=False, batch_first=True), one layer, h0 = 0:
+// x [R, T, input_size] -> every hidden state, [R, T, hidden_size] (gru in autograd/functions.h).
+// Parameters have PyTorch's state-dict names; both are drawn from uniform(-k, k), k = 1/sqrt(G),
+// as PyTorch initialises them.
+class GRU : public Module {
+ public:
+  GRU(int64_t input_size, int64_t hidden_size, Generator& gen);
+  Var forward(const Var& x) const { return gru(x, weight_ih_l0, weight_hh_l0); }
+
+  Var weight_ih_l0, weight_hh_l0;  // [3G, input_size], [3G, G]; row blocks r, z, n
+  int64_t hidden_size;
 };
 
 }  // namespace sprig

@@ -150,6 +150,31 @@ Tensor rope_backward(const Tensor& dy, const Tensor& pos, double theta);  // the
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 std::pair<Tensor, Tensor> swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout);
 
+// One GRU step after its GEMMs (PyTorch's nn.GRU without biases), gates in the order r, z, n:
+// gi = x W_ih^T and gh = h_prev W_hh^T, both [R, 3G] with column blocks r, z, n; h_prev [R, G].
+//   r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r * gh_n),
+//   h = (1 - z) * n + z * h_prev.
+// Returns h [R, G] and gates [R, 4G] = [r, z, n, gh_n], what the backward reads. One dtype for
+// all tensors (any floating dtype, read natively, math in f32, f64 for f64).
+struct GruCell {
+  Tensor h, gates;
+};
+GruCell gru_cell(const Tensor& gi, const Tensor& gh, const Tensor& h_prev);
+// Gradients of h given dh [R, G]: dgi, dgh [R, 3G] and the direct part of dh_prev [R, G] (dh * z;
+// the part through gh is dgh @ W_hh, the caller's GEMM). With
+//   dn = dh (1 - z), dz = dh (h_prev - n), da_n = dn (1 - n^2),
+//   da_r = da_n gh_n r (1 - r), da_z = dz z (1 - z):
+//   dgi = [da_r, da_z, da_n], dgh = [da_r, da_z, da_n r].
+struct GruCellGrads {
+  Tensor dgi, dgh, dh_prev;
+};
+GruCellGrads gru_cell_backward(const Tensor& dh, const Tensor& h_prev, const Tensor& gates);
+// The same two ops written into given outputs (`=`; the shapes, dtype and device above, unit
+// column stride, any row stride), e.g. one step's slices of buffers holding a whole sequence.
+void gru_cell_into(const Tensor& gi, const Tensor& gh, const Tensor& h_prev, const GruCell& out);
+void gru_cell_backward_into(const Tensor& dh, const Tensor& h_prev, const Tensor& gates,
+                            const GruCellGrads& out);
+
 // Cross-entropy per row: logits [T, V], targets [T] (i64/i32, ignore_index rows give loss 0).
 // Reads logits in their own dtype with fp32 math, row chunk by row chunk (never a [T, V] f32 copy).
 struct CrossEntropyResult {

@@ -12,6 +12,7 @@ void add_bench_attention_command(CLI::App& bench);    // tools/bench/attention_b
 void add_bench_data_command(CLI::App& bench);         // tools/bench/data_bench.cpp
 void add_bench_step_command(CLI::App& bench);         // tools/bench/step_bench.cpp
 void add_bench_draft_command(CLI::App& bench);        // tools/bench/draft_bench.cpp
+void add_bench_gru_command(CLI::App& bench);          // tools/bench/gru_bench.cpp
 void add_bench_torch_step_commands(CLI::App& bench);  // tools/bench/step_vs_torch.cpp
 void add_data_command(CLI::App& app);                 // tools/data_command.cpp
 void add_demo_command(CLI::App& app);                 // tools/demo_command.cpp

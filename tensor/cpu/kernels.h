@@ -66,6 +66,12 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
 void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                      const Tensor& dup);
+// A GRU step: gi, gh, dgi, dgh [R, 3G]; h_prev, h, dh, dh_prev [R, G]; gates [R, 4G]; each
+// with unit column stride and any row stride.
+void gru_cell(const Tensor& gi, const Tensor& gh, const Tensor& h_prev, const Tensor& h,
+              const Tensor& gates);
+void gru_cell_backward(const Tensor& dh, const Tensor& h_prev, const Tensor& gates,
+                       const Tensor& dgi, const Tensor& dgh, const Tensor& dh_prev);
 
 // logits [T, V], targets [T]; loss, lse [T] f32; argmax [T] i64 or undefined. Targets are in
 // [0, V) or equal to ignore_index (checked by the dispatcher).

@@ -77,6 +77,11 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
 void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out, cudaStream_t stream);
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                      const Tensor& dup, cudaStream_t stream);
+void gru_cell(const Tensor& gi, const Tensor& gh, const Tensor& h_prev, const Tensor& h,
+              const Tensor& gates, cudaStream_t stream);
+void gru_cell_backward(const Tensor& dh, const Tensor& h_prev, const Tensor& gates,
+                       const Tensor& dgi, const Tensor& dgh, const Tensor& dh_prev,
+                       cudaStream_t stream);
 
 void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& loss,
                    const Tensor& lse, const Tensor& argmax, int64_t ignore_index,

@@ -62,7 +62,7 @@ json metrics_json(double loss, const DraftMetrics& m, DraftKind kind, double rec
 // The sums validation combines (docs/semantics.md §9.7): the loss weighted by loss_weight, the
 // ratios from their summed numerators and denominators.
 struct Totals {
-  DraftKind kind;
+  DraftKind kind = DraftKind::dflash;
   double weighted_loss = 0;
   DraftMetrics sums;
   int64_t records = 0, skipped = 0;
@@ -114,7 +114,8 @@ void run_eval(const EvalOptions& o) {
   std::vector<SafetensorsEntry> entries;
   size_t out_bytes = 0;
   const size_t available = cpu_memory_available();
-  Totals totals{o.kind};
+  Totals totals;
+  totals.kind = o.kind;
   int64_t index = -1;
   const int64_t records = for_each_record(o.input, [&](const json& rec, const std::string& where) {
     ++index;

@@ -125,7 +125,9 @@ TEST(Domino, E13FirstCorrectedSlotAndDecayWeights) {
   const std::vector<double> shifted = {1, 0.866878, 0.751477, 0.651439};
   for (int64_t k = 0; k < 4; ++k) {
     EXPECT_NEAR(domino_slot_weight(k, true, 7.0), shifted[k], 1e-6);
-    if (k > 0) EXPECT_NEAR(domino_slot_weight(k, false, 7.0), shifted[k - 1], 1e-6);
+    if (k > 0) {
+      EXPECT_NEAR(domino_slot_weight(k, false, 7.0), shifted[k - 1], 1e-6);
+    }
   }
   EXPECT_EQ(domino_slot_weight(3, true, 0.0), 1.0);  // no decay
 }

@@ -134,17 +134,17 @@ void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
     // p == 0 contribute 0 (also when log p is -inf).
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local std::vector<A> t_buffer, s_buffer;
+      thread_local std::vector<A> t_buffer, s_buffer, log_p_buffer, p_buffer;
       const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
       const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
       const A t_lse = row_lse(t_row, V, temp), s_lse = row_lse(s_row, V, temp);
-      A sum = 0;
-      for (int64_t v = 0; v < V; ++v) {
-        const A log_p = t_row[v] / temp - t_lse;
-        const A p = std::exp(log_p);
-        if (p > A(0)) sum += p * (log_p - (s_row[v] / temp - s_lse));
-      }
-      kl_p[r] = sum;
+      log_p_buffer.resize(static_cast<size_t>(V));
+      p_buffer.resize(static_cast<size_t>(V));
+      ArrayMap<A> log_p(log_p_buffer.data(), V), p(p_buffer.data(), V);
+      log_p = ConstArrayMap<A>(t_row, V) / temp - t_lse;
+      p = log_p.exp();
+      const auto log_q = ConstArrayMap<A>(s_row, V) / temp - s_lse;
+      kl_p[r] = (p > A(0)).select(p * (log_p - log_q), A(0)).sum();
       tl_p[r] = t_lse;
       sl_p[r] = s_lse;
     }
@@ -168,13 +168,21 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
     // dstudent = dkl * (q - p) / T.
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      const A scale = dkl_p[r] / temp;
-      for (int64_t v = 0; v < V; ++v) {
-        const int64_t i = r * V + v;
-        const A p = std::exp(convert<A>(tp[i]) / temp - tl_p[r]);
-        const A q = std::exp(convert<A>(sp[i]) / temp - sl_p[r]);
-        dp[i] = convert<T>(scale * (q - p));
+      thread_local std::vector<A> t_buffer, s_buffer, g_buffer;
+      const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
+      const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
+      // g in A: in place, or converted to T after.
+      A* g = nullptr;
+      if constexpr (std::is_same_v<T, A>) {
+        g = dp + r * V;
+      } else {
+        g_buffer.resize(static_cast<size_t>(V));
+        g = g_buffer.data();
       }
+      ArrayMap<A>(g, V) = (dkl_p[r] / temp) * ((ConstArrayMap<A>(s_row, V) / temp - sl_p[r]).exp() -
+                                               (ConstArrayMap<A>(t_row, V) / temp - tl_p[r]).exp());
+      if constexpr (!std::is_same_v<T, A>)
+        for (int64_t v = 0; v < V; ++v) dp[r * V + v] = convert<T>(g[v]);
     }
   });
 }

@@ -14,12 +14,14 @@
 // qwen3-0.6b (bf16), rows of 4096 tokens. The draft: 1 layer, blocks of 16.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "data/batch.h"
 #include "speculative/domino.h"
+#include "nn/loss.h"
 #include "speculative/jetspec.h"
 #include "tensor/cuda/kernels.h"
 #include "tools/bench/models.h"
@@ -39,6 +41,7 @@ struct DraftBenchOptions {
   int64_t draft_layers = 1, block_size = 16, seq = 0, rows = 2, anchors_per_doc = 16;
   int reps = 3;
   bool quick = false;
+  std::string section = "all";  // packing, anchors, objectives or all
 };
 
 // The target, a fresh draft for it and a timed training step.
@@ -236,21 +239,25 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
   const DType dtype = step.draft().fc.weight.dtype();
   domino.to(device, dtype);
   jetspec.to(device, dtype);
-  const auto time = [&](DFlashDraft& draft, auto loss) {
-    const auto run = [&] {
-      draft.zero_grad();
-      const DraftLoss l = loss();
-      (l.sum * (1.0 / draft_mean_denominator(l.kind, l.metrics.loss_weight))).backward();
-    };
-    run();
-    return bench::median_seconds(device, 0, o.reps, run);
-  };
-  const double dflash =
-      time(step.draft(), [&] { return dflash_loss(target, step.draft(), rows, anchors, {}); });
-  const double with_head = time(
-      domino, [&] { return domino_loss(target, domino, rows, anchors, {.lambda_base = 0.5}); });
-  const double with_kl =
-      time(jetspec, [&] { return jetspec_loss(target, jetspec, rows, anchors, {}); });
+  // One training step of each draft in turn, round after round (a machine whose speed drifts
+  // slows all three alike); the median of each draft's steps, after one untimed round.
+  using Loss = std::function<DraftLoss()>;
+  const std::vector<std::pair<DFlashDraft*, Loss>> drafts = {
+      {&step.draft(), [&] { return dflash_loss(target, step.draft(), rows, anchors, {}); }},
+      {&domino, [&] { return domino_loss(target, domino, rows, anchors, {.lambda_base = 0.5}); }},
+      {&jetspec, [&] { return jetspec_loss(target, jetspec, rows, anchors, {}); }}};
+  std::vector<std::vector<double>> samples(drafts.size());
+  for (int round = -1; round < std::max(o.reps, 5); ++round)
+    for (size_t i = 0; i < drafts.size(); ++i) {
+      const double t = bench::median_seconds(device, 0, 1, [&] {
+        drafts[i].first->zero_grad();
+        const DraftLoss l = drafts[i].second();
+        (l.sum * (1.0 / draft_mean_denominator(l.kind, l.metrics.loss_weight))).backward();
+      });
+      if (round >= 0) samples[i].push_back(t);
+    }
+  const double dflash = bench::median(samples[0]), with_head = bench::median(samples[1]),
+               with_kl = bench::median(samples[2]);
   std::printf("\nobjectives: %lld rows of %lld tokens, %lld anchors per row, blocks of %lld\n",
               static_cast<long long>(o.rows), static_cast<long long>(seq),
               static_cast<long long>(anchors.blocks()), static_cast<long long>(o.block_size));
@@ -262,6 +269,33 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
               static_cast<long long>(domino_config.domino->emb_dim));
   std::printf("%-8s %10.1f %7.2fx  forward KL to the target's logits (target <= 1.15x)\n",
               "jetspec", with_kl * 1e3, with_kl / dflash);
+
+  // The objectives alone on the same slot rows, forward and backward through the frozen head:
+  // DFlash's cross-entropy against JetSpec's KL to given teacher logits.
+  const int64_t R = anchors.blocks() * o.rows * (o.block_size - 1), V = target.config().vocab_size;
+  const DType dt = step.draft().fc.weight.dtype();
+  const Var head(target.head().value().to(device, dt));
+  const Tensor h0 = normal({R, H}, 0, 1, dt, device, gen);
+  const Tensor teacher = normal({R, V}, 0, 1, dt, device, gen);
+  std::vector<int64_t> ids_r(static_cast<size_t>(R));
+  for (int64_t& id : ids_r) id = gen.next_int(0, V);
+  const Tensor targets = Tensor::from_vector(ids_r, {R}).to(device);
+  const std::vector<std::function<Var(const Var&)>> losses = {
+      [&](const Var& h) { return linear_cross_entropy(h, head, targets); },
+      [&](const Var& h) { return linear_kl_div(h, head, teacher); }};
+  std::vector<std::vector<double>> loss_samples(losses.size());
+  for (int round = -1; round < std::max(o.reps, 5); ++round)
+    for (size_t i = 0; i < losses.size(); ++i) {
+      const double t = bench::median_seconds(device, 0, 1, [&] {
+        const Var h(h0, true);
+        sum_all(losses[i](h)).backward();
+      });
+      if (round >= 0) loss_samples[i].push_back(t);
+    }
+  const double ce = bench::median(loss_samples[0]), kl = bench::median(loss_samples[1]);
+  std::printf("losses alone on %lld slot rows (vocabulary %lld): cross-entropy %.1f ms, KL %.1f "
+              "ms, %.2fx (target <= 1.15x)\n",
+              static_cast<long long>(R), static_cast<long long>(V), ce * 1e3, kl * 1e3, kl / ce);
 }
 
 void run_draft_bench(const DraftBenchOptions& o) {
@@ -280,9 +314,10 @@ void run_draft_bench(const DraftBenchOptions& o) {
   for (const int64_t id : step.draft().config().target_layer_ids)
     std::printf(" %lld", static_cast<long long>(id));
   std::printf("; median of %d steps (target capture, draft forward and backward)\n", o.reps);
-  packing_bench(step, o, seq);
-  anchors_bench(step, o, seq);
-  objectives_bench(step, o, seq, device);
+  const auto wanted = [&](const char* name) { return o.section == "all" || o.section == name; };
+  if (wanted("packing")) packing_bench(step, o, seq);
+  if (wanted("anchors")) anchors_bench(step, o, seq);
+  if (wanted("objectives")) objectives_bench(step, o, seq, device);
 }
 
 }  // namespace
@@ -316,6 +351,9 @@ void add_bench_draft_command(CLI::App& bench) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "fewer documents and anchor counts (a smoke run)");
+  cmd->add_option("--section", o->section, "Run one section only")
+      ->check(CLI::IsMember({"packing", "anchors", "objectives", "all"}))
+      ->capture_default_str();
   cmd->callback([o] { run_draft_bench(*o); });
 }
 

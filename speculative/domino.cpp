@@ -41,23 +41,22 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   Tensor lse = Tensor::empty({2, N}, stat, h.device());
   Tensor argmax[2] = {Tensor::empty({N}, DType::i64, h.device()),
                       Tensor::empty({N}, DType::i64, h.device())};
-  // The base and corrected logits of rows [r0, r0 + n).
-  const auto logits = [h, w, e, p](int64_t r0, int64_t n) {
-    Tensor base = matmul(h.narrow(0, r0, n), w, false, true);
-    Tensor corrected = base.clone();
-    matmul_into(e.narrow(0, r0, n), p, corrected, false, true, /*accumulate=*/true);
-    return std::pair{base, corrected};
+  // Rows [r0, r0 + n): their base logits, then the corrected ones in the same buffer.
+  const auto base_logits = [h, w](int64_t r0, int64_t n) {
+    return matmul(h.narrow(0, r0, n), w, false, true);
+  };
+  const auto correct = [e, p](const Tensor& logits, int64_t r0, int64_t n) {
+    matmul_into(e.narrow(0, r0, n), p, logits, false, true, /*accumulate=*/true);
   };
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
-    const auto [base, corrected] = logits(r0, n);
-    const Tensor t = targets.narrow(0, r0, n);
-    int i = 0;
-    for (const Tensor& l : {base, corrected}) {
-      const CrossEntropyResult ce = cross_entropy(l, t, -100, true);
+    const Tensor logits = base_logits(r0, n), t = targets.narrow(0, r0, n);
+    for (int i = 0; i < 2; ++i) {
+      if (i == 1) correct(logits, r0, n);
+      const CrossEntropyResult ce = cross_entropy(logits, t, -100, true);
       out.select(0, i).narrow(0, r0, n).copy_(ce.loss);
       lse.select(0, i).narrow(0, r0, n).copy_(ce.lse);
-      argmax[i++].narrow(0, r0, n).copy_(ce.argmax);
+      argmax[i].narrow(0, r0, n).copy_(ce.argmax);
     }
   }
   if (base_argmax) *base_argmax = argmax[0];
@@ -65,7 +64,8 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   const bool head_grad = head.requires_grad(), proj_grad = proj.requires_grad();
   return record(
       "domino_head_loss", out, {hidden, head, features, proj},
-      [h, w, e, p, targets, lse, chunk, logits, head_grad, proj_grad](const Tensor& dout) -> Grads {
+      [h, w, e, p, targets, lse, chunk, base_logits, correct, head_grad,
+       proj_grad](const Tensor& dout) -> Grads {
         const int64_t rows = h.size(0);
         Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
         Tensor de = Tensor::empty(e.shape(), e.dtype(), e.device());
@@ -77,14 +77,14 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
         Tensor dw = weight_grad(head_grad, w), dp = weight_grad(proj_grad, p);
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
           const int64_t n = std::min(chunk, rows - r0);
-          const auto [base, corrected] = logits(r0, n);
-          const Tensor t = targets.narrow(0, r0, n);
+          const Tensor logits = base_logits(r0, n), t = targets.narrow(0, r0, n);
+          const Tensor dbase_own = cross_entropy_backward(
+              dout.select(0, 0).narrow(0, r0, n), logits, t, lse.select(0, 0).narrow(0, r0, n));
+          correct(logits, r0, n);
           const Tensor dcorrected = cross_entropy_backward(
-              dout.select(0, 1).narrow(0, r0, n), corrected, t, lse.select(0, 1).narrow(0, r0, n));
+              dout.select(0, 1).narrow(0, r0, n), logits, t, lse.select(0, 1).narrow(0, r0, n));
           // The corrected logits are base + delta: their gradient reaches the base logits too.
-          const Tensor dbase = add(cross_entropy_backward(dout.select(0, 0).narrow(0, r0, n), base,
-                                                          t, lse.select(0, 0).narrow(0, r0, n)),
-                                   dcorrected);
+          const Tensor dbase = add(dbase_own, dcorrected);
           const bool accumulate = r0 > 0;
           matmul_into(dbase, w, dh.narrow(0, r0, n), false, false, false);
           matmul_into(dcorrected, p, de.narrow(0, r0, n), false, false, false);

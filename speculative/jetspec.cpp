@@ -56,8 +56,7 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   out.sum = sum_all(kl) * (o.temperature * o.temperature);
 
   // Accuracy and acceptance against the teacher's argmax (its first maximum).
-  const std::vector<int64_t> teacher_argmax =
-      argmax(index_select(teacher, 0, teacher_index), 1).to_vector<int64_t>();
+  const std::vector<int64_t> position_argmax = argmax(teacher, 1).to_vector<int64_t>();
   const std::vector<int64_t> pred = student_pred.to_vector<int64_t>();
   std::vector<int64_t> grid_pred(valid.size(), 0), grid_truth(valid.size(), 0);
   DraftMetrics& m = out.metrics;
@@ -65,8 +64,8 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   for (size_t i = 0, v = 0; i < valid.size(); ++i) {
     if (!valid[i]) continue;
     grid_pred[i] = pred[v];
-    grid_truth[i] = teacher_argmax[v];
-    m.correct_tokens += pred[v] == teacher_argmax[v];
+    grid_truth[i] = position_argmax[static_cast<size_t>(teacher_rows[v])];
+    m.correct_tokens += pred[v] == grid_truth[i];
     ++v;
   }
   const Acceptance accepted = acceptance(grid_pred, grid_truth, valid, K);

@@ -38,19 +38,21 @@ template <class A, class T> const A* row_in(const T* row, int64_t V, std::vector
   }
 }
 
-// log(sum_v exp(row[v] / temperature)), stable (max subtracted first).
-template <class A> A row_lse(const A* row, int64_t V, A temperature) {
-  A m = -INFINITY;
-  for (int64_t v = 0; v < V; ++v) m = std::max(m, row[v] / temperature);
+// log(sum_v exp(row[v] / temperature)), stable (max subtracted first); the row's maximum goes to
+// `max` when asked for. Dividing by a positive temperature keeps the order, so max(row) /
+// temperature is exactly the maximum of the divided row.
+template <class A> A row_lse(const A* row, int64_t V, A temperature, A* max = nullptr) {
+  const A top = ConstArrayMap<A>(row, V).maxCoeff();
+  if (max) *max = top;
+  const A m = top / temperature;
   return m + std::log((ConstArrayMap<A>(row, V) / temperature - m).exp().sum());
 }
 
-// Index of the first maximum of a row.
-template <class T> int64_t row_argmax(const T* row, int64_t V) {
-  int64_t best = 0;
-  for (int64_t v = 1; v < V; ++v)
-    if (convert<acc_t<T>>(row[v]) > convert<acc_t<T>>(row[best])) best = v;
-  return best;
+// Index of the first entry of a row equal to `value` (its maximum: the first argmax).
+template <class A> int64_t first_index_of(const A* row, int64_t V, A value) {
+  for (int64_t v = 0; v < V; ++v)
+    if (row[v] == value) return v;
+  return 0;
 }
 
 }  // namespace
@@ -72,9 +74,10 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
     for (int64_t r = 0; r < R; ++r) {
       thread_local std::vector<A> buffer;
       const A* row = row_in<A>(lp + r * V, V, buffer);
-      lse_p[r] = row_lse(row, V, A(1));
+      A max = 0;
+      lse_p[r] = row_lse(row, V, A(1), &max);
       loss_p[r] = target[r] == ignore_index ? A(0) : lse_p[r] - row[target[r]];
-      if (argmax_p) argmax_p[r] = row_argmax(row, V);
+      if (argmax_p) argmax_p[r] = first_index_of(row, V, max);
     }
   });
 }

@@ -180,7 +180,7 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
   if (logits) {
     NoGradGuard no_grad;
     const int64_t V = f.head.size(0);
-    Tensor all = matmul(reshape(hidden, {B * Q, H}), f.head, false, true).value();
+    const Tensor all = slot_logits(hidden, f.head);
     const Tensor delta =
         matmul(features, draft.embed_proj_out->weight, false, true).value().reshape({B, N, K, V});
     Tensor tail = all.view({B, N, bs, V}).narrow(2, first, K);

@@ -72,12 +72,7 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   m.accept_len_sum = accepted.accept_len_sum;
   m.valid_blocks = accepted.valid_blocks;
 
-  if (logits) {
-    NoGradGuard no_grad;
-    *logits = matmul(reshape(hidden, {B * Q, H}), f.head, false, true)
-                  .value()
-                  .to(Device::cpu(), DType::f32);
-  }
+  if (logits) *logits = slot_logits(hidden, f.head).to(Device::cpu(), DType::f32);
   return out;
 }
 

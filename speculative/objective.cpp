@@ -122,13 +122,15 @@ DraftLoss draft_loss(const Var& hidden, const Var& head, const Blocks& blocks,
   m.accept_len_sum = a.accept_len_sum;
   m.valid_blocks = a.valid_blocks;
 
-  if (logits) {
-    NoGradGuard no_grad;
-    *logits = matmul(reshape(hidden, {B * Q, H}), head, false, true)
-                  .value()
-                  .to(Device::cpu(), DType::f32);
-  }
+  if (logits) *logits = slot_logits(hidden, head).to(Device::cpu(), DType::f32);
   return out;
+}
+
+Tensor slot_logits(const Var& hidden, const Var& head) {
+  NoGradGuard no_grad;
+  return matmul(reshape(hidden, {hidden.size(0) * hidden.size(1), hidden.size(2)}), head, false,
+                true)
+      .value();
 }
 
 }  // namespace sprig::speculative

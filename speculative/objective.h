@@ -66,6 +66,10 @@ Acceptance acceptance(const std::vector<int64_t>& pred, const std::vector<int64_
 // with prefix length l: exp(-(k - l) / gamma) for k >= l (ones when gamma <= 0).
 double slot_weight(DraftLossType type, int64_t slot, int64_t prefix_length, double gamma);
 
+// Every slot's logits (B * Q, V) of slot hidden states (B, Q, H) through the head (V, H), without
+// a graph, in the hidden states' dtype and device (evaluation dumps).
+Tensor slot_logits(const Var& hidden, const Var& head);
+
 // The loss and metrics of the draft's slot hidden states (B, Q, H) against `blocks`, through the
 // frozen head (V, H). `prefix_lengths` (B, N) is the variable-prefix loss's. With `logits`, also
 // every slot's logits (B * Q, V) f32 on the CPU (for evaluation dumps).

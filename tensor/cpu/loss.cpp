@@ -48,6 +48,21 @@ template <class A> A row_lse(const A* row, int64_t V, A temperature, A* max = nu
   return m + std::log((ConstArrayMap<A>(row, V) / temperature - m).exp().sum());
 }
 
+// A row of V values computed in A by fill(ArrayMap<A>&), stored into `out` (T): in place when T is
+// A, else through `buffer` and a conversion.
+template <class A, class T, class F>
+void write_row(T* out, int64_t V, std::vector<A>& buffer, F&& fill) {
+  if constexpr (std::is_same_v<T, A>) {
+    ArrayMap<A> row(out, V);
+    fill(row);
+  } else {
+    buffer.resize(static_cast<size_t>(V));
+    ArrayMap<A> row(buffer.data(), V);
+    fill(row);
+    for (int64_t v = 0; v < V; ++v) out[v] = convert<T>(buffer[static_cast<size_t>(v)]);
+  }
+}
+
 // Index of the first entry of a row equal to `value` (its maximum: the first argmax).
 template <class A> int64_t first_index_of(const A* row, int64_t V, A value) {
   for (int64_t v = 0; v < V; ++v)
@@ -103,18 +118,10 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
       }
       thread_local std::vector<A> row_buffer, g_buffer;
       const A* row = row_in<A>(lp + r * V, V, row_buffer);
-      // g = dloss * (softmax - onehot(target)) in A: in place, or converted to T after.
-      A* g = nullptr;
-      if constexpr (std::is_same_v<T, A>) {
-        g = dp + r * V;
-      } else {
-        g_buffer.resize(static_cast<size_t>(V));
-        g = g_buffer.data();
-      }
-      ArrayMap<A>(g, V) = dloss_p[r] * (ConstArrayMap<A>(row, V) - lse_p[r]).exp();
-      g[target[r]] -= dloss_p[r];
-      if constexpr (!std::is_same_v<T, A>)
-        for (int64_t v = 0; v < V; ++v) dp[r * V + v] = convert<T>(g[v]);
+      write_row(dp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {
+        g = dloss_p[r] * (ConstArrayMap<A>(row, V) - lse_p[r]).exp();
+        g(target[r]) -= dloss_p[r];
+      });
     }
   });
 }
@@ -174,18 +181,10 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
       thread_local std::vector<A> t_buffer, s_buffer, g_buffer;
       const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
       const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
-      // g in A: in place, or converted to T after.
-      A* g = nullptr;
-      if constexpr (std::is_same_v<T, A>) {
-        g = dp + r * V;
-      } else {
-        g_buffer.resize(static_cast<size_t>(V));
-        g = g_buffer.data();
-      }
-      ArrayMap<A>(g, V) = (dkl_p[r] / temp) * ((ConstArrayMap<A>(s_row, V) / temp - sl_p[r]).exp() -
-                                               (ConstArrayMap<A>(t_row, V) / temp - tl_p[r]).exp());
-      if constexpr (!std::is_same_v<T, A>)
-        for (int64_t v = 0; v < V; ++v) dp[r * V + v] = convert<T>(g[v]);
+      write_row(dp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {
+        g = (dkl_p[r] / temp) * ((ConstArrayMap<A>(s_row, V) / temp - sl_p[r]).exp() -
+                                 (ConstArrayMap<A>(t_row, V) / temp - tl_p[r]).exp());
+      });
     }
   });
 }

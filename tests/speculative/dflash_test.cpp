@@ -8,58 +8,14 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/checkpoint.h"
+#include "tests/speculative/draft_rows.h"
 #include "tests/test_util.h"
 
 namespace sprig::speculative {
 namespace {
 
-const std::string kGolden = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
-constexpr int64_t kS = 16, kMask = 95;
-
-FrozenTarget golden_target(DType dtype = DType::f32) {
-  return FrozenTarget(load_qwen(kGolden + "qwen3_tiny"), Device::cpu(), dtype);
-}
-
-std::vector<int64_t> tokens(uint64_t seed) {
-  Generator gen(seed);
-  std::vector<int64_t> ids(kS);
-  for (auto& t : ids) t = gen.next_int(0, kMask);
-  return ids;
-}
-
-DraftRows unpacked_row(const std::vector<int64_t>& ids) {
-  DraftRows r;
-  const auto S = static_cast<int64_t>(ids.size());
-  r.input_ids = Tensor::from_vector(ids, {1, S});
-  r.loss_mask = Tensor::ones({1, S}, DType::i64);
-  return r;
-}
-
-// One row packing documents of `lens` (summing to the row's length) back to back.
-DraftRows packed_row(const std::vector<int64_t>& ids, const std::vector<int64_t>& lens) {
-  DraftRows r = unpacked_row(ids);
-  std::vector<int64_t> pos, remaining;
-  for (const int64_t n : lens) {
-    for (int64_t t = 0; t < n; ++t) {
-      pos.push_back(t);
-      remaining.push_back(n - 1 - t);
-    }
-  }
-  r.position_ids = Tensor::from_vector(pos, {1, kS});
-  r.doc_remaining = Tensor::from_vector(remaining, {1, kS});
-  r.doc_lens = {lens};
-  return r;
-}
-
-Anchors anchors_at(const std::vector<int64_t>& at) {
-  const auto n = static_cast<int64_t>(at.size());
-  return {Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)};
-}
-
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         a.to_vector<double>() == b.to_vector<double>();
-}
+using namespace testing_rows;
+constexpr int64_t kS = 16;
 
 // Loss, metrics, logits and every draft gradient of one micro-batch on a fresh copy of the draft.
 struct Outcome {
@@ -159,14 +115,7 @@ TEST(DFlashPacking, TwoPackedDocumentsAreIsolated) {
 // A micro target and draft in f64: the draft loss's gradient for every draft parameter element
 // against central differences of the loss itself.
 TEST(DFlashGradcheck, WholeDraftLossInF64) {
-  const QwenConfig tc = QwenConfig::from_json({{"model_type", "qwen3"},
-                                               {"vocab_size", 24},
-                                               {"hidden_size", 8},
-                                               {"intermediate_size", 12},
-                                               {"num_hidden_layers", 2},
-                                               {"num_attention_heads", 2},
-                                               {"num_key_value_heads", 1},
-                                               {"head_dim", 4}});
+  const QwenConfig tc = micro_target_config();
   Generator gen(5);
   const FrozenTarget target(std::make_unique<QwenForCausalLM>(tc, gen), Device::cpu(), DType::f64);
   DraftOptions o;
@@ -177,12 +126,7 @@ TEST(DFlashGradcheck, WholeDraftLossInF64) {
   DFlashDraft draft(draft_config_for(tc, o), gen);
   draft.to(Device::cpu(), DType::f64);
 
-  DraftRows rows;
-  rows.input_ids = Tensor::from_vector<int64_t>({3, 9, 1, 17, 4, 22, 8, 0, 5, 12}, {1, 10});
-  rows.loss_mask = Tensor::from_vector<int64_t>({0, 0, 1, 1, 1, 1, 0, 1, 1, 1}, {1, 10});
-  rows.position_ids = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 5, 0, 1, 2, 3}, {1, 10});
-  rows.doc_remaining = Tensor::from_vector<int64_t>({5, 4, 3, 2, 1, 0, 3, 2, 1, 0}, {1, 10});
-  rows.doc_lens = {{6, 4}};
+  const DraftRows rows = micro_packed_row();
   const Anchors anchors = anchors_at({2, 7});
   for (const DraftLossType type : {DraftLossType::dflash, DraftLossType::variable_prefix}) {
     const ObjectiveOptions objective{.type = type, .gamma = 2.0};

@@ -8,17 +8,14 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/checkpoint.h"
+#include "tests/speculative/draft_rows.h"
 #include "tests/test_util.h"
 
 namespace sprig::speculative {
 namespace {
 
-const std::string kGolden = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
-constexpr int64_t kS = 16, kMask = 95, kBs = 4;
-
-FrozenTarget golden_target() {
-  return FrozenTarget(load_qwen(kGolden + "qwen3_tiny"), Device::cpu(), DType::f32);
-}
+using namespace testing_rows;
+constexpr int64_t kS = 16, kBs = 4;
 
 std::unique_ptr<DFlashDraft> domino_draft(const QwenConfig& target, bool shift_label,
                                           int64_t prefix = 1) {
@@ -37,45 +34,6 @@ std::unique_ptr<DFlashDraft> domino_draft(const QwenConfig& target, bool shift_l
   for (const Var& w : {draft->embed_proj_in->weight, draft->embed_proj_out->weight})
     w.value().copy_(testing::rand_normal(w.shape(), 3, w.dtype()));
   return draft;
-}
-
-std::vector<int64_t> tokens(uint64_t seed) {
-  Generator gen(seed);
-  std::vector<int64_t> ids(kS);
-  for (auto& t : ids) t = gen.next_int(0, kMask);
-  return ids;
-}
-
-DraftRows unpacked_row(const std::vector<int64_t>& ids) {
-  DraftRows r;
-  const auto S = static_cast<int64_t>(ids.size());
-  r.input_ids = Tensor::from_vector(ids, {1, S});
-  r.loss_mask = Tensor::ones({1, S}, DType::i64);
-  return r;
-}
-
-DraftRows packed_row(const std::vector<int64_t>& ids, const std::vector<int64_t>& lens) {
-  DraftRows r = unpacked_row(ids);
-  std::vector<int64_t> pos, remaining;
-  for (const int64_t n : lens)
-    for (int64_t t = 0; t < n; ++t) {
-      pos.push_back(t);
-      remaining.push_back(n - 1 - t);
-    }
-  const auto S = static_cast<int64_t>(ids.size());
-  r.position_ids = Tensor::from_vector(pos, {1, S});
-  r.doc_remaining = Tensor::from_vector(remaining, {1, S});
-  r.doc_lens = {lens};
-  return r;
-}
-
-Anchors anchors_at(const std::vector<int64_t>& at) {
-  const auto n = static_cast<int64_t>(at.size());
-  return {Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)};
-}
-
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.to_vector<double>() == b.to_vector<double>();
 }
 
 struct Outcome {
@@ -210,22 +168,10 @@ TEST(DominoPacking, TwoPackedDocumentsAreIsolated) {
 // A micro target and Domino draft in f64: the gradient of the mixed loss for every draft
 // parameter element (the head included) against central differences.
 TEST(DominoGradcheck, WholeLossInF64) {
-  const QwenConfig tc = QwenConfig::from_json({{"model_type", "qwen3"},
-                                               {"vocab_size", 24},
-                                               {"hidden_size", 8},
-                                               {"intermediate_size", 12},
-                                               {"num_hidden_layers", 2},
-                                               {"num_attention_heads", 2},
-                                               {"num_key_value_heads", 1},
-                                               {"head_dim", 4}});
+  const QwenConfig tc = micro_target_config();
   Generator gen(5);
   const FrozenTarget target(std::make_unique<QwenForCausalLM>(tc, gen), Device::cpu(), DType::f64);
-  DraftRows rows;
-  rows.input_ids = Tensor::from_vector<int64_t>({3, 9, 1, 17, 4, 22, 8, 0, 5, 12}, {1, 10});
-  rows.loss_mask = Tensor::from_vector<int64_t>({0, 0, 1, 1, 1, 1, 0, 1, 1, 1}, {1, 10});
-  rows.position_ids = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 5, 0, 1, 2, 3}, {1, 10});
-  rows.doc_remaining = Tensor::from_vector<int64_t>({5, 4, 3, 2, 1, 0, 3, 2, 1, 0}, {1, 10});
-  rows.doc_lens = {{6, 4}};
+  const DraftRows rows = micro_packed_row();
   for (const bool shift : {true, false}) {
     DraftOptions o;
     o.num_layers = 1;

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "speculative/domino.h"
 #include "nn/loss.h"
+#include "speculative/domino.h"
 #include "speculative/jetspec.h"
 #include "tensor/cuda/kernels.h"
 #include "tools/bench/models.h"
@@ -293,9 +293,10 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
       if (round >= 0) loss_samples[i].push_back(t);
     }
   const double ce = bench::median(loss_samples[0]), kl = bench::median(loss_samples[1]);
-  std::printf("losses alone on %lld slot rows (vocabulary %lld): cross-entropy %.1f ms, KL %.1f "
-              "ms, %.2fx (target <= 1.15x)\n",
-              static_cast<long long>(R), static_cast<long long>(V), ce * 1e3, kl * 1e3, kl / ce);
+  std::printf(
+      "losses alone on %lld slot rows (vocabulary %lld): cross-entropy %.1f ms, KL %.1f "
+      "ms, %.2fx (target <= 1.15x)\n",
+      static_cast<long long>(R), static_cast<long long>(V), ce * 1e3, kl * 1e3, kl / ce);
 }
 
 void run_draft_bench(const DraftBenchOptions& o) {

@@ -8,7 +8,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/checkpoint.h"
-#include "tests/speculative/draft_rows.h"
+#include "tests/speculative/draft_test_util.h"
 #include "tests/test_util.h"
 
 namespace sprig::speculative {
@@ -17,35 +17,11 @@ namespace {
 using namespace testing_rows;
 constexpr int64_t kS = 16;
 
-// Loss, metrics, logits and every draft gradient of one micro-batch on a fresh copy of the draft.
-struct Outcome {
-  double loss;
-  DraftMetrics metrics;
-  Tensor logits;
-  std::map<std::string, Tensor> grads;
-};
-
 Outcome run(const FrozenTarget& target, const DraftRows& rows, const Anchors& anchors) {
   auto draft = load_draft(kGolden + "dflash_tiny");
-  Outcome o;
-  const DraftLoss loss = dflash_loss(target, *draft, rows, anchors, {}, {}, &o.logits);
-  loss.sum.backward();
-  o.loss = loss.value();
-  o.metrics = loss.metrics;
-  for (const auto& [name, p] : draft->named_parameters()) o.grads[name] = p.grad();
-  return o;
-}
-
-void expect_same(const Outcome& a, const Outcome& b) {
-  EXPECT_EQ(a.loss, b.loss);
-  EXPECT_EQ(a.metrics.loss_weight, b.metrics.loss_weight);
-  EXPECT_EQ(a.metrics.valid_tokens, b.metrics.valid_tokens);
-  EXPECT_EQ(a.metrics.correct_tokens, b.metrics.correct_tokens);
-  EXPECT_EQ(a.metrics.accept_len_sum, b.metrics.accept_len_sum);
-  EXPECT_EQ(a.metrics.valid_blocks, b.metrics.valid_blocks);
-  EXPECT_TRUE(bit_identical(a.logits, b.logits));
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  for (const auto& [name, g] : a.grads) EXPECT_TRUE(bit_identical(g, b.grads.at(name))) << name;
+  Tensor logits;
+  const DraftLoss loss = dflash_loss(target, *draft, rows, anchors, {}, {}, &logits);
+  return outcome_of(loss, logits, *draft);
 }
 
 TEST(FrozenTarget, PackedDocumentsAreCapturedApart) {

@@ -8,7 +8,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/checkpoint.h"
-#include "tests/speculative/draft_rows.h"
+#include "tests/speculative/draft_test_util.h"
 #include "tests/test_util.h"
 
 namespace sprig::speculative {
@@ -36,40 +36,12 @@ std::unique_ptr<DFlashDraft> domino_draft(const QwenConfig& target, bool shift_l
   return draft;
 }
 
-struct Outcome {
-  double loss;
-  DraftMetrics m;
-  Tensor logits;
-  std::map<std::string, Tensor> grads;
-};
-
 Outcome run(const FrozenTarget& target, bool shift, const DraftRows& rows, const Anchors& anchors,
             double lambda = 0.3) {
   auto draft = domino_draft(target.config(), shift);
-  Outcome o;
-  const DraftLoss l = domino_loss(target, *draft, rows, anchors, {7.0, lambda}, &o.logits);
-  l.sum.backward();
-  o.loss = l.value();
-  o.m = l.metrics;
-  for (const auto& [name, p] : draft->named_parameters()) o.grads[name] = p.grad();
-  return o;
-}
-
-void expect_same(const Outcome& a, const Outcome& b) {
-  EXPECT_EQ(a.loss, b.loss);
-  for (const auto& [x, y] : {std::pair{a.m.loss_weight, b.m.loss_weight},
-                             {a.m.valid_tokens, b.m.valid_tokens},
-                             {a.m.correct_tokens, b.m.correct_tokens},
-                             {a.m.accept_len_sum, b.m.accept_len_sum},
-                             {a.m.valid_blocks, b.m.valid_blocks},
-                             {a.m.final_loss_sum, b.m.final_loss_sum},
-                             {a.m.base_loss_sum, b.m.base_loss_sum},
-                             {a.m.base_correct_tokens, b.m.base_correct_tokens},
-                             {a.m.base_accept_len_sum, b.m.base_accept_len_sum}})
-    EXPECT_EQ(x, y);
-  EXPECT_TRUE(bit_identical(a.logits, b.logits));
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  for (const auto& [name, g] : a.grads) EXPECT_TRUE(bit_identical(g, b.grads.at(name))) << name;
+  Tensor logits;
+  const DraftLoss loss = domino_loss(target, *draft, rows, anchors, {7.0, lambda}, &logits);
+  return outcome_of(loss, logits, *draft);
 }
 
 TEST(Domino, E13FirstCorrectedSlotAndDecayWeights) {

@@ -10,7 +10,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/checkpoint.h"
-#include "tests/speculative/draft_rows.h"
+#include "tests/speculative/draft_test_util.h"
 #include "tests/test_util.h"
 
 namespace sprig::speculative {
@@ -31,34 +31,12 @@ std::unique_ptr<DFlashDraft> jetspec_draft(int64_t window = 0) {
   return draft;
 }
 
-struct Outcome {
-  double loss;
-  DraftMetrics m;
-  Tensor logits;
-  std::map<std::string, Tensor> grads;
-};
-
 Outcome run(const FrozenTarget& target, const DraftRows& rows, const Anchors& anchors,
             double temperature = 1.0, int64_t window = 0) {
   auto draft = jetspec_draft(window);
-  Outcome o;
-  const DraftLoss l = jetspec_loss(target, *draft, rows, anchors, {temperature, 0}, &o.logits);
-  l.sum.backward();
-  o.loss = l.value();
-  o.m = l.metrics;
-  for (const auto& [name, p] : draft->named_parameters()) o.grads[name] = p.grad();
-  return o;
-}
-
-void expect_same(const Outcome& a, const Outcome& b) {
-  EXPECT_EQ(a.loss, b.loss);
-  EXPECT_EQ(a.m.valid_tokens, b.m.valid_tokens);
-  EXPECT_EQ(a.m.correct_tokens, b.m.correct_tokens);
-  EXPECT_EQ(a.m.accept_len_sum, b.m.accept_len_sum);
-  EXPECT_EQ(a.m.valid_blocks, b.m.valid_blocks);
-  EXPECT_TRUE(bit_identical(a.logits, b.logits));
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  for (const auto& [name, g] : a.grads) EXPECT_TRUE(bit_identical(g, b.grads.at(name))) << name;
+  Tensor logits;
+  const DraftLoss loss = jetspec_loss(target, *draft, rows, anchors, {temperature, 0}, &logits);
+  return outcome_of(loss, logits, *draft);
 }
 
 TEST(JetSpec, E14TeacherIsTheTargetAtAnchorPlusKMinusOne) {

@@ -1,12 +1,18 @@
-// Rows, anchors and the micro target the draft tests share: random tokens below the golden draft's
-// mask token, one row unpacked or packing documents back to back, fixed anchors, bit-for-bit
-// tensor comparison, and a micro Qwen3 target for f64 gradient checks.
+// What the draft tests share: random tokens below the golden drafts' mask token, one row unpacked
+// or packing documents back to back, fixed anchors, a micro-batch's outcome (loss, metrics,
+// logits, gradients) compared bit for bit, and a micro Qwen3 target for f64 gradient checks.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nn/checkpoint.h"
+#include "speculative/draft.h"
+#include "speculative/objective.h"
 #include "speculative/target.h"
 
 namespace sprig::speculative::testing_rows {
@@ -57,6 +63,41 @@ inline Anchors anchors_at(const std::vector<int64_t>& at) {
 inline bool bit_identical(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          a.to_vector<double>() == b.to_vector<double>();
+}
+
+// A micro-batch's loss, metrics, slot logits and every draft gradient.
+struct Outcome {
+  double loss = 0;
+  DraftMetrics m;
+  Tensor logits;
+  std::map<std::string, Tensor> grads;
+};
+
+// The outcome of `loss` (its sum backpropagated into `draft`, whose gradients start at zero).
+inline Outcome outcome_of(const DraftLoss& loss, Tensor logits, const DFlashDraft& draft) {
+  loss.sum.backward();
+  Outcome o{loss.value(), loss.metrics, std::move(logits), {}};
+  for (const auto& [name, p] : draft.named_parameters()) o.grads[name] = p.grad();
+  return o;
+}
+
+// Every field of two outcomes bit for bit (Domino's fields are 0 for the other drafts).
+inline void expect_same(const Outcome& a, const Outcome& b) {
+  EXPECT_EQ(a.loss, b.loss);
+  const DraftMetrics &x = a.m, &y = b.m;
+  for (const auto& [u, v] : {std::pair{x.loss_weight, y.loss_weight},
+                             {x.valid_tokens, y.valid_tokens},
+                             {x.correct_tokens, y.correct_tokens},
+                             {x.accept_len_sum, y.accept_len_sum},
+                             {x.valid_blocks, y.valid_blocks},
+                             {x.final_loss_sum, y.final_loss_sum},
+                             {x.base_loss_sum, y.base_loss_sum},
+                             {x.base_correct_tokens, y.base_correct_tokens},
+                             {x.base_accept_len_sum, y.base_accept_len_sum}})
+    EXPECT_EQ(u, v);
+  EXPECT_TRUE(bit_identical(a.logits, b.logits));
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (const auto& [name, g] : a.grads) EXPECT_TRUE(bit_identical(g, b.grads.at(name))) << name;
 }
 
 // A micro Qwen3 target (V 24, H 8, 2 layers) in f64 and one packed row of two documents (6 + 4

@@ -22,6 +22,7 @@ QwenConfig model_config(const std::string& name) {
                                  "bench model " + name);
   };
   if (name == "tiny") return qwen3({4096, 256, 768, 4, 4, 2, 64, false});
+  if (name == "wide") return qwen3({32768, 1024, 3072, 4, 8, 4, 128, false});
   if (name == "qwen3-0.6b") return qwen3({151936, 1024, 3072, 28, 16, 8, 128, true});
   return QwenConfig::load(name);
 }

@@ -332,8 +332,9 @@ void add_bench_draft_command(CLI::App& bench) {
   cmd->add_option("--device", o->device, "cpu, cuda or auto (cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--target", o->target,
-                  "tiny, wide, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");
+  cmd->add_option(
+      "--target", o->target,
+      "tiny, wide, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");
   cmd->add_option("--draft-layers", o->draft_layers, "Layers of the draft")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

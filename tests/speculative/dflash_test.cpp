@@ -94,12 +94,7 @@ TEST(DFlashGradcheck, WholeDraftLossInF64) {
   const QwenConfig tc = micro_target_config();
   Generator gen(5);
   const FrozenTarget target(std::make_unique<QwenForCausalLM>(tc, gen), Device::cpu(), DType::f64);
-  DraftOptions o;
-  o.num_layers = 1;
-  o.block_size = 3;
-  o.mask_token_id = 23;
-  o.target_layer_ids = {0, 1};
-  DFlashDraft draft(draft_config_for(tc, o), gen);
+  DFlashDraft draft(draft_config_for(tc, micro_draft_options()), gen);
   draft.to(Device::cpu(), DType::f64);
 
   const DraftRows rows = micro_packed_row();
@@ -109,15 +104,9 @@ TEST(DFlashGradcheck, WholeDraftLossInF64) {
     const Tensor prefix = type == DraftLossType::variable_prefix
                               ? Tensor::from_vector<int64_t>({2, 2}, {1, 2})
                               : Tensor();
-    auto loss = [&] { return dflash_loss(target, draft, rows, anchors, objective, prefix); };
-    draft.zero_grad();
-    const DraftLoss l = loss();
-    ASSERT_GT(l.metrics.loss_weight, 0);
-    (l.sum * (1.0 / (l.metrics.loss_weight + 1e-6))).backward();
-    for (const auto& [name, p] : draft.named_parameters()) {
-      const Tensor numeric = numeric_gradient([&] { return loss().value(); }, p.value());
-      EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << loss_type_name(type) << name;
-    }
+    expect_gradients_match(
+        draft, [&] { return dflash_loss(target, draft, rows, anchors, objective, prefix); },
+        loss_type_name(type));
   }
 }
 

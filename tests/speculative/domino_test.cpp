@@ -145,11 +145,7 @@ TEST(DominoGradcheck, WholeLossInF64) {
   const FrozenTarget target(std::make_unique<QwenForCausalLM>(tc, gen), Device::cpu(), DType::f64);
   const DraftRows rows = micro_packed_row();
   for (const bool shift : {true, false}) {
-    DraftOptions o;
-    o.num_layers = 1;
-    o.block_size = 3;
-    o.mask_token_id = 23;
-    o.target_layer_ids = {0, 1};
+    DraftOptions o = micro_draft_options();
     o.domino = DominoHeadConfig{
         .emb_dim = 3, .gru_hidden_dim = 2, .pure_draft_prefix_len = 1, .shift_label = shift};
     DFlashDraft draft(draft_config_for(tc, o), gen);
@@ -157,15 +153,12 @@ TEST(DominoGradcheck, WholeLossInF64) {
     for (const Var& w : {draft.embed_proj_in->weight, draft.embed_proj_out->weight})
       w.value().copy_(testing::rand_normal(w.shape(), 8, DType::f64));
     const Anchors anchors = anchors_at({2, 6});
-    auto loss = [&] { return domino_loss(target, draft, rows, anchors, {2.0, 0.3}); };
-    draft.zero_grad();
-    const DraftLoss l = loss();
-    ASSERT_GT(l.metrics.loss_weight, 0);
-    (l.sum * (1.0 / (l.metrics.loss_weight + 1e-6))).backward();
-    for (const auto& [name, p] : draft.named_parameters()) {
-      const Tensor numeric = numeric_gradient([&] { return loss().value(); }, p.value());
-      EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << shift << " " << name;
-    }
+    expect_gradients_match(
+        draft,
+        [&] {
+          return domino_loss(target, draft, rows, anchors, {2.0, 0.3});
+        },
+        shift ? "shifted" : "unshifted");
   }
 }
 

@@ -10,6 +10,10 @@
 
 namespace sprig::testing {
 
+// Every case of the fixture.
+inline const char* const kHeadGoldenCases[] = {
+    "domino_unpacked", "domino_packed", "domino_unshifted", "jetspec_unpacked", "jetspec_packed"};
+
 // The case's draft: domino_tiny with the case's shift_label, or dflash_tiny made causal.
 inline std::unique_ptr<speculative::DFlashDraft> golden_head_draft(const nlohmann::json& meta) {
   const bool domino = meta.at("kind") == "domino";

@@ -7,17 +7,16 @@ namespace {
 
 constexpr GoldenTolerance kBf16{3e-2, 1e-2, 8e-2};
 constexpr GoldenTolerance kF32{1e-3, 1e-4, 1e-2};
-const char* const kCases[] = {"domino_unpacked", "domino_packed", "domino_unshifted",
-                              "jetspec_unpacked", "jetspec_packed"};
-
 TEST(DraftHeadsGoldenGpu, EveryCaseBf16) {
   SPRIG_REQUIRE_CUDA();
-  for (const char* name : kCases) check_head_golden(name, Device::cuda(), DType::bf16, kBf16);
+  for (const char* name : kHeadGoldenCases)
+    check_head_golden(name, Device::cuda(), DType::bf16, kBf16);
 }
 
 TEST(DraftHeadsGoldenGpu, EveryCaseF32) {
   SPRIG_REQUIRE_CUDA();
-  for (const char* name : kCases) check_head_golden(name, Device::cuda(), DType::f32, kF32);
+  for (const char* name : kHeadGoldenCases)
+    check_head_golden(name, Device::cuda(), DType::f32, kF32);
 }
 
 }  // namespace

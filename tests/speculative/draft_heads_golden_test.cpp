@@ -12,15 +12,14 @@ namespace {
 constexpr GoldenTolerance kF64{1e-6, 1e-8, 1e-6};
 constexpr GoldenTolerance kF32{1e-4, 1e-5, 1e-3};
 
-const char* const kCases[] = {"domino_unpacked", "domino_packed", "domino_unshifted",
-                              "jetspec_unpacked", "jetspec_packed"};
-
 TEST(DraftHeadsGolden, EveryCaseF64) {
-  for (const char* name : kCases) check_head_golden(name, Device::cpu(), DType::f64, kF64);
+  for (const char* name : kHeadGoldenCases)
+    check_head_golden(name, Device::cpu(), DType::f64, kF64);
 }
 
 TEST(DraftHeadsGolden, EveryCaseF32) {
-  for (const char* name : kCases) check_head_golden(name, Device::cpu(), DType::f32, kF32);
+  for (const char* name : kHeadGoldenCases)
+    check_head_golden(name, Device::cpu(), DType::f32, kF32);
 }
 
 }  // namespace

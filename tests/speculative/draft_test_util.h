@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "nn/checkpoint.h"
 #include "speculative/draft.h"
 #include "speculative/objective.h"
 #include "speculative/target.h"
+#include "tests/test_util.h"
 
 namespace sprig::speculative::testing_rows {
 
@@ -121,6 +123,30 @@ inline DraftRows micro_packed_row() {
   rows.doc_remaining = Tensor::from_vector<int64_t>({5, 4, 3, 2, 1, 0, 3, 2, 1, 0}, {1, 10});
   rows.doc_lens = {{6, 4}};
   return rows;
+}
+
+// A one-layer draft with blocks of 3 for the micro target, on both its layers.
+inline DraftOptions micro_draft_options() {
+  DraftOptions o;
+  o.num_layers = 1;
+  o.block_size = 3;
+  o.mask_token_id = 23;
+  o.target_layer_ids = {0, 1};
+  return o;
+}
+
+// The gradient of loss()'s mean (its kind's denominator) for every element of every draft
+// parameter against central differences of the mean itself.
+template <class LossFn>
+void expect_gradients_match(DFlashDraft& draft, LossFn loss, const std::string& label) {
+  draft.zero_grad();
+  const DraftLoss l = loss();
+  ASSERT_GT(l.metrics.loss_weight, 0) << label;
+  (l.sum * (1.0 / draft_mean_denominator(l.kind, l.metrics.loss_weight))).backward();
+  for (const auto& [name, p] : draft.named_parameters()) {
+    const Tensor numeric = numeric_gradient([&] { return loss().value(); }, p.value());
+    EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << label << " " << name;
+  }
 }
 
 }  // namespace sprig::speculative::testing_rows

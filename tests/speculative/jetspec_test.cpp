@@ -121,24 +121,18 @@ TEST(JetSpecGradcheck, WholeLossInF64) {
   const QwenConfig tc = micro_target_config();
   Generator gen(5);
   const FrozenTarget target(std::make_unique<QwenForCausalLM>(tc, gen), Device::cpu(), DType::f64);
-  DraftOptions o;
-  o.num_layers = 1;
-  o.block_size = 3;
-  o.mask_token_id = 23;
-  o.target_layer_ids = {0, 1};
+  DraftOptions o = micro_draft_options();
   o.causal = true;
   DFlashDraft draft(draft_config_for(tc, o), gen);
   draft.to(Device::cpu(), DType::f64);
   const DraftRows rows = micro_packed_row();
   const Anchors anchors = anchors_at({2, 7});
-  auto loss = [&] { return jetspec_loss(target, draft, rows, anchors, {1.5, 2}); };
-  draft.zero_grad();
-  const DraftLoss l = loss();
-  (l.sum * (1.0 / l.metrics.loss_weight)).backward();
-  for (const auto& [name, p] : draft.named_parameters()) {
-    const Tensor numeric = numeric_gradient([&] { return loss().value(); }, p.value());
-    EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << name;
-  }
+  expect_gradients_match(
+      draft,
+      [&] {
+        return jetspec_loss(target, draft, rows, anchors, {1.5, 2});
+      },
+      "jetspec");
 }
 
 }  // namespace

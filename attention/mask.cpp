@@ -122,6 +122,43 @@ Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> 
   return m;
 }
 
+namespace {
+
+// Sample paths must describe one tree, root first: each path starts at node 0 (at any node when
+// node 0 is empty: an empty prompt leaves independent completions) and goes down by increasing
+// node index, every node has the same parent on every path through it, and every non-empty node
+// lies on some path. Anything else would let a token see a later one, or leave tokens unmasked.
+void check_tree_paths(const std::vector<int64_t>& node_lengths,
+                      const std::vector<std::vector<int64_t>>& paths) {
+  const char* op = "prefix_tree_mask";
+  const int64_t num_nodes = static_cast<int64_t>(node_lengths.size());
+  std::vector<int64_t> parent(num_nodes, -2);  // -2: on no path yet; a root's parent is -1
+  for (size_t p = 0; p < paths.size(); ++p) {
+    const std::string name = "sample_paths[" + std::to_string(p) + "]";
+    if (paths[p].empty()) fail(op, name + " is empty");
+    for (size_t pos = 0; pos < paths[p].size(); ++pos) {
+      const int64_t u = paths[p][pos], up = pos ? paths[p][pos - 1] : -1;
+      const std::string at = name + "[" + std::to_string(pos) + "] = " + std::to_string(u);
+      if (u < 0 || u >= num_nodes)
+        fail(op, at + " is not a node index in [0, " + std::to_string(num_nodes) + ")");
+      if (pos == 0 && u != 0 && node_lengths[0] > 0)
+        fail(op, name + " starts at node " + std::to_string(u) + ", not at the root 0");
+      if (pos > 0 && u <= up)
+        fail(op, at + " does not come after its parent " + std::to_string(up) +
+                     ": node indices increase along a path");
+      if (parent[u] != -2 && parent[u] != up)
+        fail(op, at + " has parent " + std::to_string(up) + " here but " +
+                     std::to_string(parent[u]) + " on an earlier path");
+      parent[u] = up;
+    }
+  }
+  for (int64_t u = 0; u < num_nodes; ++u)
+    if (parent[u] == -2 && node_lengths[u] > 0)
+      fail(op, "node " + std::to_string(u) + " lies on no sample path");
+}
+
+}  // namespace
+
 Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
                       const std::vector<std::vector<int64_t>>& sample_paths) {
   check_lengths("prefix_tree_mask", "node_lengths", node_lengths);
@@ -129,6 +166,7 @@ Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
   std::vector<int64_t> offset(node_lengths.size() + 1, 0);
   std::partial_sum(node_lengths.begin(), node_lengths.end(), offset.begin() + 1);
   Mask m{offset.back(), offset.back(), {}};
+  check_tree_paths(node_lengths, sample_paths);
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, RectKind>> emitted;
   auto emit = [&](int64_t u, int64_t a, RectKind kind) {
     const Rect r{offset[u], offset[u + 1], offset[a], offset[a + 1], kind};
@@ -138,10 +176,6 @@ Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
     const std::vector<int64_t>& path = sample_paths[p];
     for (size_t pos = 0; pos < path.size(); ++pos) {
       const int64_t u = path[pos];
-      if (u < 0 || u >= num_nodes)
-        fail("prefix_tree_mask", "sample_paths[" + std::to_string(p) + "][" + std::to_string(pos) +
-                                     "] = " + std::to_string(u) + " is not a node index in [0, " +
-                                     std::to_string(num_nodes) + ")");
       emit(u, u, RectKind::causal);
       for (size_t anc = 0; anc < pos; ++anc) emit(u, path[anc], RectKind::full);
     }

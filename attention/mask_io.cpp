@@ -2,6 +2,7 @@
 #include "attention/mask_io.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -130,6 +131,8 @@ Mask parse_mask_spec(const std::string& json_text) {
 }
 
 Mask load_mask_spec(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw std::invalid_argument(path + " is a directory: give a mask spec file (JSON)");
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read the mask spec");
   std::stringstream text;

@@ -1,7 +1,5 @@
 #include "nn/checkpoint.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +10,18 @@ namespace sprig {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+std::string model_config_path(const std::string& dir) {
+  if (!fs::exists(dir)) throw std::runtime_error(dir + " does not exist: give a model directory");
+  if (!fs::is_directory(dir))
+    throw std::runtime_error(
+        dir + " is a file, not a model directory" +
+        (fs::path(dir).filename() == "config.json" ? ": give the directory that holds it" : ""));
+  const fs::path config = fs::path(dir) / "config.json";
+  if (!fs::exists(config))
+    throw std::runtime_error(dir + " has no config.json: it is not a model directory");
+  return config.string();
+}
 
 std::map<std::string, Shape> expected_tensor_shapes(const QwenConfig& c) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
@@ -47,6 +57,31 @@ std::map<std::string, Shape> expected_tensor_shapes(const QwenConfig& c) {
 
 // ---- reading ----------------------------------------------------------------------------------
 
+namespace {
+
+// A shard named by an index must be a file inside the checkpoint directory: a relative path
+// without "..", which (through any symlink) resolves inside `dir`. Checked before anything opens.
+void check_shard_name(const std::string& shard, const std::string& dir, const std::string& index) {
+  const fs::path p(shard);
+  const auto fail = [&](const std::string& why) {
+    throw std::runtime_error(index + ": the shard \"" + shard + "\" " + why +
+                             ": shards must be files inside " + dir);
+  };
+  if (shard.empty()) fail("is empty");
+  if (p.is_absolute()) fail("is an absolute path");
+  for (const fs::path& part : p)
+    if (part == "..") fail("climbs out with \"..\"");
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(fs::path(dir) / p, ec);
+  const fs::path root = fs::weakly_canonical(dir, ec);
+  if (ec) fail("cannot be resolved (" + ec.message() + ")");
+  const auto [end, unused] =
+      std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
+  if (end != root.end()) fail("resolves to " + resolved.string() + ", outside the directory");
+}
+
+}  // namespace
+
 WeightFiles::WeightFiles(const std::string& dir) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
@@ -67,6 +102,7 @@ WeightFiles::WeightFiles(const std::string& dir) {
         throw std::runtime_error(index.string() + ": weight_map entry for \"" + name +
                                  "\" is not a file name");
       shard_of[name] = file.get<std::string>();
+      check_shard_name(shard_of[name], dir, index.string());
       if (std::find(paths.begin(), paths.end(), shard_of[name]) == paths.end())
         paths.push_back(shard_of[name]);
     }
@@ -134,7 +170,7 @@ void check_weights(const WeightFiles& weights, const QwenConfig& config, const s
 }
 
 std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {
-  QwenConfig config = QwenConfig::load((fs::path(dir) / "config.json").string());
+  QwenConfig config = QwenConfig::load(model_config_path(dir));
   WeightFiles weights(dir);
   check_weights(weights, config, dir);
   Generator gen(0);
@@ -147,52 +183,26 @@ std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {
 
 // ---- writing ----------------------------------------------------------------------------------
 
-void write_directory(const std::string& dir, const std::function<void(const fs::path&)>& fill,
-                     bool replace) {
-  const fs::path target = fs::absolute(dir);
-  if (!replace && fs::exists(target) && !(fs::is_directory(target) && fs::is_empty(target)))
-    throw std::runtime_error(dir +
-                             " already exists and is not an empty directory: choose "
-                             "another output directory");
-  fs::create_directories(target.parent_path());
-  const fs::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
-    fill(tmp);
-    if (fs::exists(target)) fs::remove_all(target);
-    fs::rename(tmp, target);
-  } catch (...) {
-    fs::remove_all(tmp);
-    throw;
-  }
-}
-
-void check_new_file(const std::string& path) {
-  const fs::path target = fs::absolute(path);
-  if (fs::is_directory(target)) throw std::runtime_error(path + " is a directory, not a file");
-  if (fs::exists(target) && fs::file_size(target) > 0)
-    throw std::runtime_error(path + " already exists: choose another output file");
-  if (!fs::is_directory(target.parent_path()))
-    throw std::runtime_error(path + ": the directory " + target.parent_path().string() +
-                             " does not exist");
-}
-
-void write_new_file(const std::string& path,
-                    const std::function<void(const std::string& tmp)>& fill) {
-  check_new_file(path);
-  const std::string tmp = fs::absolute(path).string() + ".tmp-" + std::to_string(::getpid());
-  try {
-    fill(tmp);
-    fs::rename(tmp, path);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw;
-  }
-}
+const std::vector<std::string> kTokenizerFiles = {
+    "tokenizer.json",          "tokenizer_config.json", "vocab.json",         "merges.txt",
+    "special_tokens_map.json", "added_tokens.json",     "chat_template.jinja"};
 
 namespace {
+
+// config.json, and nothing but regular files a model directory holds: weights (single, shards,
+// index), generation_config.json, tokenizer files.
+bool is_checkpoint_dir(const fs::path& dir) {
+  if (!fs::is_regular_file(dir / "config.json")) return false;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool known = name == "config.json" || name == "generation_config.json" ||
+                       name == "model.safetensors.index.json" ||
+                       (name.rfind("model", 0) == 0 && e.path().extension() == ".safetensors") ||
+                       std::count(kTokenizerFiles.begin(), kTokenizerFiles.end(), name) > 0;
+    if (!known || !e.is_regular_file() || e.is_symlink()) return false;
+  }
+  return true;
+}
 
 void write_config(const fs::path& dir, const QwenConfig& config) {
   std::ofstream out(dir / "config.json");
@@ -202,20 +212,20 @@ void write_config(const fs::path& dir, const QwenConfig& config) {
 
 }  // namespace
 
-void save_qwen(const QwenForCausalLM& model, const std::string& dir) {
-  write_directory(
-      dir,
-      [&](const fs::path& tmp) {
-        write_config(tmp, model.config());
-        std::vector<SafetensorsEntry> entries;
-        for (const auto& [name, p] : model.named_parameters()) entries.push_back({name, p.value()});
-        save_safetensors((tmp / "model.safetensors").string(), entries);
-      },
-      /*replace=*/true);
+const OutputKind kCheckpointDirOutput{"checkpoint directory", true, is_checkpoint_dir};
+
+void save_qwen(const QwenForCausalLM& model, const std::string& dir, bool overwrite) {
+  Output out(dir, kCheckpointDirOutput, overwrite);
+  write_config(out.temp(), model.config());
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, p] : model.named_parameters()) entries.push_back({name, p.value()});
+  save_safetensors((fs::path(out.temp()) / "model.safetensors").string(), entries);
+  out.commit();
 }
 
-void convert_checkpoint(const std::string& in_dir, const std::string& out_dir) {
-  const QwenConfig config = QwenConfig::load((fs::path(in_dir) / "config.json").string());
+void convert_checkpoint(const std::string& in_dir, const std::string& out_dir, bool overwrite) {
+  Output out(out_dir, kCheckpointDirOutput, overwrite);
+  const QwenConfig config = QwenConfig::load(model_config_path(in_dir));
   const WeightFiles weights(in_dir);
   check_weights(weights, config, in_dir);
   std::vector<RawTensor> raw;
@@ -224,13 +234,9 @@ void convert_checkpoint(const std::string& in_dir, const std::string& out_dir) {
     const StTensorInfo& info = f.info(name);
     raw.push_back({name, info.dtype, info.shape, f.raw(name), info.end - info.begin});
   }
-  write_directory(
-      out_dir,
-      [&](const fs::path& tmp) {
-        write_config(tmp, config);
-        save_safetensors_raw((tmp / "model.safetensors").string(), raw);
-      },
-      /*replace=*/true);
+  write_config(out.temp(), config);
+  save_safetensors_raw((fs::path(out.temp()) / "model.safetensors").string(), raw);
+  out.commit();
 }
 
 }  // namespace sprig

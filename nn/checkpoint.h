@@ -8,16 +8,20 @@
 #pragma once
 
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "nn/qwen.h"
+#include "tensor/output.h"
 #include "tensor/safetensors.h"
 
 namespace sprig {
+
+// `dir`/config.json of a model directory, or a sentence saying why `dir` is not one (missing, a
+// file such as the config.json itself, or without config.json).
+std::string model_config_path(const std::string& dir);
 
 // Every parameter name of a Qwen model with this config and its shape, in HF naming.
 std::map<std::string, Shape> expected_tensor_shapes(const QwenConfig& config);
@@ -43,27 +47,22 @@ void check_weights(const WeightFiles& weights, const QwenConfig& config, const s
 // Loads a model (HF directory or sprig checkpoint) onto the CPU in f32, ready to move with to().
 std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir);
 
-// Creates `dir` by filling a fresh sibling temporary directory, then renaming it into place, so a
-// reader never sees a half-written directory. An existing `dir` is replaced only once the new one
-// is complete and only when `replace`; otherwise one that is not empty is refused, untouched.
-void write_directory(const std::string& dir,
-                     const std::function<void(const std::filesystem::path& tmp)>& fill,
-                     bool replace);
+// Tokenizer files a model directory may hold beside its weights (copied into draft exports).
+extern const std::vector<std::string> kTokenizerFiles;
 
-// Checks, before any work, that a new output file can go to `path`: nothing (or an empty file) is
-// there and its directory exists. Throws "<path> ..." naming what is wrong.
-void check_new_file(const std::string& path);
-// Writes `path` (checked as above) by filling a sibling temporary file, renamed on success and
-// removed on failure.
-void write_new_file(const std::string& path,
-                    const std::function<void(const std::string& tmp)>& fill);
+// A model directory: config.json with weights, generation_config.json and tokenizer files only.
+// `--overwrite` replaces such a directory and nothing else.
+extern const OutputKind kCheckpointDirOutput;
 
-// Writes a model's config and weights (in their current dtype) as a checkpoint directory.
-void save_qwen(const QwenForCausalLM& model, const std::string& dir);
+// Writes a model's config and weights (in their current dtype) as a checkpoint directory, a new
+// one (tensor/output.h) unless `overwrite` lets it replace an earlier checkpoint.
+void save_qwen(const QwenForCausalLM& model, const std::string& dir, bool overwrite = false);
 
 // `sprig convert`: copies config.json and the expected tensors bit for bit into one
-// model.safetensors under out_dir (created through a temporary directory and a rename).
-// from_hf reads single or sharded HF layouts; to_hf writes the HF layout from a sprig checkpoint.
-void convert_checkpoint(const std::string& in_dir, const std::string& out_dir);
+// model.safetensors under out_dir (an Output: checked before reading anything, written whole or
+// not at all). from_hf reads single or sharded HF layouts; to_hf writes the HF layout from a sprig
+// checkpoint. Shard names of an index must stay inside in_dir.
+void convert_checkpoint(const std::string& in_dir, const std::string& out_dir,
+                        bool overwrite = false);
 
 }  // namespace sprig

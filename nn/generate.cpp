@@ -1,6 +1,7 @@
 #include "nn/generate.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace sprig {
 
@@ -16,9 +17,21 @@ int64_t last_argmax(const QwenForCausalLM& model, const Var& hidden) {
 
 std::vector<int64_t> generate_greedy(const QwenForCausalLM& model,
                                      const std::vector<int64_t>& prompt, int64_t max_new_tokens,
-                                     int64_t stop_id) {
+                                     int64_t stop_id,
+                                     const std::function<void(int64_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("[generate] the prompt is empty");
   const QwenConfig& c = model.config();
+  const int64_t room = c.max_position_embeddings - static_cast<int64_t>(prompt.size());
+  if (max_new_tokens <= 0 || max_new_tokens > room)
+    throw std::invalid_argument("[generate] max_new_tokens " + std::to_string(max_new_tokens) +
+                                " must be in [1, " + std::to_string(room) +
+                                "]: the model's max_position_embeddings " +
+                                std::to_string(c.max_position_embeddings) + " less the " +
+                                std::to_string(prompt.size()) + "-token prompt");
+  if (stop_id >= c.vocab_size)
+    throw std::invalid_argument("[generate] stop id " + std::to_string(stop_id) +
+                                " is outside the vocabulary [0, " + std::to_string(c.vocab_size) +
+                                ")");
   for (int64_t id : prompt)
     if (id < 0 || id >= c.vocab_size)
       throw std::invalid_argument("[generate] prompt id " + std::to_string(id) +
@@ -33,6 +46,7 @@ std::vector<int64_t> generate_greedy(const QwenForCausalLM& model,
     const QwenInput in = decode_input(next, cache.length(), c, device);
     const int64_t token = last_argmax(model, model.hidden(in, &cache));
     out.push_back(token);
+    if (on_token) on_token(token);
     if (token == stop_id) break;
     next = {token};
   }

@@ -56,6 +56,7 @@ double parse_rope(const json& j, const std::string& label) {
       fail(label, "rope scaling type \"" + type + "\" is not supported (only default rope)");
     if (r.contains("rope_theta")) theta = get_double(r, "rope_theta", theta, label);
   }
+  if (!(theta > 0)) fail(label, "rope_theta must be positive, got " + std::to_string(theta));
   return theta;
 }
 
@@ -112,6 +113,8 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
   if (j.contains("max_position_embeddings"))
     c.max_position_embeddings = get_int(j, "max_position_embeddings", label);
   c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6, label);
+  if (!(c.rms_norm_eps > 0))
+    fail(label, "rms_norm_eps must be positive, got " + std::to_string(c.rms_norm_eps));
   c.initializer_range = get_double(j, "initializer_range", 0.02, label);
   c.rope_theta = parse_rope(j, label);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, label);

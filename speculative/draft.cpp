@@ -280,7 +280,7 @@ bool is_draft_dir(const std::string& dir) {
 }
 
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "config.json").string();
+  const std::string path = model_config_path(dir);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open the draft's config");
   json j;
@@ -315,30 +315,24 @@ std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   return draft;
 }
 
-const std::vector<std::string> kTokenizerFiles = {
-    "tokenizer.json",          "tokenizer_config.json", "vocab.json",         "merges.txt",
-    "special_tokens_map.json", "added_tokens.json",     "chat_template.jinja"};
-
 std::vector<std::string> save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
-                                    const std::string& tokenizer_dir) {
+                                    const std::string& tokenizer_dir, bool overwrite) {
+  Output out(dir, kCheckpointDirOutput, overwrite);
   std::vector<std::string> copied;
   if (!tokenizer_dir.empty())
     for (const std::string& name : kTokenizerFiles)
       if (fs::is_regular_file(fs::path(tokenizer_dir) / name)) copied.push_back(name);
-  write_directory(
-      dir,
-      [&](const fs::path& tmp) {
-        std::ofstream config(tmp / "config.json");
-        config << draft.config().to_json(dtype).dump(2) << "\n";
-        if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
-        std::vector<SafetensorsEntry> entries;
-        for (const auto& [name, p] : draft.named_parameters())
-          entries.push_back({name, p.value().to(Device::cpu(), dtype)});
-        save_safetensors((tmp / "model.safetensors").string(), entries);
-        for (const std::string& name : copied)
-          fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
-      },
-      /*replace=*/false);
+  const fs::path tmp = out.temp();
+  std::ofstream config(tmp / "config.json");
+  config << draft.config().to_json(dtype).dump(2) << "\n";
+  if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
+  config.close();
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, p] : draft.named_parameters())
+    entries.push_back({name, p.value().to(Device::cpu(), dtype)});
+  save_safetensors((tmp / "model.safetensors").string(), entries);
+  for (const std::string& name : copied) fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
+  out.commit();
   return copied;
 }
 

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
-#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "tensor/cuda/kernels.h"
@@ -15,14 +15,24 @@ namespace sprig {
 namespace {
 std::atomic<size_t> cpu_current{0}, cpu_peak{0};
 constexpr size_t kCpuAlignment = 64;
+// Allocations from this size on are checked against the memory available before they are made:
+// with overcommit a huge one succeeds and the process is killed later, without a message.
+constexpr size_t kCheckedAllocation = size_t{1} << 30;
+
+[[noreturn]] void refuse_cpu_allocation(size_t bytes) {
+  throw std::runtime_error(
+      "[memory] a " + std::to_string(bytes >> 20) + " MiB CPU allocation does not fit the " +
+      std::to_string(cpu_memory_available() >> 20) + " MiB of memory available");
+}
 }  // namespace
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   if (bytes == 0) return;
   if (device.is_cpu()) {
+    if (bytes >= kCheckedAllocation && bytes > cpu_memory_available()) refuse_cpu_allocation(bytes);
     const size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    data_ = std::aligned_alloc(kCpuAlignment, rounded);
-    if (!data_) throw std::bad_alloc();
+    data_ = rounded >= bytes ? std::aligned_alloc(kCpuAlignment, rounded) : nullptr;
+    if (!data_) refuse_cpu_allocation(bytes);
     const size_t now = cpu_current.fetch_add(bytes) + bytes;
     size_t peak = cpu_peak.load();
     while (now > peak && !cpu_peak.compare_exchange_weak(peak, now)) {

@@ -52,9 +52,14 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   if (device.is_cuda() && device.index >= cuda::device_count())
     throw std::invalid_argument("[empty] device " + device.str() + " is not available (" +
                                 std::to_string(cuda::device_count()) + " CUDA devices)");
+  size_t bytes = dtype_size(dtype);
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes))
+      throw std::invalid_argument("[empty] a " + std::string(dtype_name(dtype)) +
+                                  " tensor of shape " + shape_str(shape) +
+                                  " needs more bytes than memory can address");
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(
-      static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device);
+  t.storage_ = std::make_shared<Storage>(bytes, device);
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;

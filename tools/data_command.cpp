@@ -15,7 +15,10 @@
 #include "data/loader.h"
 #include "data/prefix_tree.h"
 #include "data/readers.h"
+#include "tensor/storage.h"
 #include "tools/commands.h"
+#include "tools/jsonl.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -24,11 +27,24 @@ namespace {
 using nlohmann::ordered_json;
 using namespace sprig::data;
 
-std::ofstream open_output(const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw std::invalid_argument("[data] cannot write " + path);
-  return out;
-}
+// A JSONL output written through its temporary name (tensor/output.h): write(), then commit().
+class JsonlOutput {
+ public:
+  JsonlOutput(const std::string& path, bool overwrite)
+      : out_(path, kJsonlOutput, overwrite), file_(out_.temp()) {
+    if (!file_) throw std::runtime_error("[data] cannot write " + out_.temp());
+  }
+  void write(const ordered_json& j) { file_ << j.dump() << '\n'; }
+  void commit() {
+    file_.close();
+    if (!file_) throw std::runtime_error("[data] writing " + out_.path() + " failed");
+    out_.commit();
+  }
+
+ private:
+  Output out_;
+  std::ofstream file_;
+};
 
 std::vector<int64_t> row_values(const Tensor& t, int64_t r) {
   return t.select(0, r).contiguous().to_vector<int64_t>();
@@ -91,21 +107,31 @@ ordered_json batch_json(const Batch& b) {
 struct PackArgs {
   std::string input, out, mode, format = "documents";
   int64_t seq_len = 0, pad_id = 0, vocab_size = 0, eot_id = -1, max_packs = 0;
-  bool skip_bad_records = false, drop_long_samples = true;
+  bool skip_bad_records = false, drop_long_samples = true, overwrite = false;
 };
 
 void run_pack(const PackArgs& a) {
   if (a.vocab_size > 0 && a.pad_id >= a.vocab_size)
     throw std::invalid_argument("[data] --pad-id " + std::to_string(a.pad_id) +
                                 " is not a token id in [0, " + std::to_string(a.vocab_size) + ")");
+  // A row is collated as six int64 [1, S] tensors and written as text about as large: refuse a
+  // seq_len whose rows cannot fit before reading anything.
+  const size_t row_bytes = static_cast<size_t>(a.seq_len) * 6 * sizeof(int64_t);
+  const size_t available = cpu_memory_available();
+  if (row_bytes > available / 4)
+    throw std::runtime_error("[data] --seq-len " + std::to_string(a.seq_len) + " needs about " +
+                             std::to_string(row_bytes >> 20) +
+                             " MiB per row, over a quarter of the " +
+                             std::to_string(available >> 20) + " MiB of memory available");
   const PackOptions pack{packing_from_name(a.mode), a.seq_len, a.drop_long_samples, a.max_packs};
+  JsonlOutput out(a.out, a.overwrite);
   BadRecords bad;
   const Corpus corpus = load_corpus({a.input}, format_from_name(a.format), pack.mode,
                                     {a.vocab_size, a.eot_id, a.skip_bad_records}, bad);
   const PackPlan plan = plan_rows(corpus, pack);
-  std::ofstream out = open_output(a.out);
   for (int64_t r = 0; r < static_cast<int64_t>(plan.rows.size()); ++r)
-    out << packed_row_json(collate(corpus, plan, {r}, a.pad_id), 0).dump() << '\n';
+    out.write(packed_row_json(collate(corpus, plan, {r}, a.pad_id), 0));
+  out.commit();
   std::cout << "wrote " << a.out << ": " << plan.summary() << "\n";
   if (bad.count) std::cout << bad.summary() << "\n";
 }
@@ -113,13 +139,12 @@ void run_pack(const PackArgs& a) {
 struct FoldArgs {
   std::string input, out;
   int64_t vocab_size = 0;
-  bool skip_bad_records = false;
+  bool skip_bad_records = false, overwrite = false;
 };
 
-// Every group is folded before the output is opened: a bad record leaves no partial file.
 void run_fold(const FoldArgs& a) {
+  JsonlOutput out(a.out, a.overwrite);
   BadRecords bad;
-  std::string lines;
   int64_t groups = 0;
   read_rollouts(a.input, {a.vocab_size, -1, a.skip_bad_records}, bad, [&](Document&& doc) {
     std::vector<int64_t> positions(doc.input_ids.size());
@@ -130,11 +155,10 @@ void run_fold(const FoldArgs& a) {
     j["position_ids"] = positions;
     j["node_lengths"] = doc.node_lengths;
     j["sample_paths"] = tree_sample_paths(doc.node_lengths);
-    lines += j.dump() + '\n';
+    out.write(j);
     ++groups;
   });
-  std::ofstream out = open_output(a.out);
-  out << lines;
+  out.commit();
   std::cout << "wrote " << a.out << ": " << groups << " folded rollout groups\n";
   if (bad.count) std::cout << bad.summary() << "\n";
 }
@@ -142,18 +166,24 @@ void run_fold(const FoldArgs& a) {
 struct DumpArgs {
   std::string config, out, split = "train";
   int64_t batches = 1, rank = 0, world = 1;
+  bool overwrite = false;
 };
 
 void run_dump(const DumpArgs& a) {
+  if (a.rank >= a.world)
+    throw CLI::ValidationError("--rank", "rank " + std::to_string(a.rank) + " is not in [0, " +
+                                             std::to_string(a.world) + ") for --world " +
+                                             std::to_string(a.world));
+  JsonlOutput out(a.out, a.overwrite);
   const DataConfig config = load_data_config(a.config);
   DataLoader loader(config, a.split == "val" ? Split::val : Split::train, a.rank, a.world);
-  std::ofstream out = open_output(a.out);
   for (int64_t i = 0; i < a.batches; ++i) {
     const LoaderState at = loader.state();
     ordered_json j{{"epoch", at.epoch}, {"batch", at.batch}};
     j.update(batch_json(loader.next()));
-    out << j.dump() << '\n';
+    out.write(j);
   }
+  out.commit();
   std::cout << "wrote " << a.out << ": " << a.batches << " batches; " << loader.summary() << "\n";
 }
 
@@ -175,7 +205,7 @@ void add_data_command(CLI::App& app) {
           "{\"input_ids\", \"labels\"} pre-shifted), or a token shard with --format shards")
       ->required()
       ->check(CLI::ExistingFile);
-  pack->add_option("--seq-len", pack_args->seq_len, "row length S")->required();
+  pack->add_option("--seq-len", pack_args->seq_len, "row length S")->required()->check(kPositive);
   pack->add_option("--mode", pack_args->mode,
                    "dflash: in order, pad folded into the last document (docs/semantics.md "
                    "§4.5); padded: one document per row, as dflash lays it out; sft: in order, "
@@ -191,14 +221,17 @@ void add_data_command(CLI::App& app) {
       ->capture_default_str();
   pack->add_option("--eot-id", pack_args->eot_id, "end-of-text id between shard documents");
   pack->add_option("--vocab-size", pack_args->vocab_size, "reject ids outside [0, V) (0: no check)")
+      ->check(kNonNegative)
       ->capture_default_str();
   pack->add_option("--max-packs", pack_args->max_packs, "keep only the first N rows (0: all)")
+      ->check(kNonNegative)
       ->capture_default_str();
   pack->add_option("--drop-long-samples", pack_args->drop_long_samples,
                    "sft, bfd: drop documents longer than S (false: stop with an error)")
       ->capture_default_str();
   pack->add_flag("--skip-bad-records", pack_args->skip_bad_records,
                  "skip bad records (counted and reported) instead of stopping at the first");
+  add_overwrite_flag(pack, pack_args->overwrite);
   pack->callback([pack_args] { run_pack(*pack_args); });
 
   auto fold_args = std::make_shared<FoldArgs>();
@@ -212,9 +245,11 @@ void add_data_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   fold->add_option("--out", fold_args->out, "output JSONL, one folded group per line")->required();
   fold->add_option("--vocab-size", fold_args->vocab_size, "reject ids outside [0, V) (0: no check)")
+      ->check(kNonNegative)
       ->capture_default_str();
   fold->add_flag("--skip-bad-records", fold_args->skip_bad_records,
                  "skip bad records (counted and reported) instead of stopping at the first");
+  add_overwrite_flag(fold, fold_args->overwrite);
   fold->callback([fold_args] { run_fold(*fold_args); });
 
   auto dump_args = std::make_shared<DumpArgs>();
@@ -226,14 +261,19 @@ void add_data_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   dump->add_option("--batches", dump_args->batches, "number of batches")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   dump->add_option("--out", dump_args->out, "output JSONL, one batch per line")->required();
   dump->add_option("--split", dump_args->split, "train or val (val is never shuffled)")
       ->check(CLI::IsMember({"train", "val"}))
       ->capture_default_str();
-  dump->add_option("--rank", dump_args->rank, "data-parallel rank")->capture_default_str();
-  dump->add_option("--world", dump_args->world, "data-parallel world size")->capture_default_str();
+  dump->add_option("--rank", dump_args->rank, "data-parallel rank, in [0, world)")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  dump->add_option("--world", dump_args->world, "data-parallel world size")
+      ->check(kPositive)
+      ->capture_default_str();
+  add_overwrite_flag(dump, dump_args->overwrite);
   dump->callback([dump_args] { run_dump(*dump_args); });
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "nn/checkpoint.h"
 #include "speculative/domino.h"
@@ -14,6 +15,7 @@
 #include "tensor/storage.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -25,7 +27,7 @@ using namespace speculative;
 struct EvalOptions {
   DraftKind kind = DraftKind::dflash;
   std::string target, draft, input, out;
-  bool grads = false;
+  bool grads = false, overwrite = false;
   uint64_t seed = 0;
   std::string loss_type = "dflash";
   double gamma = 7.0;
@@ -84,7 +86,8 @@ struct Totals {
 void run_eval(const EvalOptions& o) {
   if (o.grads && o.out.empty())
     throw CLI::ValidationError("--grads", "writes into --out: give one");
-  if (!o.out.empty()) check_new_file(o.out);
+  std::optional<Output> out;
+  if (!o.out.empty()) out.emplace(o.out, kSafetensorsOutput, o.overwrite);
   if (!std::ifstream(o.input)) throw std::runtime_error(o.input + ": cannot open the input file");
   const Device device = resolve_device(o.device);
   const DType dtype = dtype_from_name(o.dtype);
@@ -142,7 +145,7 @@ void run_eval(const EvalOptions& o) {
     if (variable_prefix && !prefix.defined())
       prefix = sample_prefix_lengths(1, anchors.blocks(), bs, o.prefix_weight_base, gen);
 
-    if (!o.out.empty()) {  // what this record adds to the file, before computing it
+    if (out) {  // what this record adds to the file, before computing it
       out_bytes += static_cast<size_t>(anchors.blocks() * bs * vocab) * sizeof(float);
       if (o.grads) out_bytes += static_cast<size_t>(draft->num_parameters()) * sizeof(float);
       if (out_bytes > available / 2)
@@ -173,7 +176,7 @@ void run_eval(const EvalOptions& o) {
     json j = metrics_json(loss.value(), loss.metrics, o.kind);
     j["record"] = index;
     std::cout << j.dump() << "\n" << std::flush;
-    if (o.out.empty()) return;
+    if (!out) return;
     entries.push_back({key + "logits", logits});
     entries.push_back({key + "anchors", anchors.anchors.reshape({anchors.blocks()})});
     entries.push_back({key + "keep", anchors.keep.reshape({anchors.blocks()})});
@@ -184,8 +187,9 @@ void run_eval(const EvalOptions& o) {
   });
   if (records == 0) throw std::runtime_error(o.input + ": no records");
   std::cout << json{{"aggregate", totals.to_json()}}.dump() << "\n";
-  if (!o.out.empty()) {
-    write_new_file(o.out, [&](const std::string& tmp) { save_safetensors(tmp, entries); });
+  if (out) {
+    save_safetensors(out->temp(), entries);
+    out->commit();
     std::cerr << "wrote " << entries.size() << " tensors to " << o.out << "\n";
   }
 }
@@ -207,6 +211,7 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   cmd->add_option("--out", o->out,
                   "New safetensors file: per record i, i.logits [N*bs, V] f32, i.anchors, "
                   "i.keep and every metric as an f64 scalar i.<name>");
+  add_overwrite_flag(cmd, o->overwrite);
   cmd->add_flag("--grads", o->grads,
                 "Also i.grad.<param>: the gradient of record i's loss for every draft "
                 "parameter (f32, serving-layout names)");
@@ -218,7 +223,7 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
         ->capture_default_str();
     cmd->add_option("--prefix-weight-base", o->prefix_weight_base,
                     "Sampled prefix length l has weight base^l (variable_prefix)")
-        ->check(CLI::PositiveNumber)
+        ->check(kPositive)
         ->capture_default_str();
   }
   if (kind != DraftKind::jetspec)
@@ -232,10 +237,10 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   if (kind == DraftKind::jetspec)
     cmd->add_option("--kd-temperature", o->kd_temperature,
                     "Temperature T of the forward KL (the loss is T^2 KL)")
-        ->check(CLI::PositiveNumber)
+        ->check(kPositive)
         ->capture_default_str();
   cmd->add_option("--num-anchors", o->num_anchors, "Blocks sampled per record at most")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))

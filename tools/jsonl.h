@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tensor/output.h"
+
 namespace sprig::tools {
 
 // Calls fn(record, where) for every non-blank line of `path`, where = "path:line". Stops with
@@ -15,5 +17,8 @@ namespace sprig::tools {
 int64_t for_each_record(
     const std::string& path,
     const std::function<void(const nlohmann::json& record, const std::string& where)>& fn);
+
+// A file whose first line is a JSON object: what `--overwrite` may replace for a JSONL output.
+extern const OutputKind kJsonlOutput;
 
 }  // namespace sprig::tools

@@ -3,11 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "attention/mask_io.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "tools/viz/mask_image.h"
+#include "tools/viz/png.h"
 
 namespace sprig::tools {
 
@@ -15,6 +18,7 @@ void add_mask_command(CLI::App& app) {
   struct Options {
     std::string spec, out, png;
     int64_t tile = 64;
+    bool overwrite = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("mask",
@@ -25,12 +29,18 @@ void add_mask_command(CLI::App& app) {
   cmd->add_option("--out", opt->out, "output safetensors file (tensor \"mask\", U8 [Q, K])")
       ->required();
   cmd->add_option("--png", opt->png, "also draw the mask: allowed white, masked black, tile grid");
-  cmd->add_option("--tile", opt->tile, "tile size of the grid drawn in the PNG")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tile", opt->tile, "tile size of the grid drawn in the PNG")->check(kPositive);
+  add_overwrite_flag(cmd, opt->overwrite);
   cmd->callback([opt] {
+    // Both outputs are checked first and appear together, or neither does.
+    Output out(opt->out, kSafetensorsOutput, opt->overwrite);
+    std::optional<Output> png;
+    if (!opt->png.empty()) png.emplace(opt->png, kPngOutput, opt->overwrite, "--png");
     const Mask mask = load_mask_spec(opt->spec);
-    save_mask_safetensors(mask, opt->out);
-    if (!opt->png.empty()) save_mask_png(mask, opt->png, opt->tile);
+    save_mask_safetensors(mask, out.temp());
+    if (png) save_mask_png(mask, png->temp(), opt->tile);
+    out.commit();
+    if (png) png->commit();
     std::cout << "mask [" << mask.q_len << ", " << mask.k_len << "] with " << mask.rects.size()
               << " rectangles written to " << opt->out
               << (opt->png.empty() ? "" : " and " + opt->png) << "\n";

@@ -14,8 +14,10 @@
 #include "nn/generate.h"
 #include "speculative/draft.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/storage.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -83,6 +85,12 @@ ScoreItem parse_score_record(const json& rec, const QwenConfig& config, const st
       labels.push_back(t + 1 < seq.size() ? seq[t + 1] : -100);
     }
   };
+  int layouts = 0;
+  for (const char* key : {"input_ids", "documents", "prompt_ids"}) layouts += rec.contains(key);
+  if (layouts > 1)
+    throw std::runtime_error(where +
+                             ": a record holds one layout: \"input_ids\", \"documents\", or "
+                             "\"prompt_ids\" with \"completions\", not several");
   if (rec.contains("input_ids")) {
     append_sequence(id_list(rec["input_ids"], "input_ids", vocab, where));
     return {causal_input(row(ids), config), row(labels)};
@@ -101,9 +109,8 @@ ScoreItem parse_score_record(const json& rec, const QwenConfig& config, const st
   }
   if (rec.contains("prompt_ids") && rec.contains("completions")) {
     data::RolloutGroup group;
-    if (!rec["prompt_ids"].empty())
-      for (int64_t id : id_list(rec["prompt_ids"], "prompt_ids", vocab, where))
-        group.prompt_ids.push_back(static_cast<int32_t>(id));
+    for (int64_t id : id_list(rec["prompt_ids"], "prompt_ids", vocab, where))
+      group.prompt_ids.push_back(static_cast<int32_t>(id));
     if (!rec["completions"].is_array() || rec["completions"].empty())
       throw std::runtime_error(where + ": \"completions\" must be a non-empty list of id lists");
     for (const json& c : rec["completions"]) {
@@ -143,17 +150,34 @@ class ProgressLine {
   bool shown_ = false;
 };
 
-void run_score(const std::string& model_dir, const std::string& input, const std::string& out,
-               const Placement& placement) {
+void run_score(const std::string& model_dir, const std::string& input, const std::string& out_path,
+               bool overwrite, const Placement& placement) {
+  Output out(out_path, kSafetensorsOutput, overwrite);
   auto model = load_placed(model_dir, placement);
+  const QwenConfig& config = model->config();
   const Device device = model->head_weight().device();
   NoGradGuard no_grad;
   std::vector<SafetensorsEntry> entries;
   double nll_sum = 0;
   int64_t nll_count = 0;
+  size_t out_bytes = 0;
+  const size_t available = cpu_memory_available();
   ProgressLine progress;
   for_each_record(input, [&](const json& rec, const std::string& where) {
-    const ScoreItem item = parse_score_record(rec, model->config(), where, device);
+    const ScoreItem item = parse_score_record(rec, config, where, device);
+    const int64_t T = item.labels.size(1);
+    out_bytes += static_cast<size_t>(T * config.vocab_size) * sizeof(float);
+    if (out_bytes > available / 2)
+      throw std::runtime_error(
+          where + ": the logits would hold " + std::to_string(out_bytes >> 20) +
+          " MiB by this record, over half the " + std::to_string(available >> 20) +
+          " MiB of memory available: split the input");
+    if (T > config.max_position_embeddings) {
+      progress.finish();
+      std::cerr << where << ": warning: " << T << " tokens exceed the model's "
+                << "max_position_embeddings " << config.max_position_embeddings
+                << "; positions past it were not trained\n";
+    }
     const Var hidden = model->hidden(item.input);
     const Tensor losses = model->token_losses(hidden, item.labels).value();
     const std::vector<float> l = losses.to_vector<float>();
@@ -170,10 +194,11 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   });
   progress.finish();
   if (entries.empty()) throw std::runtime_error(input + ": no records");
-  save_safetensors(out, entries);
+  save_safetensors(out.temp(), entries);
+  out.commit();
   std::cout << "records: " << entries.size() << "\nscored tokens: " << nll_count
             << "\nmean next-token NLL: " << (nll_count ? nll_sum / nll_count : 0.0)
-            << "\nlogits written to " << out << "\n";
+            << "\nlogits written to " << out.path() << "\n";
 }
 
 std::vector<int64_t> parse_id_csv(const std::string& s) {
@@ -196,7 +221,7 @@ std::vector<int64_t> parse_id_csv(const std::string& s) {
 // the target its training checkpoint records.
 std::string tokenizer_source(const std::string& src, const std::string& given) {
   if (!given.empty()) return given;
-  for (const std::string& name : speculative::kTokenizerFiles)
+  for (const std::string& name : kTokenizerFiles)
     if (std::filesystem::exists(std::filesystem::path(src) / name)) return src;
   std::ifstream state(std::filesystem::path(src) / "trainer_state.json");
   const json j = json::parse(state, nullptr, false);
@@ -208,9 +233,11 @@ std::string tokenizer_source(const std::string& src, const std::string& given) {
 // `convert` of a draft: its serving layout in `dtype`, with the tokenizer files of `tokenizer`
 // (when not empty) beside it.
 void convert_draft(const std::string& src, const std::string& out, DType dtype,
-                   const std::string& tokenizer) {
+                   const std::string& tokenizer, bool overwrite) {
+  check_output(out, kCheckpointDirOutput, overwrite);
   const auto draft = speculative::load_draft(src);
-  const std::vector<std::string> copied = speculative::save_draft(*draft, out, dtype, tokenizer);
+  const std::vector<std::string> copied =
+      speculative::save_draft(*draft, out, dtype, tokenizer, overwrite);
   std::cout << "wrote " << out << ": DFlash draft, " << draft->named_parameters().size() << " "
             << dtype_name(dtype) << " tensors, " << draft->num_parameters() << " parameters";
   if (copied.empty()) {
@@ -229,6 +256,7 @@ void add_model_commands(CLI::App& app) {
   static std::string draft_dtype = "bf16";
   static Placement placement;
   static int64_t max_new_tokens = 16, stop_id = -1;
+  static bool overwrite = false;
 
   CLI::App* convert = app.add_subcommand(
       "convert",
@@ -240,6 +268,7 @@ void add_model_commands(CLI::App& app) {
   convert->add_option("--to-hf", to_hf, "sprig checkpoint or draft checkpoint to export")
       ->excludes(from);
   convert->add_option("--out", out, "Output directory: new or empty")->required();
+  add_overwrite_flag(convert, overwrite);
   convert->add_option("--dtype", draft_dtype, "Drafts: the exported weights' dtype")
       ->check(CLI::IsMember({"bf16", "f32"}))
       ->capture_default_str();
@@ -254,17 +283,17 @@ void add_model_commands(CLI::App& app) {
       throw std::runtime_error("--tokenizer-from " + tokenizer_from + " is not a directory");
     if (speculative::is_draft_dir(src)) {
       if (to_hf.empty())  // an export imported as f32 masters (a training init)
-        convert_draft(src, out, DType::f32, "");
+        convert_draft(src, out, DType::f32, "", overwrite);
       else
-        convert_draft(src, out, dtype_from_name(draft_dtype),
-                      tokenizer_source(src, tokenizer_from));
+        convert_draft(src, out, dtype_from_name(draft_dtype), tokenizer_source(src, tokenizer_from),
+                      overwrite);
       return;
     }
     if (convert->count("--dtype") || convert->count("--tokenizer-from"))
       throw CLI::ValidationError("convert",
                                  "--dtype and --tokenizer-from apply to drafts; a model "
                                  "conversion keeps every tensor's bytes");
-    convert_checkpoint(src, out);
+    convert_checkpoint(src, out, overwrite);
     std::cout << "wrote " << out << " from " << src << "\n";
   });
 
@@ -279,21 +308,28 @@ void add_model_commands(CLI::App& app) {
       ->required();
   score->add_option("--out", out, "safetensors file receiving logits.<i> (f32, [T_i, V])")
       ->required();
+  add_overwrite_flag(score, overwrite);
   add_placement_options(score, placement);
-  score->callback([] { run_score(model_dir, input, out, placement); });
+  score->callback([] { run_score(model_dir, input, out, overwrite, placement); });
 
   CLI::App* generate = app.add_subcommand("generate", "Greedy decoding with a KV cache");
   generate->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
   generate->add_option("--prompt-ids", prompt, "Comma-separated prompt token ids")->required();
-  generate->add_option("--max-new-tokens", max_new_tokens, "Tokens to generate")
-      ->check(CLI::PositiveNumber);
-  generate->add_option("--stop-id", stop_id, "Stop after generating this id");
+  generate
+      ->add_option("--max-new-tokens", max_new_tokens,
+                   "Tokens to generate, at most max_position_embeddings less the prompt")
+      ->check(kPositive)
+      ->capture_default_str();
+  generate->add_option("--stop-id", stop_id, "Stop after generating this id (a vocabulary id)")
+      ->check(kNonNegative);
   add_placement_options(generate, placement);
   generate->callback([] {
     auto model = load_placed(model_dir, placement);
-    const std::vector<int64_t> ids =
-        generate_greedy(*model, parse_id_csv(prompt), max_new_tokens, stop_id);
-    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
+    bool first = true;  // each id is printed as it is produced
+    generate_greedy(*model, parse_id_csv(prompt), max_new_tokens, stop_id, [&](int64_t id) {
+      std::cout << (first ? "" : ",") << id << std::flush;
+      first = false;
+    });
     std::cout << "\n";
   });
 }

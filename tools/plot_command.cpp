@@ -6,13 +6,16 @@
 #include <string>
 
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "tools/viz/plot.h"
+#include "tools/viz/png.h"
 
 namespace sprig::tools {
 
 void add_plot_command(CLI::App& app) {
   struct Options {
     std::string run_dir, out;
+    bool overwrite = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -20,10 +23,13 @@ void add_plot_command(CLI::App& app) {
   cmd->add_option("run_dir", opt->run_dir, "training run directory (holds metrics.jsonl)")
       ->required();
   cmd->add_option("--out", opt->out, "output PNG (default: RUN_DIR/curves.png)");
+  add_overwrite_flag(cmd, opt->overwrite);
   cmd->callback([opt] {
-    const std::string out = opt->out.empty() ? opt->run_dir + "/curves.png" : opt->out;
-    plot_run(opt->run_dir, out);
-    std::cout << "curves of " << opt->run_dir << " written to " << out << "\n";
+    Output out(opt->out.empty() ? opt->run_dir + "/curves.png" : opt->out, kPngOutput,
+               opt->overwrite);
+    plot_run(opt->run_dir, out.temp());
+    out.commit();
+    std::cout << "curves of " << opt->run_dir << " written to " << out.path() << "\n";
   });
 }
 

@@ -213,6 +213,27 @@ TEST(Mask, BatchMaskRows) {
             "[mask] rectangle 0 [0, 5) x [0, 4) is not inside the mask shape [4, 4]");
 }
 
+TEST(Mask, PrefixTreePathsMustBeRootFirstChains) {
+  const auto error = [](const std::vector<int64_t>& lengths,
+                        const std::vector<std::vector<int64_t>>& paths) {
+    return invalid_argument_message([&] { prefix_tree_mask(lengths, paths); });
+  };
+  const std::string op = "[prefix_tree_mask] ";
+  // Node 1 would see node 2, which comes after it.
+  EXPECT_EQ(error({2, 1, 1}, {{0, 2, 1}}),
+            op + "sample_paths[0][2] = 1 does not come after its parent 2: node indices "
+                 "increase along a path");
+  EXPECT_EQ(error({2, 1, 1}, {{1, 2}}), op + "sample_paths[0] starts at node 1, not at the root 0");
+  EXPECT_EQ(error({2, 1, 1}, {{0, 1}}), op + "node 2 lies on no sample path");
+  EXPECT_EQ(error({2, 1, 1}, {{0, 1, 2}, {0, 2}}),
+            op + "sample_paths[1][1] = 2 has parent 0 here but 1 on an earlier path");
+  EXPECT_EQ(error({2, 1}, {{0, 1}, {}}), op + "sample_paths[1] is empty");
+  // The trees folding makes are accepted: shared prompt, empty prompt (independent roots), deep.
+  EXPECT_NO_THROW(prefix_tree_mask({2, 1, 1}, {{0, 1}, {0, 2}}));
+  EXPECT_NO_THROW(prefix_tree_mask({0, 1, 1}, {{1}, {2}}));
+  EXPECT_NO_THROW(prefix_tree_mask({2, 1, 1, 1}, {{0, 1, 2}, {0, 1, 3}}));
+}
+
 TEST(Mask, BadBuilderArguments) {
   EXPECT_EQ(invalid_argument_message([] { causal_mask(-1); }),
             "[causal_mask] length must be >= 0, got -1");

@@ -107,7 +107,7 @@ TEST_F(DataCli, DumpWritesTheDataLoadersBatches) {
     const std::string config =
         write("config.yaml", "seed: 3\ndata:\n  micro_batch_size: 2\n" + data);
     const CliRun r =
-        sprig_data("dump -c " + config + " --batches 2 --out " + path("batches.jsonl"));
+        sprig_data("dump -c " + config + " --batches 2 --overwrite --out " + path("batches.jsonl"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.rfind("wrote " + path("batches.jsonl") + ": 2 batches; ", 0), 0u) << r.out;
     const std::vector<json> dumped = read_jsonl("batches.jsonl");
@@ -245,7 +245,7 @@ TEST_F(DataCli, BadOptionsGetAClearMessage) {
       {"pack --input " + path("absent.jsonl") + " --seq-len 4 --mode sft" + out,
        "--input: File does not exist: " + path("absent.jsonl")},
       {"pack --input " + input + " --seq-len 0 --mode sft" + out,
-       "[pack] seq_len must be positive, got 0"},
+       "--seq-len: must be a positive number, got 0"},
       {"pack --input " + input + " --seq-len 4 --mode sft --pad-id -1" + out,
        "--pad-id: Value -1 not in range 0 to 2147483647"},
       {"pack --input " + input + " --seq-len 4 --mode sft --vocab-size 8 --pad-id 8" + out,

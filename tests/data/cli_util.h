@@ -53,14 +53,14 @@ class DataCli : public ::testing::Test {
     return objects;
   }
 
-  // `sprig data pack` of `input` into out.jsonl, which must succeed; returns the rows and sets
-  // `summary` to what the command printed.
+  // `sprig data pack` of `input` into out.jsonl (replacing an earlier one), which must succeed;
+  // returns the rows and sets `summary` to what the command printed.
   std::vector<nlohmann::json> pack(const std::string& input, const std::string& mode,
                                    int64_t seq_len, const std::string& extra_args,
                                    std::string& summary) const {
-    const CliRun r =
-        sprig_data("pack --input " + input + " --mode " + mode + " --seq-len " +
-                   std::to_string(seq_len) + " --out " + path("out.jsonl") + " " + extra_args);
+    const CliRun r = sprig_data("pack --input " + input + " --mode " + mode + " --seq-len " +
+                                std::to_string(seq_len) + " --out " + path("out.jsonl") +
+                                " --overwrite " + extra_args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     summary = r.out;
     return read_jsonl("out.jsonl");

@@ -125,6 +125,70 @@ TEST(Checkpoint, ShardIndexMustMatchTheShards) {
   EXPECT_FALSE(exists(root + "/out"));
 }
 
+TEST(Checkpoint, ShardNamesMustStayInsideTheDirectory) {
+  const testing::TempDir tmp("ckpt_escape");
+  const std::string& root = tmp.path;
+  testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", {}, {}, 2);
+  const std::string index_path = root + "/hf/model.safetensors.index.json";
+  const nlohmann::json good = nlohmann::json::parse(testing::read_text(index_path));
+  // A real shard outside the directory, which the index must not be able to reach.
+  testing::fs::copy_file(root + "/hf/model-00001-of-00002.safetensors",
+                         root + "/outside.safetensors");
+  testing::fs::create_symlink(root + "/outside.safetensors", root + "/hf/link.safetensors");
+  const std::string suffix = ": shards must be files inside " + root + "/hf";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"../outside.safetensors", "climbs out with \"..\""},
+      {"sub/../../outside.safetensors", "climbs out with \"..\""},
+      {root + "/outside.safetensors", "is an absolute path"},
+      {"link.safetensors", "resolves to " + root + "/outside.safetensors, outside the directory"},
+      {"", "is empty"},
+  };
+  for (const auto& [shard, why] : cases) {
+    nlohmann::json index = good;
+    for (auto& [name, file] : index["weight_map"].items())
+      if (file == "model-00001-of-00002.safetensors") file = shard;
+    testing::write_text(index_path, index.dump());
+    EXPECT_EQ(convert_error(root + "/hf", root + "/out"),
+              index_path + ": the shard \"" + shard + "\" " + why + suffix);
+  }
+  EXPECT_FALSE(exists(root + "/out"));
+}
+
+TEST(Checkpoint, OutputsAreNewOrAnEarlierCheckpoint) {
+  const testing::TempDir tmp("ckpt_overwrite");
+  const std::string& root = tmp.path;
+  const std::string src = testing::kGoldenDir + "qwen3_tiny";
+  convert_checkpoint(src, root + "/out");
+  // --overwrite replaces an earlier checkpoint (here with tokenizer files beside it) whole.
+  testing::write_text(root + "/out/tokenizer.json", "{}");
+  convert_checkpoint(src, root + "/out", /*overwrite=*/true);
+  EXPECT_EQ(testing::entries_of(root + "/out"),
+            (std::set<std::string>{"config.json", "model.safetensors"}));
+  // A directory holding anything else is refused even with --overwrite, and kept.
+  testing::write_text(root + "/out/notes.txt", "mine");
+  EXPECT_EQ(convert_error(src, root + "/out"),
+            "[--out] " + root +
+                "/out already exists and is not empty: choose a new directory, or give "
+                "--overwrite to replace it");
+  try {
+    convert_checkpoint(src, root + "/out", true);
+    ADD_FAILURE() << "replaced a directory with a user's file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "[--out] " + root +
+                                         "/out is not a checkpoint directory that sprig wrote: "
+                                         "refusing to replace it, even with --overwrite");
+  }
+  EXPECT_EQ(testing::read_text(root + "/out/notes.txt"), "mine");
+  // A file is never replaced by a directory; a model directory given as its config.json is named.
+  testing::write_text(root + "/file", "mine");
+  EXPECT_EQ(convert_error(src, root + "/file"),
+            "[--out] " + root + "/file is a file, not a directory: choose a directory");
+  EXPECT_EQ(
+      convert_error(src + "/config.json", root + "/new"),
+      src + "/config.json is a file, not a model directory: give the directory that holds it");
+  EXPECT_EQ(testing::read_text(root + "/file"), "mine");
+}
+
 TEST(Checkpoint, ListsEveryMismatchAndWritesNothing) {
   const testing::TempDir tmp("ckpt_mismatch");
   const std::string& root = tmp.path;
@@ -150,10 +214,13 @@ TEST(Checkpoint, ListsEveryMismatchAndWritesNothing) {
   EXPECT_EQ(convert_error(root + "/hf", root + "/out"), expected);
   EXPECT_EQ(testing::entries_of(root), std::set<std::string>{"hf"});  // no out, no temporary
 
-  // An existing output directory is left exactly as it was.
+  // An existing output directory is refused before anything is read, and left as it was.
   testing::fs::create_directories(root + "/out");
   testing::write_text(root + "/out/keep.txt", "old");
-  EXPECT_EQ(convert_error(root + "/hf", root + "/out"), expected);
+  EXPECT_EQ(convert_error(root + "/hf", root + "/out"),
+            "[--out] " + root +
+                "/out already exists and is not empty: choose a new directory, or give "
+                "--overwrite to replace it");
   EXPECT_EQ(testing::entries_of(root + "/out"), std::set<std::string>{"keep.txt"});
   EXPECT_EQ(testing::read_text(root + "/out/keep.txt"), "old");
   EXPECT_EQ(testing::entries_of(root), (std::set<std::string>{"hf", "out"}));

@@ -193,6 +193,17 @@ TEST(QwenConfig, RejectsRopeScaling) {
   EXPECT_EQ(parse_error(j), "config.json: \"rope_parameters\" must be an object");
 }
 
+TEST(QwenConfig, RejectsNonPositiveRopeThetaAndEps) {
+  json j = small_qwen2();
+  j["rope_theta"] = 0;
+  EXPECT_EQ(parse_error(j), "config.json: rope_theta must be positive, got 0.000000");
+  j["rope_theta"] = -5e5;
+  EXPECT_EQ(parse_error(j), "config.json: rope_theta must be positive, got -500000.000000");
+  j["rope_theta"] = 1e6;
+  j["rms_norm_eps"] = 0;
+  EXPECT_EQ(parse_error(j), "config.json: rms_norm_eps must be positive, got 0.000000");
+}
+
 TEST(QwenConfig, RejectsMissingAndNonIntegerSizes) {
   json j = small_qwen2();
   j.erase("hidden_size");

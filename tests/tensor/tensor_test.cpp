@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/cuda/kernels.h"
+#include "tensor/storage.h"
 #include "tests/test_util.h"
 
 namespace sprig {
@@ -47,6 +48,31 @@ TEST(Tensor, CreationValuesAndMetadata) {
   EXPECT_EQ(z.describe(), "Tensor[2, 3] i32 cpu");
   EXPECT_FALSE(Tensor().defined());
   EXPECT_EQ(Tensor().describe(), "Tensor(undefined)");
+}
+
+TEST(Tensor, RefusesImpossibleSizesWithASentence) {
+  try {
+    Tensor::empty({int64_t{1} << 40, int64_t{1} << 40}, DType::f32);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[empty] a f32 tensor of shape [1099511627776, "
+              "1099511627776] needs more bytes than memory can address");
+  }
+  const size_t available = cpu_memory_available();
+  const int64_t too_many = static_cast<int64_t>(available / 4 + (size_t{1} << 28));
+  try {
+    Tensor::empty({too_many}, DType::f32);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("[memory] a " + std::to_string(too_many * 4 >> 20) +
+                            " MiB CPU allocation does not fit the ",
+                        0),
+              0u)
+        << msg;
+    EXPECT_NE(msg.find(" MiB of memory available"), std::string::npos) << msg;
+  }
 }
 
 TEST(Tensor, HostTransfers) {

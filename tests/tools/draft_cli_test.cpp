@@ -176,8 +176,17 @@ TEST_F(DraftCli, EvalBadRecordsStopAtFileAndLine) {
   testing::write_text(out, "keep me");
   const CliRun exists = eval(ok + "\n", "--out " + out);
   EXPECT_EQ(exists.exit_code, 1);
-  EXPECT_EQ(exists.err, "sprig: " + out + " already exists: choose another output file\n");
+  EXPECT_EQ(exists.err, "sprig: [--out] " + out +
+                            " already exists: choose another name, or give --overwrite to "
+                            "replace it\n");
   EXPECT_EQ(exists.out, "");
+  EXPECT_EQ(testing::read_text(out), "keep me");
+  // --overwrite replaces only a safetensors file.
+  const CliRun foreign = eval(ok + "\n", "--overwrite --out " + out);
+  EXPECT_EQ(foreign.exit_code, 1);
+  EXPECT_EQ(foreign.err, "sprig: [--out] " + out +
+                             " is not a safetensors file that sprig wrote: refusing to replace "
+                             "it, even with --overwrite\n");
   EXPECT_EQ(testing::read_text(out), "keep me");
 }
 

@@ -116,7 +116,7 @@ TEST(BadInput, MissingModel) {
   fs::create_directories(dir / "empty_ckpt");
   EXPECT_TRUE(contains(
       train_error(testing::tiny_config(dir, {"model={path: " + (dir / "empty_ckpt") + "}"})),
-      dir / "empty_ckpt/config.json: cannot open the model config"));
+      dir / "empty_ckpt has no config.json: it is not a model directory"));
   EXPECT_FALSE(fs::exists(dir / "run"));  // a run that cannot start leaves no run directory
 }
 

@@ -27,6 +27,7 @@
 #include "tensor/random.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -227,18 +228,17 @@ void add_bench_attention_command(CLI::App& bench) {
   cmd->add_option("--seq", o->seq,
                   "tokens of the causal and documents masks (default: 1024 on CPU; 4096 and "
                   "16384 causal, 16384 documents on CUDA)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--heads", o->heads, "query heads (default: 4 CPU, 16 CUDA)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
+  cmd->add_option("--heads", o->heads, "query heads (default: 4 CPU, 16 CUDA)")->check(kPositive);
   cmd->add_option("--kv-heads", o->kv_heads, "key/value heads (default: --heads)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--head-dim", o->head_dim, "head dim D (default: 64 CPU, 128 CUDA)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--batch", o->batch,
                   "batch rows per mask (default: 1; causal on CUDA fills B*T = 16384)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--reps", o->reps, "timed runs after warm-up (default: 5 CPU, 20 CUDA)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_flag("--json", o->json, "one JSON object per mask (with its spec) instead of a table");
   cmd->callback([o] { run_bench_attention(*o); });
 }

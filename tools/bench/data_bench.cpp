@@ -21,6 +21,7 @@
 #include "data/prefix_tree.h"
 #include "tensor/random.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -182,13 +183,11 @@ void add_bench_data_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "data", "Packing and folding throughput on one thread beside memcpy, and padding fractions");
   cmd->add_option("--tokens", o->tokens, "tokens of synthetic documents per packer")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--seq-len", o->seq_len, "row length S")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len, "row length S")->check(kPositive)->capture_default_str();
   cmd->add_option("--batch", o->batch_rows, "rows per collated batch")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "at most 1M tokens and short timings (a smoke run)");
   cmd->callback([o] { run_data_bench(*o, std::cout); });

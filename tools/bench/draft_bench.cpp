@@ -27,6 +27,7 @@
 #include "tools/bench/models.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "train/batch_input.h"
 #include "train/progress.h"
 
@@ -336,7 +337,7 @@ void add_bench_draft_command(CLI::App& bench) {
       "--target", o->target,
       "tiny, wide, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");
   cmd->add_option("--draft-layers", o->draft_layers, "Layers of the draft")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "Slots per block")
       ->check(CLI::Range(int64_t{2}, int64_t{64}))
@@ -344,13 +345,13 @@ void add_bench_draft_command(CLI::App& bench) {
   cmd->add_option("--seq", o->seq, "Tokens per row (default: 1024 CPU, 4096 CUDA)")
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 17));
   cmd->add_option("--rows", o->rows, "Rows per micro-batch")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--anchors-per-doc", o->anchors_per_doc, "Anchors per document (packing)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed steps per measurement")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "fewer documents and anchor counts (a smoke run)");
   cmd->add_option("--section", o->section, "Run one section only")

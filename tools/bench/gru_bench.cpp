@@ -21,6 +21,7 @@
 #include "tensor/random.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -122,16 +123,14 @@ void add_bench_gru_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "gru", "GRU forward and backward against the GEMMs it contains, timed alone");
   cmd->add_option("--rows", o->rows, "Sequences in the batch (R)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--steps", o->steps, "Time steps (T)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Time steps (T)")->check(kPositive)->capture_default_str();
   cmd->add_option("--input", o->input, "Input features (E)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--hidden", o->hidden, "Hidden size (G)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or auto (cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
@@ -139,7 +138,7 @@ void add_bench_gru_command(CLI::App& bench) {
   cmd->add_option("--dtype", o->dtype, "f32, bf16, f16 or f64 (default: f32 CPU, bf16 CUDA)")
       ->check(CLI::IsMember({"f32", "bf16", "f16", "f64"}));
   cmd->add_option("--repeats", o->repeats, "Timed runs of each measurement")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->callback([o] { run_gru_bench(*o); });
 }

@@ -20,6 +20,7 @@
 #include "speculative/dflash.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -147,11 +148,10 @@ void add_bench_torch_step_commands(CLI::App& bench) {
   cmd->add_option("--model", o->model, "HF directory or sprig checkpoint")->required();
   cmd->add_option("--input", o->input, "safetensors file holding input_ids (B, T) I64");
   cmd->add_option("--batch", o->batch, "Rows of random ids when there is no --input")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--seq", o->seq, "Tokens per row of random ids when there is no --input")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
-  cmd->add_option("--reps", o->reps, "Timed repetitions after one warm-up")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--reps", o->reps, "Timed repetitions after one warm-up")->check(kPositive);
   cmd->callback([o] { run_step_bench(*o); });
 
   auto d = std::make_shared<DraftStepOptions>();
@@ -166,8 +166,7 @@ void add_bench_torch_step_commands(CLI::App& bench) {
                    "safetensors file: input_ids, loss_mask (B, S) I64, anchors, keep (B, N)")
       ->required();
   draft->add_option("--gamma", d->gamma, "Decay of the slot weights")->capture_default_str();
-  draft->add_option("--reps", d->reps, "Timed repetitions after one warm-up")
-      ->check(CLI::PositiveNumber);
+  draft->add_option("--reps", d->reps, "Timed repetitions after one warm-up")->check(kPositive);
   draft->callback([d] { run_draft_step(*d); });
 }
 

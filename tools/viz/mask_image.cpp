@@ -14,6 +14,10 @@ MaskImage render_mask(const Mask& mask, int64_t tile) {
                                 ", " + std::to_string(mask.k_len) + "]");
   if (tile < 1)
     throw std::invalid_argument("[mask] tile must be >= 1, got " + std::to_string(tile));
+  if (std::max(mask.q_len, mask.k_len) > kMaxMaskImageSide)
+    throw std::invalid_argument(
+        "[mask] a [" + std::to_string(mask.q_len) + ", " + std::to_string(mask.k_len) +
+        "] mask is too large to draw (at most " + std::to_string(kMaxMaskImageSide) + " per side)");
   MaskImage img;
   img.scale = std::clamp<int64_t>(512 / std::max(mask.q_len, mask.k_len), 1, 16);
   img.width = mask.k_len * img.scale;

@@ -17,6 +17,7 @@ struct MaskImage {
   int64_t width = 0, height = 0, scale = 1;
   std::vector<uint8_t> pixels;  // row-major, one byte per pixel
 };
+constexpr int64_t kMaxMaskImageSide = 16384;  // longer masks are refused: no picture shows them
 MaskImage render_mask(const Mask& mask, int64_t tile = 64);
 void save_mask_png(const Mask& mask, const std::string& path, int64_t tile = 64);
 

@@ -2,9 +2,24 @@
 
 #include <png.h>
 
+#include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 namespace sprig {
+
+namespace {
+
+bool has_png_signature(const std::filesystem::path& p) {
+  static const char kSignature[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1a', '\n'};
+  std::ifstream in(p, std::ios::binary);
+  char head[8];
+  return in.read(head, 8) && std::memcmp(head, kSignature, 8) == 0;
+}
+
+}  // namespace
+
+const OutputKind kPngOutput{"PNG", false, has_png_signature};
 
 void write_png(const std::string& path, int64_t width, int64_t height, int channels,
                const std::vector<uint8_t>& pixels) {

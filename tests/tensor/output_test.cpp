@@ -1,0 +1,174 @@
+// Output (tensor/output.h): a target is checked before any work, written under a temporary name and
+// renamed on commit(); what is at the target is never touched unless --overwrite names an earlier
+// output of the same kind, and an uncommitted Output leaves nothing behind.
+#include "tensor/output.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "tensor/safetensors.h"
+#include "tensor/tensor.h"
+
+namespace sprig {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory for one test, removed afterwards.
+struct Scratch {
+  Scratch() : root(fs::temp_directory_path() / ("sprig_output_" + std::to_string(::getpid()))) {
+    fs::remove_all(root);
+    fs::create_directories(root);
+  }
+  ~Scratch() { fs::remove_all(root); }
+  std::string operator/(const std::string& name) const { return (root / name).string(); }
+  std::set<std::string> entries() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(root)) out.insert(e.path().filename().string());
+    return out;
+  }
+  fs::path root;
+};
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool never(const fs::path&) { return false; }
+bool has_marker(const fs::path& dir) { return fs::exists(dir / "marker"); }
+const OutputKind kTestDir{"test directory", true, has_marker};
+const OutputKind kUnrecognisable{"test file", false, never};
+
+TEST(Output, WritesThroughATemporaryRenamedOnCommit) {
+  Scratch s;
+  Output out(s / "a.txt", kUnrecognisable);
+  EXPECT_EQ(fs::path(out.temp()).parent_path(), s.root);
+  EXPECT_FALSE(fs::exists(s / "a.txt"));
+  write_text(out.temp(), "new");
+  EXPECT_FALSE(fs::exists(s / "a.txt"));  // invisible until commit
+  out.commit();
+  EXPECT_EQ(read_text(s / "a.txt"), "new");
+  EXPECT_EQ(s.entries(), std::set<std::string>{"a.txt"});
+}
+
+TEST(Output, AnUncommittedOutputLeavesNothing) {
+  Scratch s;
+  {
+    Output file(s / "a.txt", kUnrecognisable);
+    write_text(file.temp(), "half");
+    Output dir(s / "d", kTestDir);
+    EXPECT_TRUE(fs::is_directory(dir.temp()));
+    write_text(dir.temp() + "/x", "half");
+  }
+  EXPECT_EQ(s.entries(), std::set<std::string>{});
+}
+
+TEST(Output, RefusesExistingFilesUnlessOverwriteRecognisesThem) {
+  Scratch s;
+  write_text(s / "a.txt", "keep");
+  EXPECT_EQ(error_of([&] { Output o(s / "a.txt", kUnrecognisable); }),
+            "[--out] " + (s / "a.txt") +
+                " already exists: choose another name, or give --overwrite to replace it");
+  EXPECT_EQ(error_of([&] { Output o(s / "a.txt", kUnrecognisable, true); }),
+            "[--out] " + (s / "a.txt") +
+                " is not a test file that sprig wrote: refusing to replace it, even with "
+                "--overwrite");
+  EXPECT_EQ(read_text(s / "a.txt"), "keep");
+
+  // A safetensors file is recognised and replaced whole on commit, not before.
+  save_safetensors(s / "t.safetensors", {{"x", Tensor::zeros({2}, DType::f32)}});
+  Output out(s / "t.safetensors", kSafetensorsOutput, true);
+  save_safetensors(out.temp(), {{"y", Tensor::zeros({3}, DType::f32)}});
+  EXPECT_TRUE(SafetensorsFile(s / "t.safetensors").info("x").shape == Shape{2});
+  out.commit();
+  EXPECT_TRUE(SafetensorsFile(s / "t.safetensors").info("y").shape == Shape{3});
+
+  // An empty file counts as nothing.
+  write_text(s / "empty", "");
+  EXPECT_NO_THROW(Output(s / "empty", kUnrecognisable));
+}
+
+TEST(Output, RefusesWrongTypesAndMissingParents) {
+  Scratch s;
+  fs::create_directories(s / "dir");
+  write_text(s / "file", "keep");
+  EXPECT_EQ(error_of([&] { Output o(s / "dir", kUnrecognisable, true, "--png"); }),
+            "[--png] " + (s / "dir") + " is a directory, not a file: choose a file name");
+  EXPECT_EQ(error_of([&] { Output o(s / "file", kTestDir, true); }),
+            "[--out] " + (s / "file") + " is a file, not a directory: choose a directory");
+  EXPECT_EQ(
+      error_of([&] { Output o(s / "missing/x", kUnrecognisable); }),
+      "[--out] " + (s / "missing/x") + ": the directory " + (s / "missing") + " does not exist");
+  EXPECT_EQ(error_of([&] { Output o("", kUnrecognisable); }), "[--out] the output path is empty");
+  EXPECT_EQ(read_text(s / "file"), "keep");
+}
+
+TEST(Output, DirectoriesAreReplacedOnlyWhenRecognised) {
+  Scratch s;
+  // A user's directory with other files is never touched, with or without --overwrite.
+  fs::create_directories(s / "project/src");
+  write_text(s / "project/src/main.py", "x");
+  EXPECT_EQ(error_of([&] { Output o(s / "project", kTestDir); }),
+            "[--out] " + (s / "project") +
+                " already exists and is not empty: choose a new directory, or give --overwrite "
+                "to replace it");
+  EXPECT_EQ(error_of([&] { Output o(s / "project/", kTestDir, true); }),
+            "[--out] " + (s / "project/") +
+                " is not a test directory that sprig wrote: refusing to replace it, even with "
+                "--overwrite");
+  EXPECT_EQ(read_text(s / "project/src/main.py"), "x");
+
+  // An empty directory is taken; a recognised one is replaced whole at commit.
+  fs::create_directories(s / "empty");
+  Output first(s / "empty", kTestDir);
+  write_text(first.temp() + "/marker", "1");
+  first.commit();
+  EXPECT_EQ(read_text(s / "empty/marker"), "1");
+  Output second(s / "empty", kTestDir, true);
+  write_text(second.temp() + "/marker", "2");
+  EXPECT_EQ(read_text(s / "empty/marker"), "1");
+  second.commit();
+  EXPECT_EQ(read_text(s / "empty/marker"), "2");
+  EXPECT_EQ(s.entries(), (std::set<std::string>{"empty", "project"}));
+}
+
+TEST(Output, NeverReplacesTheCurrentDirectory) {
+  Scratch s;
+  fs::create_directories(s / "run/inner");
+  write_text(s / "run/marker", "keep");
+  const fs::path cwd = fs::current_path();
+  fs::current_path(s / "run/inner");
+  const std::string inner = error_of([&] { Output o(".", kTestDir, true); });
+  const std::string outer = error_of([&] { Output o("..", kTestDir, true); });
+  fs::current_path(cwd);
+  EXPECT_EQ(inner, "[--out] . is or holds the current directory: choose another directory");
+  EXPECT_EQ(outer, "[--out] .. is or holds the current directory: choose another directory");
+  EXPECT_EQ(read_text(s / "run/marker"), "keep");
+}
+
+TEST(Output, CommitRechecksTheTarget) {
+  Scratch s;
+  Output out(s / "a.txt", kUnrecognisable);
+  write_text(out.temp(), "new");
+  write_text(s / "a.txt", "appeared meanwhile");
+  EXPECT_NE(error_of([&] { out.commit(); }).find("already exists"), std::string::npos);
+  EXPECT_EQ(read_text(s / "a.txt"), "appeared meanwhile");
+}
+
+}  // namespace
+}  // namespace sprig

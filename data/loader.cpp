@@ -48,6 +48,11 @@ DataLoader::DataLoader(const DataConfig& config, Split split, int64_t rank, int6
       corpus_(load_corpus(split_paths(config, split), config.format, config.packing,
                           config.read_options(), bad_)),
       plan_(plan_rows(corpus_, config.pack_options())) {
+  // Fewer rows than ranks would hand some ranks nothing but another rank's rows.
+  if (static_cast<int64_t>(plan_.rows.size()) < world_)
+    throw std::invalid_argument("[data] " + std::to_string(plan_.rows.size()) +
+                                " packed rows cannot be shared by " + std::to_string(world_) +
+                                " ranks: each needs a row of its own (more data or fewer ranks)");
   start({});
 }
 

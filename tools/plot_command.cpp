@@ -1,6 +1,7 @@
 // `sprig plot RUN_DIR [--out curves.png]`: the loss (and val_loss) and lr curves of a training run
 // (tools/viz/plot.h).
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ void add_plot_command(CLI::App& app) {
   cmd->add_option("--out", opt->out, "output PNG (default: RUN_DIR/curves.png)");
   add_overwrite_flag(cmd, opt->overwrite);
   cmd->callback([opt] {
+    if (!std::filesystem::is_regular_file(opt->run_dir + "/metrics.jsonl"))
+      throw std::runtime_error(opt->run_dir + " is not a run directory: it has no metrics.jsonl");
     Output out(opt->out.empty() ? opt->run_dir + "/curves.png" : opt->out, kPngOutput,
                opt->overwrite);
     plot_run(opt->run_dir, out.temp());

@@ -186,6 +186,11 @@ TEST_F(OutputCli, DataCommandsLeaveNoPartialFile) {
   const CliRun rank = sprig(dump + " --world 2 --rank 2");
   EXPECT_EQ(rank.exit_code, 2);
   EXPECT_NE(rank.err.find("rank 2 is not in [0, 2) for --world 2"), std::string::npos) << rank.err;
+  write_text(dir + "/c.yaml",
+             "data:\n  train: " + dir + "/docs.jsonl\n  seq_len: 4\n  packing: sft\n");
+  expect_refused(sprig(dump + " --world 2 --rank 1"),
+                 "[data] 1 packed rows cannot be shared by 2 ranks: each needs a row of its own "
+                 "(more data or fewer ranks)");
   EXPECT_FALSE(fs::exists(dir + "/d.jsonl"));
 }
 
@@ -225,6 +230,8 @@ TEST_F(OutputCli, PlotRefusesToReplaceWhatItDidNotDraw) {
                      "/run/metrics.jsonl is not a PNG that sprig wrote: refusing to replace it, "
                      "even with --overwrite");
   EXPECT_EQ(entries_of(dir + "/run"), (std::set<std::string>{"curves.png", "metrics.jsonl"}));
+  expect_refused(sprig("plot " + dir + "/nothing"),
+                 dir + "/nothing is not a run directory: it has no metrics.jsonl");
 }
 
 }  // namespace

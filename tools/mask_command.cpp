@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attention/mask_io.h"
+#include "tensor/storage.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 #include "tools/viz/mask_image.h"
@@ -37,6 +38,14 @@ void add_mask_command(CLI::App& app) {
     std::optional<Output> png;
     if (!opt->png.empty()) png.emplace(opt->png, kPngOutput, opt->overwrite, "--png");
     const Mask mask = load_mask_spec(opt->spec);
+    // The dense dump holds one byte per element: refuse what cannot fit before building it.
+    const size_t available = cpu_memory_available();
+    const double bytes = static_cast<double>(mask.q_len) * static_cast<double>(mask.k_len);
+    if (bytes > static_cast<double>(available / 2))
+      throw std::runtime_error(
+          "[mask] the dense [" + std::to_string(mask.q_len) + ", " + std::to_string(mask.k_len) +
+          "] mask needs " + std::to_string(static_cast<int64_t>(bytes / (1 << 20))) +
+          " MiB, over half the " + std::to_string(available >> 20) + " MiB of memory available");
     save_mask_safetensors(mask, out.temp());
     if (png) save_mask_png(mask, png->temp(), opt->tile);
     out.commit();

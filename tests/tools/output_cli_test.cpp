@@ -136,6 +136,14 @@ TEST_F(OutputCli, MaskWritesBothFilesOrNeither) {
                      "/tree.json: [prefix_tree_mask] sample_paths[0][2] = 1 does not come after "
                      "its parent 2: node indices increase along a path");
   EXPECT_FALSE(fs::exists(dir + "/t.safetensors"));
+  // A mask whose dense dump cannot fit in memory is refused before it is built.
+  write_text(dir + "/huge.json", "{\"kind\": \"causal\", \"length\": 1000000000000}");
+  const CliRun huge = sprig("mask --spec " + dir + "/huge.json --out " + dir + "/h.safetensors");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_EQ(huge.err.rfind("sprig: [mask] the dense [1000000000000, 1000000000000] mask needs ", 0),
+            0u)
+      << huge.err;
+  EXPECT_FALSE(fs::exists(dir + "/h.safetensors"));
 }
 
 TEST_F(OutputCli, DataCommandsLeaveNoPartialFile) {

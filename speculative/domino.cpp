@@ -39,60 +39,54 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   const DType stat = h.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor out = Tensor::empty({2, N}, stat, h.device());
   Tensor lse = Tensor::empty({2, N}, stat, h.device());
-  Tensor argmax[2] = {Tensor::empty({N}, DType::i64, h.device()),
-                      Tensor::empty({N}, DType::i64, h.device())};
-  // Rows [r0, r0 + n): their base logits, then the corrected ones in the same buffer.
+  Tensor argmax = Tensor::empty({2, N}, DType::i64, h.device());
+  // Rows [r0, r0 + n): their base logits and the corrections added to them.
   const auto base_logits = [h, w](int64_t r0, int64_t n) {
     return matmul(h.narrow(0, r0, n), w, false, true);
   };
-  const auto correct = [e, p](const Tensor& logits, int64_t r0, int64_t n) {
-    matmul_into(e.narrow(0, r0, n), p, logits, false, true, /*accumulate=*/true);
+  const auto delta_logits = [e, p](int64_t r0, int64_t n) {
+    return matmul(e.narrow(0, r0, n), p, false, true);
   };
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
-    const Tensor logits = base_logits(r0, n), t = targets.narrow(0, r0, n);
-    for (int i = 0; i < 2; ++i) {
-      if (i == 1) correct(logits, r0, n);
-      const CrossEntropyResult ce = cross_entropy(logits, t, -100, true);
-      out.select(0, i).narrow(0, r0, n).copy_(ce.loss);
-      lse.select(0, i).narrow(0, r0, n).copy_(ce.lse);
-      argmax[i].narrow(0, r0, n).copy_(ce.argmax);
-    }
+    const CrossEntropyResult ce = corrected_cross_entropy(base_logits(r0, n), delta_logits(r0, n),
+                                                          targets.narrow(0, r0, n), -100, true);
+    out.narrow(1, r0, n).copy_(ce.loss);
+    lse.narrow(1, r0, n).copy_(ce.lse);
+    argmax.narrow(1, r0, n).copy_(ce.argmax);
   }
-  if (base_argmax) *base_argmax = argmax[0];
-  if (final_argmax) *final_argmax = argmax[1];
+  if (base_argmax) *base_argmax = argmax.select(0, 0).contiguous();
+  if (final_argmax) *final_argmax = argmax.select(0, 1).contiguous();
   const bool head_grad = head.requires_grad(), proj_grad = proj.requires_grad();
-  return record(
-      "domino_head_loss", out, {hidden, head, features, proj},
-      [h, w, e, p, targets, lse, chunk, base_logits, correct, head_grad,
-       proj_grad](const Tensor& dout) -> Grads {
-        const int64_t rows = h.size(0);
-        Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
-        Tensor de = Tensor::empty(e.shape(), e.dtype(), e.device());
-        const auto weight_grad = [rows](bool wanted, const Tensor& like) {
-          if (!wanted) return Tensor();
-          return rows > 0 ? Tensor::empty(like.shape(), like.dtype(), like.device())
-                          : Tensor::zeros(like.shape(), like.dtype(), like.device());
-        };
-        Tensor dw = weight_grad(head_grad, w), dp = weight_grad(proj_grad, p);
-        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-          const int64_t n = std::min(chunk, rows - r0);
-          const Tensor logits = base_logits(r0, n), t = targets.narrow(0, r0, n);
-          const Tensor dbase_own = cross_entropy_backward(
-              dout.select(0, 0).narrow(0, r0, n), logits, t, lse.select(0, 0).narrow(0, r0, n));
-          correct(logits, r0, n);
-          const Tensor dcorrected = cross_entropy_backward(
-              dout.select(0, 1).narrow(0, r0, n), logits, t, lse.select(0, 1).narrow(0, r0, n));
-          // The corrected logits are base + delta: their gradient reaches the base logits too.
-          const Tensor dbase = add(dbase_own, dcorrected);
-          const bool accumulate = r0 > 0;
-          matmul_into(dbase, w, dh.narrow(0, r0, n), false, false, false);
-          matmul_into(dcorrected, p, de.narrow(0, r0, n), false, false, false);
-          if (head_grad) matmul_into(dbase, h.narrow(0, r0, n), dw, true, false, accumulate);
-          if (proj_grad) matmul_into(dcorrected, e.narrow(0, r0, n), dp, true, false, accumulate);
-        }
-        return {dh, dw, de, dp};
-      });
+  return record("domino_head_loss", out, {hidden, head, features, proj},
+                [h, w, e, p, targets, lse, chunk, base_logits, delta_logits, head_grad,
+                 proj_grad](const Tensor& dout) -> Grads {
+                  const int64_t rows = h.size(0);
+                  Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
+                  Tensor de = Tensor::empty(e.shape(), e.dtype(), e.device());
+                  const auto weight_grad = [rows](bool wanted, const Tensor& like) {
+                    if (!wanted) return Tensor();
+                    return rows > 0 ? Tensor::empty(like.shape(), like.dtype(), like.device())
+                                    : Tensor::zeros(like.shape(), like.dtype(), like.device());
+                  };
+                  Tensor dw = weight_grad(head_grad, w), dp = weight_grad(proj_grad, p);
+                  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+                    const int64_t n = std::min(chunk, rows - r0);
+                    // The logits' gradients replace the logits in their own buffers.
+                    const Tensor dbase = base_logits(r0, n), dcorrected = delta_logits(r0, n);
+                    corrected_cross_entropy_backward_into(dout.narrow(1, r0, n), dbase, dcorrected,
+                                                          targets.narrow(0, r0, n),
+                                                          lse.narrow(1, r0, n), dbase, dcorrected);
+                    const bool accumulate = r0 > 0;
+                    matmul_into(dbase, w, dh.narrow(0, r0, n), false, false, false);
+                    matmul_into(dcorrected, p, de.narrow(0, r0, n), false, false, false);
+                    if (head_grad)
+                      matmul_into(dbase, h.narrow(0, r0, n), dw, true, false, accumulate);
+                    if (proj_grad)
+                      matmul_into(dcorrected, e.narrow(0, r0, n), dp, true, false, accumulate);
+                  }
+                  return {dh, dw, de, dp};
+                });
 }
 
 DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftRows& rows,

@@ -189,6 +189,20 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets,
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                               const Tensor& lse, int64_t ignore_index = -100);
 
+// Two cross-entropies with shared targets: over base logits b [R, V] and over corrected logits
+// c = b + delta, the sum rounded to the logits' dtype (as adding delta into b in place would
+// store it). One read of each buffer; the results are [2, R]: row 0 of b, row 1 of c.
+CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& delta,
+                                           const Tensor& targets, int64_t ignore_index = -100,
+                                           bool want_argmax = false);
+// Their gradients in one pass, from dloss and lse [2, R]: ddelta = dloss[1] (softmax(c) - onehot)
+// and dbase = dloss[0] (softmax(b) - onehot) + ddelta (c depends on b too); 0 on ignored rows.
+// All four [R, V] tensors contiguous; dbase may be base and ddelta may be delta (in place).
+void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& base,
+                                           const Tensor& delta, const Tensor& targets,
+                                           const Tensor& lse, const Tensor& dbase,
+                                           const Tensor& ddelta, int64_t ignore_index = -100);
+
 // Forward KL per row: KL(softmax(teacher/T) || softmax(student/T)) = sum_v p (log p - log q),
 // terms with p == 0 contribute 0. teacher, student [R, V]. Returns (kl [R] f32, s_lse, t_lse).
 struct KLResult {

@@ -126,6 +126,83 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
   });
 }
 
+// ---- Domino's pair: base and corrected logits
+// -----------------------------------------------------
+
+void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
+                             const Tensor& loss, const Tensor& lse, const Tensor& argmax,
+                             int64_t ignore_index) {
+  const int64_t R = base.size(0), V = base.size(1);
+  const std::vector<int64_t> target = targets.to_vector<int64_t>();
+  visit_floating(base.dtype(), "corrected_cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* bp = base.data<T>();
+    const T* dp = delta.data<T>();
+    A* loss_p = loss.data<A>();
+    A* lse_p = lse.data<A>();
+    int64_t* argmax_p = argmax.defined() ? argmax.data<int64_t>() : nullptr;
+#pragma omp parallel for if (R * V > kParallelGrain)
+    for (int64_t r = 0; r < R; ++r) {
+      thread_local std::vector<A> b_buffer, c_buffer;
+      const A* b = row_in<A>(bp + r * V, V, b_buffer);
+      // The corrected row, rounded to T as the sum stored in place would be.
+      c_buffer.resize(static_cast<size_t>(V));
+      for (int64_t v = 0; v < V; ++v)
+        c_buffer[static_cast<size_t>(v)] = convert<A>(convert<T>(b[v] + convert<A>(dp[r * V + v])));
+      const A* rows[2] = {b, c_buffer.data()};
+      for (int64_t i = 0; i < 2; ++i) {
+        A max = 0;
+        const int64_t at = i * R + r;
+        lse_p[at] = row_lse(rows[i], V, A(1), &max);
+        loss_p[at] = target[r] == ignore_index ? A(0) : lse_p[at] - rows[i][target[r]];
+        if (argmax_p) argmax_p[at] = first_index_of(rows[i], V, max);
+      }
+    }
+  });
+}
+
+void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, const Tensor& delta,
+                                      const Tensor& targets, const Tensor& lse, const Tensor& dbase,
+                                      const Tensor& ddelta, int64_t ignore_index) {
+  const int64_t R = base.size(0), V = base.size(1);
+  const std::vector<int64_t> target = targets.to_vector<int64_t>();
+  visit_floating(base.dtype(), "corrected_cross_entropy_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* bp = base.data<T>();
+    const T* dp = delta.data<T>();
+    T* gbp = dbase.data<T>();
+    T* gdp = ddelta.data<T>();
+    const A* dloss_p = dloss.data<A>();
+    const A* lse_p = lse.data<A>();
+#pragma omp parallel for if (R * V > kParallelGrain)
+    for (int64_t r = 0; r < R; ++r) {
+      if (target[r] == ignore_index) {
+        std::fill(gbp + r * V, gbp + (r + 1) * V, convert<T>(A(0)));
+        std::fill(gdp + r * V, gdp + (r + 1) * V, convert<T>(A(0)));
+        continue;
+      }
+      // Both rows are read (into buffers, or as A in place) before either output row is written:
+      // the outputs may be the inputs.
+      thread_local std::vector<A> b_buffer, c_buffer, g_buffer;
+      const A* b = row_in<A>(bp + r * V, V, b_buffer);
+      c_buffer.resize(static_cast<size_t>(V));
+      ArrayMap<A> dc(c_buffer.data(), V);
+      for (int64_t v = 0; v < V; ++v)
+        dc(v) = convert<A>(convert<T>(b[v] + convert<A>(dp[r * V + v])));
+      const A g0 = dloss_p[r], g1 = dloss_p[R + r];
+      dc = g1 * (dc - lse_p[R + r]).exp();
+      dc(target[r]) -= g1;
+      write_row(gbp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {
+        g = g0 * (ConstArrayMap<A>(b, V) - lse_p[r]).exp() + dc;
+        g(target[r]) -= g0;
+      });
+      write_row(gdp + r * V, V, g_buffer, [&](ArrayMap<A>& g) { g = dc; });
+    }
+  });
+}
+
 // ---- KL divergence ------------------------------------------------------------------------------
 
 void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,

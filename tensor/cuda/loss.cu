@@ -120,6 +120,87 @@ __global__ void cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss
   }
 }
 
+// ---- Domino's pair: base and corrected logits
+// -----------------------------------------------------
+
+// c = b + d rounded to T, as the sum stored in place would be.
+template <class T> __device__ __forceinline__ acc_t<T> corrected(T b, T d) {
+  return to_acc(from_acc<T>(to_acc(b) + to_acc(d)));
+}
+
+// Both cross-entropies of a row from one read of b and d: loss, lse, argmax at [i * R + row], i = 0
+// for b and 1 for c.
+template <class T, int N>
+__global__ void corrected_cross_entropy_kernel(
+    const T* __restrict__ base, const T* __restrict__ delta, const void* __restrict__ targets,
+    bool targets64, acc_t<T>* __restrict__ loss, acc_t<T>* __restrict__ lse,
+    int64_t* __restrict__ argmax, int64_t R, int64_t V, int64_t ignore_index) {
+  using A = acc_t<T>;
+  const int64_t row = blockIdx.x;
+  const Vec<T, N>* b_row = reinterpret_cast<const Vec<T, N>*>(base + row * V);
+  const Vec<T, N>* d_row = reinterpret_cast<const Vec<T, N>*>(delta + row * V);
+  MaxSum<A> st[2] = {{-INFINITY, A(0)}, {-INFINITY, A(0)}};
+  ArgMax<A> best[2] = {{-INFINITY, kNoIndex}, {-INFINITY, kNoIndex}};
+  for (int64_t p = threadIdx.x; p < V / N; p += blockDim.x) {
+    const Vec<T, N> x = b_row[p], y = d_row[p];
+    for (int j = 0; j < N; ++j) {
+      const A v[2] = {to_acc(x.v[j]), corrected(x.v[j], y.v[j])};
+      for (int i = 0; i < 2; ++i) {
+        add(st[i], v[i]);
+        if (v[i] > best[i].value || best[i].index == kNoIndex) best[i] = {v[i], p * N + j};
+      }
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    st[i] = block_combine(st[i]);
+    if (argmax) best[i] = block_combine(best[i]);
+  }
+  if (threadIdx.x != 0) return;
+  const int64_t t = load_index(targets, targets64, row);
+  for (int i = 0; i < 2; ++i) {
+    const A l = st[i].max + ::log(st[i].sum);
+    const A at_target = t == ignore_index ? A(0)
+                        : i == 0          ? to_acc(base[row * V + t])
+                                          : corrected(base[row * V + t], delta[row * V + t]);
+    lse[i * R + row] = l;
+    loss[i * R + row] = t == ignore_index ? A(0) : l - at_target;
+    if (argmax) argmax[i * R + row] = best[i].index;
+  }
+}
+
+// ddelta = g1 (softmax(c) - onehot), dbase = g0 (softmax(b) - onehot) + ddelta. Each thread reads
+// its elements of b and d before writing the same elements of dbase and ddelta, so the outputs may
+// be the inputs (no __restrict__).
+template <class T, int N>
+__global__ void corrected_cross_entropy_backward_kernel(
+    const acc_t<T>* __restrict__ dloss, const T* base, const T* delta,
+    const void* __restrict__ targets, bool targets64, const acc_t<T>* __restrict__ lse, T* dbase,
+    T* ddelta, int64_t R, int64_t V, int64_t ignore_index) {
+  using A = acc_t<T>;
+  const int64_t row = blockIdx.x;
+  const int64_t t = load_index(targets, targets64, row);
+  const bool ignored = t == ignore_index;
+  const A g0 = ignored ? A(0) : dloss[row], g1 = ignored ? A(0) : dloss[R + row];
+  const A l0 = lse[row], l1 = lse[R + row];
+  const Vec<T, N>* b_row = reinterpret_cast<const Vec<T, N>*>(base + row * V);
+  const Vec<T, N>* d_row = reinterpret_cast<const Vec<T, N>*>(delta + row * V);
+  Vec<T, N>* gb_row = reinterpret_cast<Vec<T, N>*>(dbase + row * V);
+  Vec<T, N>* gd_row = reinterpret_cast<Vec<T, N>*>(ddelta + row * V);
+  for (int64_t p = threadIdx.x; p < V / N; p += blockDim.x) {
+    const Vec<T, N> x = b_row[p], y = d_row[p];
+    Vec<T, N> gb, gd;
+    for (int j = 0; j < N; ++j) {
+      const A onehot = p * N + j == t ? A(1) : A(0);
+      const A dc = ignored ? A(0) : g1 * (::exp(corrected(x.v[j], y.v[j]) - l1) - onehot);
+      const A db = ignored ? A(0) : g0 * (::exp(to_acc(x.v[j]) - l0) - onehot) + dc;
+      gb.v[j] = from_acc<T>(db);
+      gd.v[j] = from_acc<T>(dc);
+    }
+    gb_row[p] = gb;
+    gd_row[p] = gd;
+  }
+}
+
 // ---- KL divergence ------------------------------------------------------------------------------
 
 // kl = sum_v p (log p - log q), p = softmax(teacher / temp), q = softmax(student / temp); terms
@@ -218,6 +299,51 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
           static_cast<const A*>(dloss.data_ptr()), lp, targets.data_ptr(),
           targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), dp, V,
           ignore_index);
+    });
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
+                             const Tensor& loss, const Tensor& lse, const Tensor& argmax,
+                             int64_t ignore_index, cudaStream_t stream) {
+  const int64_t R = base.size(0), V = base.size(1);
+  visit_floating(base.dtype(), "corrected_cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* bp = static_cast<const T*>(base.data_ptr());
+    const T* dp = static_cast<const T*>(delta.data_ptr());
+    int64_t* ap = argmax.defined() ? static_cast<int64_t*>(argmax.data_ptr()) : nullptr;
+    with_vec_width<T>(V, {bp, dp}, [&](auto width) {
+      constexpr int N = decltype(width)::value;
+      corrected_cross_entropy_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
+          bp, dp, targets.data_ptr(), targets.dtype() == DType::i64,
+          static_cast<A*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()), ap, R, V,
+          ignore_index);
+    });
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, const Tensor& delta,
+                                      const Tensor& targets, const Tensor& lse, const Tensor& dbase,
+                                      const Tensor& ddelta, int64_t ignore_index,
+                                      cudaStream_t stream) {
+  const int64_t R = base.size(0), V = base.size(1);
+  visit_floating(base.dtype(), "corrected_cross_entropy_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* bp = static_cast<const T*>(base.data_ptr());
+    const T* dp = static_cast<const T*>(delta.data_ptr());
+    T* gbp = static_cast<T*>(dbase.data_ptr());
+    T* gdp = static_cast<T*>(ddelta.data_ptr());
+    with_vec_width<T>(V, {bp, dp, gbp, gdp}, [&](auto width) {
+      constexpr int N = decltype(width)::value;
+      corrected_cross_entropy_backward_kernel<T, N>
+          <<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
+              static_cast<const A*>(dloss.data_ptr()), bp, dp, targets.data_ptr(),
+              targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), gbp, gdp, R, V,
+              ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());

@@ -96,6 +96,68 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   return dlogits;
 }
 
+namespace {
+
+// base and delta: [R, V] of one floating dtype on one device, contiguous (the backward may write
+// over them).
+void check_corrected(const char* op, const Tensor& base, const Tensor& delta,
+                     const Tensor& targets) {
+  check_logits(op, base, "base");
+  check_logits(op, delta, "delta");
+  check_shape(op, delta, base.shape(), "delta");
+  check_same_dtype(op, base, delta);
+  check_same_device(op, {&base, &delta});
+  check_targets(op, targets, base);
+  for (const Tensor* t : {&base, &delta})
+    if (!t->is_contiguous()) fail(op, "base and delta must be contiguous");
+}
+
+}  // namespace
+
+CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& delta,
+                                           const Tensor& targets, int64_t ignore_index,
+                                           bool want_argmax) {
+  const char* op = "corrected_cross_entropy";
+  check_corrected(op, base, delta, targets);
+  const int64_t R = base.size(0);
+  check_target_range(op, targets, base.size(1), ignore_index);
+  CrossEntropyResult res;
+  res.loss = Tensor::empty({2, R}, stat_dtype(base), base.device());
+  res.lse = Tensor::empty({2, R}, stat_dtype(base), base.device());
+  if (want_argmax) res.argmax = Tensor::empty({2, R}, DType::i64, base.device());
+  if (R > 0)
+    SPRIG_DISPATCH(base.device(), corrected_cross_entropy, base, delta, targets.contiguous(),
+                   res.loss, res.lse, res.argmax, ignore_index);
+  return res;
+}
+
+void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& base,
+                                           const Tensor& delta, const Tensor& targets,
+                                           const Tensor& lse, const Tensor& dbase,
+                                           const Tensor& ddelta, int64_t ignore_index) {
+  const char* op = "corrected_cross_entropy_backward";
+  check_corrected(op, base, delta, targets);
+  const int64_t R = base.size(0);
+  check_float_input(op, dloss, "dloss");
+  check_shape(op, dloss, {2, R}, "dloss");
+  check_defined(op, lse, "lse");
+  check_shape(op, lse, {2, R}, "lse");
+  if (lse.dtype() != stat_dtype(base))
+    fail(op, std::string("lse must be ") + dtype_name(stat_dtype(base)) + ", got " +
+                 dtype_name(lse.dtype()));
+  for (const Tensor* out : {&dbase, &ddelta}) {
+    check_defined(op, *out, out == &dbase ? "dbase" : "ddelta");
+    check_shape(op, *out, base.shape(), out == &dbase ? "dbase" : "ddelta");
+    check_same_dtype(op, base, *out);
+    if (!out->is_contiguous()) fail(op, "dbase and ddelta must be contiguous");
+  }
+  check_same_device(op, {&base, &dloss, &lse, &dbase, &ddelta});
+  if (R > 0)
+    SPRIG_DISPATCH(base.device(), corrected_cross_entropy_backward,
+                   dloss.to(stat_dtype(base)).contiguous(), base, delta, targets.contiguous(),
+                   lse.contiguous(), dbase, ddelta, ignore_index);
+}
+
 KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature) {
   check_kl("kl_div", teacher, student, temperature);
   const int64_t R = teacher.size(0);

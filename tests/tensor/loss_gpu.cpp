@@ -1,4 +1,5 @@
-// GPU parity tests of the row losses: cross-entropy (loss, lse, argmax, dlogits) and forward KL
+// GPU parity tests of the row losses: cross-entropy (loss, lse, argmax, dlogits), Domino's
+// corrected pair (also in place) and forward KL
 // (kl, lses, dstudent), CUDA against the CPU reference in f32 and bf16 on awkward row counts and
 // vocabulary sizes (scalar and 16-byte vector paths), huge and -inf logits, non-contiguous input.
 #include <gtest/gtest.h>
@@ -52,6 +53,33 @@ TEST(CrossEntropyGpu, MatchesCpuOnAwkwardShapes) {
           cross_entropy_backward(to_cuda(dloss), to_cuda(logits), to_cuda(t), gpu.lse);
       // dloss * (softmax - onehot): entries of size about 1 / V that can cancel.
       EXPECT_PARITY(gdlogits, dlogits, 1, 1.0 / static_cast<double>(s.vocab));
+    }
+}
+
+TEST(CorrectedCrossEntropyGpu, MatchesCpuOnAwkwardShapesAndInPlace) {
+  SPRIG_REQUIRE_CUDA();
+  uint64_t seed = 100;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const RowsVocab& s : kShapes) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
+                   " V=" + std::to_string(s.vocab));
+      const Tensor b = rand_normal({s.rows, s.vocab}, ++seed, dt);
+      const Tensor d = rand_normal({s.rows, s.vocab}, ++seed, dt);
+      const Tensor t = some_targets(s.rows, s.vocab, ++seed);
+      const CrossEntropyResult cpu = corrected_cross_entropy(b, d, t, -100, true);
+      const CrossEntropyResult gpu =
+          corrected_cross_entropy(to_cuda(b), to_cuda(d), to_cuda(t), -100, true);
+      EXPECT_PARITY(gpu.loss, cpu.loss);
+      EXPECT_PARITY(gpu.lse, cpu.lse);
+      EXPECT_EQ(gpu.argmax.to_vector<int64_t>(), cpu.argmax.to_vector<int64_t>());
+      const Tensor dloss = rand_normal({2, s.rows}, ++seed);
+      Tensor gb = Tensor::empty(b.shape(), dt), gd = Tensor::empty(b.shape(), dt);
+      corrected_cross_entropy_backward_into(dloss, b, d, t, cpu.lse, gb, gd);
+      // On the GPU in place: the gradients overwrite the logits.
+      const Tensor cb = to_cuda(b), cd = to_cuda(d);
+      corrected_cross_entropy_backward_into(to_cuda(dloss), cb, cd, to_cuda(t), gpu.lse, cb, cd);
+      EXPECT_PARITY(cb, gb, 1, 1.0 / static_cast<double>(s.vocab));
+      EXPECT_PARITY(cd, gd, 1, 1.0 / static_cast<double>(s.vocab));
     }
 }
 

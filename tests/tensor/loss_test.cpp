@@ -32,6 +32,17 @@ std::vector<double> naive_lse(const Tensor& x, double temperature = 1.0) {
   return lse;
 }
 
+// The two plain cross-entropies corrected_cross_entropy must reproduce: of b and of b + delta.
+struct CorrectedResultCheck {
+  CrossEntropyResult of[2];
+};
+
+double max_abs(const Tensor& x) {
+  double m = 0;
+  for (double v : x.to_vector<double>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
 Tensor targets_of(const std::vector<int64_t>& t) {
   return Tensor::from_vector(t, {static_cast<int64_t>(t.size())});
 }
@@ -110,6 +121,89 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   const auto loss = [&] { return dot(cross_entropy(logits, t).loss, dloss); };
   const Tensor dlogits = cross_entropy_backward(dloss, logits, t, cross_entropy(logits, t).lse);
   EXPECT_TRUE(all_close(dlogits, numeric_gradient(loss, logits), 1e-8));
+}
+
+// Domino's pair equals two plain cross-entropies: of b, and of c = b + delta rounded to the dtype.
+TEST(CorrectedCrossEntropy, EqualsTwoCrossEntropiesForwardAndBackward) {
+  for (DType dt : {DType::f64, DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor b = rand_normal({5, 37}, 11, dt), d = rand_normal({5, 37}, 12, dt);
+    const Tensor c = add(b, d);  // rounded to dt, as in place
+    const Tensor t = targets_of({3, -100, 0, 36, 7});
+    const CorrectedResultCheck expect{cross_entropy(b, t, -100, true),
+                                      cross_entropy(c, t, -100, true)};
+    const CrossEntropyResult got = corrected_cross_entropy(b, d, t, -100, true);
+    ASSERT_EQ(got.loss.shape(), (Shape{2, 5}));
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(all_close(got.loss.select(0, i), expect.of[i].loss, 0.0));
+      EXPECT_TRUE(all_close(got.lse.select(0, i), expect.of[i].lse, 0.0));
+      EXPECT_EQ(got.argmax.select(0, i).to_vector<int64_t>(),
+                expect.of[i].argmax.to_vector<int64_t>());
+    }
+    // Backward: dc = g1 (softmax(c) - onehot), db = g0 (softmax(b) - onehot) + dc.
+    const Tensor dloss = rand_normal({2, 5}, 13, DType::f32).to(got.lse.dtype());
+    const Tensor dc = cross_entropy_backward(dloss.select(0, 1), c, t, expect.of[1].lse);
+    const Tensor db =
+        add(cross_entropy_backward(dloss.select(0, 0), b, t, expect.of[0].lse).to(DType::f64),
+            dc.to(DType::f64));
+    Tensor gb = Tensor::empty(b.shape(), dt), gd = Tensor::empty(b.shape(), dt);
+    corrected_cross_entropy_backward_into(dloss, b, d, t, got.lse, gb, gd);
+    const double tol = dt == DType::bf16 ? 1.0 / 128 : dt == DType::f32 ? 1e-7 : 1e-15;
+    // The same formula; Eigen's vectorised and scalar exp may differ in the last bit.
+    const double ulp = dt == DType::bf16 ? 1.0 / 128 : dt == DType::f32 ? 1e-6 : 0.0;
+    EXPECT_TRUE(all_close(gd, dc, 0.0, ulp));
+    EXPECT_TRUE(all_close(gb.to(DType::f64), db, tol, tol));
+    // In place: the gradients replace the logits, with the same values.
+    const Tensor b2 = b.clone(), d2 = d.clone();
+    corrected_cross_entropy_backward_into(dloss, b2, d2, t, got.lse, b2, d2);
+    EXPECT_TRUE(all_close(b2, gb, 0.0));
+    EXPECT_TRUE(all_close(d2, gd, 0.0));
+    // The ignored row's gradients are exactly 0.
+    EXPECT_EQ(max_abs(gb.select(0, 1)), 0.0);
+    EXPECT_EQ(max_abs(gd.select(0, 1)), 0.0);
+  }
+}
+
+TEST(CorrectedCrossEntropy, BackwardMatchesFiniteDifferences) {
+  const Tensor b = rand_normal({4, 6}, 21, DType::f64), d = rand_normal({4, 6}, 22, DType::f64);
+  const Tensor dloss = rand_normal({2, 4}, 23, DType::f64);
+  const Tensor t = targets_of({5, 0, -100, 2});
+  const auto loss = [&] { return dot(corrected_cross_entropy(b, d, t).loss, dloss); };
+  Tensor gb = Tensor::empty(b.shape(), DType::f64), gd = Tensor::empty(b.shape(), DType::f64);
+  corrected_cross_entropy_backward_into(dloss, b, d, t, corrected_cross_entropy(b, d, t).lse, gb,
+                                        gd);
+  EXPECT_TRUE(all_close(gb, numeric_gradient(loss, b), 1e-8));
+  EXPECT_TRUE(all_close(gd, numeric_gradient(loss, d), 1e-8));
+}
+
+TEST(CorrectedCrossEntropy, RejectsBadInputs) {
+  const Tensor b = Tensor::zeros({3, 7}), t = targets_of({0, 1, 2});
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        corrected_cross_entropy(b, Tensor::zeros({3, 6}), t);
+      },
+      "[corrected_cross_entropy] delta must have shape [3, 7], got [3, 6]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        corrected_cross_entropy(b, b, targets_of({0, 1, 9}));
+      },
+      "[corrected_cross_entropy] target 9 out of range [0, 7) at row 2"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        corrected_cross_entropy(Tensor::zeros({7, 3}).transpose(0, 1), b, t);
+      },
+      "[corrected_cross_entropy] base and delta must be contiguous"));
+  const Tensor lse = corrected_cross_entropy(b, b, t).lse;
+  Tensor g = Tensor::empty({3, 7});
+  EXPECT_TRUE(throws_invalid(
+      [&] { corrected_cross_entropy_backward_into(Tensor::ones({3}), b, b, t, lse, g, g); },
+      "[corrected_cross_entropy_backward] dloss must have shape [2, 3], got [3]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        corrected_cross_entropy_backward_into(Tensor::ones({2, 3}), b, b, t, lse,
+                                              Tensor::empty({3, 7}, DType::bf16), g);
+      },
+      "[corrected_cross_entropy_backward] dtype mismatch: f32 and bf16"));
 }
 
 TEST(CrossEntropy, RejectsBadInputs) {

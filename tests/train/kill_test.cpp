@@ -167,7 +167,7 @@ TEST_P(StopSignal, StopsAtAStepBoundaryWithACheckpointAndTheResumeCommand) {
   const int sig = GetParam();
   TempDir dir;
   const std::string config_path = testing::write_tiny_config(dir);
-  const std::vector<std::string> overrides = {"train.max_steps=400", "log.every_steps=1",
+  const std::vector<std::string> overrides = {"train.max_steps=60", "log.every_steps=1",
                                               "checkpoint.keep_last=1"};
   std::vector<std::string> reference_overrides = overrides;
   reference_overrides.push_back("run_dir=" + (dir / "reference"));
@@ -191,10 +191,10 @@ TEST_P(StopSignal, StopsAtAStepBoundaryWithACheckpointAndTheResumeCommand) {
   ASSERT_FALSE(stopped_at.empty());
   const int64_t step = std::stoll(stopped_at.substr(5));
   EXPECT_GE(step, 2);
-  EXPECT_LT(step, 400) << "the run finished before the signal arrived";
+  EXPECT_LT(step, 60) << "the run finished before the signal arrived";
   EXPECT_EQ(static_cast<int64_t>(logged_steps(run_dir)), step);
   const std::string resume_command = "sprig train sft -c " + config_path +
-                                     " --train.max_steps=400 --log.every_steps=1 "
+                                     " --train.max_steps=60 --log.every_steps=1 "
                                      "--checkpoint.keep_last=1 --resume";
   EXPECT_TRUE(testing::contains(
       testing::read_text(log),

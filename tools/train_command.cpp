@@ -1,5 +1,8 @@
-// `sprig train sft|dflash|domino|jetspec -c CONFIG.yaml [--a.b=value ...] [--resume]`.
+// `sprig train sft|dflash|domino|jetspec -c CONFIG.yaml [--a.b=value ...] [--resume]
+// [--allow-config-change]`.
 #include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 
@@ -13,29 +16,63 @@ namespace {
 
 using TrainFn = std::function<TrainSummary(const TrainConfig&, bool, const StepCallback&)>;
 
+// `arg` as one word of a POSIX shell.
+std::string shell_word(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_-+=.,/:@%") == std::string::npos)
+    return arg;
+  std::string quoted = "'";
+  for (char ch : arg) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
+// Says where the run stopped and the command that continues it, then exits with 128 + the signal
+// (the shell's convention: 130 for SIGINT, 143 for SIGTERM).
+[[noreturn]] void exit_stopped(const TrainSummary& summary, const std::string& resume_command) {
+  const int sig = summary.stopped_by_signal;
+  std::cerr << "sprig: stopped by " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " after step "
+            << summary.steps << "; "
+            << (summary.checkpoint.empty() ? "nothing was written (no step had finished)"
+                                           : "checkpoint " + summary.checkpoint)
+            << "; continue with: " << resume_command << "\n";
+  std::cout.flush();
+  std::exit(128 + sig);
+}
+
 // One recipe's subcommand: the config, its overrides and --resume.
 void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind kind, TrainFn run) {
   struct Options {
     std::string config;
-    bool resume = false;
+    bool resume = false, allow_config_change = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = train->add_subcommand(
       name, std::string(help) +
                 ". Any config key can be overridden as --section.key=value (e.g. "
-                "--train.max_steps=10)");
+                "--train.max_steps=10). SIGINT or SIGTERM stops the run at the next step "
+                "boundary, writes a checkpoint there, prints the command that continues it and "
+                "exits with 128 + the signal (130, 143); a second signal ends it at once");
   cmd->add_option("-c,--config", opt->config, "Training config (YAML)")->required();
   cmd->add_flag("--resume", opt->resume, "Continue from the run directory's latest checkpoint");
+  cmd->add_flag("--allow-config-change", opt->allow_config_change,
+                "With --resume: continue even when the config changes settings that alter the "
+                "run (e.g. data.seq_len; they are printed)");
   cmd->allow_extras();
-  cmd->callback([cmd, opt, kind, run] {
+  cmd->callback([cmd, opt, name, kind, run] {
     std::vector<std::string> overrides;
+    std::string resume_command =
+        std::string("sprig train ") + name + " -c " + shell_word(opt->config);
     for (const std::string& extra : cmd->remaining()) {
       if (extra.rfind("--", 0) != 0 || extra.find('=') == std::string::npos)
         throw std::runtime_error("unexpected argument '" + extra +
                                  "' (overrides look like --section.key=value)");
       overrides.push_back(extra.substr(2));
+      resume_command += " " + shell_word(extra);
     }
-    run(load_train_config(opt->config, overrides, kind), opt->resume, {});
+    TrainConfig config = load_train_config(opt->config, overrides, kind);
+    config.allow_config_change = opt->allow_config_change;
+    const TrainSummary summary = run(config, opt->resume, {});
+    if (summary.stopped_by_signal) exit_stopped(summary, resume_command + " --resume");
   });
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -31,6 +32,11 @@ void write_text(const fs::path& p, const std::string& text) {
   out << text;
   out.flush();
   if (!out) throw std::runtime_error(p.string() + ": write failed");
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 std::vector<SafetensorsEntry> entries_of(const TensorMap& tensors) {
@@ -75,6 +81,10 @@ std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t st
     save_safetensors((tmp / files.back()).string(), entries_of(tensors));
   }
   write_text(tmp / "trainer_state.json", payload.state.dump(2) + "\n");
+  if (!payload.resolved_config.empty()) {
+    files.push_back("config.resolved.yaml");
+    write_text(tmp / files.back(), payload.resolved_config);
+  }
   for (const std::string& f : files) fsync_path(tmp / f);
   fsync_path(tmp);
   fs::remove_all(final_dir);
@@ -119,6 +129,8 @@ std::optional<LoadedCheckpoint> CheckpointManager::load_latest(
     ck.payload.config = json::parse(config);
     std::ifstream state(dir / "trainer_state.json");
     ck.payload.state = json::parse(state);
+    if (fs::exists(dir / "config.resolved.yaml"))
+      ck.payload.resolved_config = read_text(dir / "config.resolved.yaml");
   } catch (const std::exception& e) {
     throw std::runtime_error("checkpoint " + dir.string() + " is corrupt: " + e.what());
   }

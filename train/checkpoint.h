@@ -1,9 +1,10 @@
 // Training checkpoints: <run_dir>/checkpoints/step_<N>/ holding config.json (the model the
 // checkpoint loads as), one <name>.safetensors per named tensor map (a trainer saves "model", the
-// fp32 master weights under their parameter names, and "optimizer", the moments) and
-// trainer_state.json. A checkpoint is written into a temporary directory, fsynced, renamed into
-// place, and only then is the `latest` file switched to it (also by rename), so a run killed at
-// any moment resumes from the last complete checkpoint. The newest `keep_last` are kept.
+// fp32 master weights under their parameter names, and "optimizer", the moments),
+// trainer_state.json and config.resolved.yaml (the config the run had when it saved, which a
+// resume compares with its own). A checkpoint is written into a temporary directory, fsynced,
+// renamed into place, and only then is the `latest` file switched to it (also by rename), so a run
+// killed at any moment resumes from the last complete checkpoint. The newest `keep_last` are kept.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct CheckpointPayload {
   nlohmann::json config;                     // config.json
   std::map<std::string, TensorMap> tensors;  // <name>.safetensors
   nlohmann::json state;                      // trainer_state.json
+  std::string resolved_config;  // config.resolved.yaml, the run's config ("": none; older ones)
 };
 
 struct LoadedCheckpoint {

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -14,6 +15,15 @@ namespace {
 }
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+
+// A value as one line of YAML ("0.9", "[0.9, 1.5]", "{path: ckpt}").
+std::string written(const YAML::Node& n) {
+  YAML::Emitter out;
+  out.SetSeqFormat(YAML::Flow);
+  out.SetMapFormat(YAML::Flow);
+  out << n;
+  return out.c_str();
+}
 
 // The valid keys of each section (the data section is checked by data/config.h).
 const std::map<std::string, std::vector<std::string>>& schema() {
@@ -279,6 +289,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.max_consecutive_skips = get<int64_t>(root, "train", "max_consecutive_skips", 10);
     if (c.max_steps < 0 || c.num_epochs <= 0 || c.grad_accumulation_steps <= 0)
       fail("train.max_steps must be >= 0, train.num_epochs and train.grad_accumulation_steps > 0");
+    if (!(c.max_grad_norm >= 0))
+      fail("train.max_grad_norm must be >= 0 (0: no clipping), got " +
+           written(root["train"]["max_grad_norm"]));
     if (normalization != "mean" && normalization != "tokens")
       fail("train.loss_normalization must be mean or tokens, got '" + normalization + "'");
     c.loss_normalization =
@@ -293,21 +306,88 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.optimizer.weight_decay = get<double>(root, "optimizer", "weight_decay", 0.0);
     c.optimizer.eps = get<double>(root, "optimizer", "eps", 1e-8);
     if (c.optimizer.lr <= 0) fail("optimizer.lr must be positive");
+    for (double beta : betas)
+      if (!(beta >= 0 && beta < 1))
+        fail("optimizer.betas must both be in [0, 1), got " + written(root["optimizer"]["betas"]));
+    if (!(c.optimizer.weight_decay >= 0))
+      fail("optimizer.weight_decay must be >= 0, got " +
+           written(root["optimizer"]["weight_decay"]));
 
     c.warmup_steps = get<int64_t>(root, "scheduler", "warmup_steps", -1);
     c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", dflash ? 0.05 : 0.0);
     c.min_lr_ratio = get<double>(root, "scheduler", "min_lr_ratio", 0.1);
     if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) fail("scheduler.min_lr_ratio must be in [0, 1]");
 
-    c.log_every_steps = std::max<int64_t>(1, get<int64_t>(root, "log", "every_steps", 10));
+    c.log_every_steps = get<int64_t>(root, "log", "every_steps", 10);
     c.checkpoint_every_steps = get<int64_t>(root, "checkpoint", "every_steps", 0);
     c.keep_last = get<int64_t>(root, "checkpoint", "keep_last", 3);
     c.val_every_steps = get<int64_t>(root, "val", "every_steps", 0);
+    if (c.log_every_steps < 1)
+      fail("log.every_steps must be >= 1, got " + std::to_string(c.log_every_steps));
+    if (c.checkpoint_every_steps < 0)
+      fail("checkpoint.every_steps must be >= 0 (0: only the final checkpoint), got " +
+           std::to_string(c.checkpoint_every_steps));
+    if (c.keep_last < 1)
+      fail("checkpoint.keep_last must be >= 1, got " + std::to_string(c.keep_last));
+    if (c.val_every_steps < 0)
+      fail("val.every_steps must be >= 0 (0: only after the last step), got " +
+           std::to_string(c.val_every_steps));
     c.resolved_yaml = YAML::Dump(root) + "\n";
     return c;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string(e.what()) + " (in " + path + ")");
   }
+}
+
+std::string with_override(const std::string& resolved_yaml, const std::string& override_text) {
+  YAML::Node root = YAML::Load(resolved_yaml);
+  apply_override(root, override_text);
+  return YAML::Dump(root) + "\n";
+}
+
+namespace {
+
+// Every leaf of a config as "a.b" -> its value in one line (a list is one leaf).
+void flatten(const YAML::Node& node, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
+  if (!node.IsMap()) {
+    out[prefix] = written(node);
+    return;
+  }
+  for (const auto& entry : node)
+    flatten(entry.second, (prefix.empty() ? "" : prefix + ".") + entry.first.as<std::string>(),
+            out);
+}
+
+// Settings that say where a run is, how long it runs or what it reports, not what it computes.
+bool alters_run(const std::string& key) {
+  static const std::vector<std::string> keys = {
+      "run_dir",         "train.max_steps",        "train.num_epochs",    "log.every_steps",
+      "val.every_steps", "checkpoint.every_steps", "checkpoint.keep_last"};
+  return std::find(keys.begin(), keys.end(), key) == keys.end();
+}
+
+}  // namespace
+
+std::vector<ConfigChange> config_changes(const std::string& before, const std::string& after) {
+  std::map<std::string, std::string> old_values, new_values;
+  flatten(YAML::Load(before), "", old_values);
+  flatten(YAML::Load(after), "", new_values);
+  std::map<std::string, ConfigChange> changes;
+  for (const auto& [key, value] : old_values)
+    changes[key] = {key, value, "(absent)", alters_run(key)};
+  for (const auto& [key, value] : new_values) {
+    auto it = changes.find(key);
+    if (it == changes.end())
+      changes[key] = {key, "(absent)", value, alters_run(key)};
+    else if (it->second.before == value)
+      changes.erase(it);
+    else
+      it->second.after = value;
+  }
+  std::vector<ConfigChange> out;
+  for (auto& [key, change] : changes) out.push_back(std::move(change));
+  return out;
 }
 
 }  // namespace sprig

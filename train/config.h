@@ -83,8 +83,26 @@ struct TrainConfig {
   int64_t keep_last = 3;
   int64_t val_every_steps = 0;  // 0: no validation during training (only at the end if val set)
 
-  std::string resolved_yaml;  // the config after overrides and defaults
+  std::string resolved_yaml;  // the config after overrides and defaults, as the run records it
+  // Not a config key: `sprig train --allow-config-change` lets a resume continue with settings that
+  // differ from the checkpoint's (the trainer prints them).
+  bool allow_config_change = false;
 };
+
+// `resolved_yaml` with one "a.b=value" override applied (what a run records when it runs
+// otherwise than its config says, e.g. in f32 on the CPU).
+std::string with_override(const std::string& resolved_yaml, const std::string& override_text);
+
+// One setting that differs between two resolved configs; a missing key shows as "(absent)".
+struct ConfigChange {
+  std::string key, before, after;
+  bool alters_run = true;  // false for where the run is, how long it runs and what it reports
+};
+
+// The settings of `after` that differ from `before`, by key (resolved YAML both). Those that do
+// not alter the run: run_dir, train.max_steps, train.num_epochs (the schedule follows the new
+// length), log.every_steps, val.every_steps, checkpoint.every_steps, checkpoint.keep_last.
+std::vector<ConfigChange> config_changes(const std::string& before, const std::string& after);
 
 // Loads `path`, applies overrides ("a.b=value", value parsed as YAML), validates everything for
 // the recipe `kind` (whose defaults differ: dflash trains with betas (0.9, 0.95), lr 6e-4 and a

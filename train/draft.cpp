@@ -78,6 +78,19 @@ class DraftRecipe : public Recipe {
                          {"lambda_base", "lambda_base_sum", "micro_batches"}});
     return r;
   }
+  // The draft's layers run over the anchors' blocks and attend to the context's keys and values;
+  // the target runs without gradients and keeps its captured hidden states.
+  StepShapes step_shapes() const override {
+    const DraftConfig& d = draft_->config();
+    const int64_t rows = data_.micro_batch_size, context = rows * data_.seq_len;
+    StepShapes s;
+    s.layers = d.layers;
+    s.tokens = rows * c_.num_anchors * d.block_size;
+    s.context_tokens = context;
+    s.frozen_parameters = target_.model().num_parameters();
+    s.kept_elements = context * d.context_width();
+    return s;
+  }
   nlohmann::json checkpoint_config() const override {
     return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
   }

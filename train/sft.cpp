@@ -43,6 +43,12 @@ class SftRecipe : public Recipe {
   Module& trainable() override { return *model_; }
   const data::DataConfig& data() const override { return data_; }
   nlohmann::json checkpoint_config() const override { return model_->config().to_json(); }
+  StepShapes step_shapes() const override {
+    StepShapes s;
+    s.layers = model_->config();
+    s.tokens = data_.micro_batch_size * data_.seq_len;
+    return s;
+  }
 
   std::optional<MicroBatchLoss> loss(const data::Batch& batch) override {
     const QwenInput in = batch_input(batch, model_->config(), device_);

@@ -1,7 +1,9 @@
 #include "train/trainer.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -9,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <set>
 #include <utility>
 
 #include "autograd/functions.h"
@@ -49,6 +53,51 @@ TrainerState state_of(const json& j) {
   s.skipped_micro_batches = j.value("skipped_micro_batches", int64_t{0});
   s.tokens = j.at("tokens").get<int64_t>();
   return s;
+}
+
+// The signal that asked the training loop to stop (0: none). A lock-free atomic: the handler may
+// touch nothing else (async-signal-safety).
+std::atomic<int> stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int sig) {
+  if (stop_signal.exchange(sig) == 0) return;
+  ::signal(sig, SIG_DFL);  // a second signal: its default action, at once
+  ::raise(sig);
+}
+
+// SIGINT and SIGTERM handled while the training loop runs: the first one sets stop_signal, which
+// the loop reads at each step boundary. The previous handlers come back at the end.
+class StopSignals {
+ public:
+  StopSignals() {
+    stop_signal = 0;
+    Action action{};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;  // system calls (writes, fsyncs) continue
+    ::sigaction(SIGINT, &action, &previous_int_);
+    ::sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &previous_int_, nullptr);
+    ::sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  int received() const { return stop_signal.load(); }
+
+ private:
+  using Action = struct sigaction;
+  Action previous_int_{}, previous_term_{};
+};
+
+// The outermost directory of `path` that does not exist yet (`path` itself when its parent
+// exists); empty when `path` exists.
+fs::path first_missing(const fs::path& path) {
+  fs::path missing;
+  for (fs::path p = fs::absolute(path); !fs::exists(p); p = p.parent_path()) missing = p;
+  return missing;
 }
 
 // The sums of several micro-batches.
@@ -128,37 +177,49 @@ class TrainingRun {
       throw std::runtime_error("checkpoint " + ck->dir + " is corrupt: " + e.what());
     }
     recipe_.restore(ck->payload.state.value("recipe", json()));
+    check_config_changes(*ck);
     optimizer_.load_state(ck->payload.tensors.at("model"), ck->payload.tensors.at("optimizer"),
                           state_.updates);
     loader_.restore(state_.loader);
     last_checkpoint_ = ck->dir;
+    saved_step_ = state_.step;
     std::cout << "resumed from " << ck->dir << " at step " << state_.step << "\n";
   }
 
-  TrainSummary train(const StepCallback& on_step) {
-    ProgressLog progress(c_.run_dir, state_.step, device_);
+  // `note` goes to stderr once the run directory is written.
+  TrainSummary train(const StepCallback& on_step, const std::string& note) {
     std::cout << "training " << recipe_.trainable().num_parameters() << " parameters on "
               << device_.str() << " for " << total_ << " steps (" << loader_.summary() << ")\n";
     const auto start = Clock::now();
     const int64_t start_step = state_.step;
     window_.start = start;
     double last_loss = 0;
-    while (state_.step < total_) {
+    const StopSignals signals;
+    while (state_.step < total_ && !signals.received()) {
       const Step step = optimizer_step();
+      if (!progress_) {
+        open_run_directory(start_step);
+        std::cerr << note;
+      }
       last_loss = step.loss;
       if (on_step) on_step(state_.step, step.loss);
       const bool last = state_.step == total_;
       if (state_.step % c_.log_every_steps == 0 || last) {
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-        progress.log(record(step, elapsed / static_cast<double>(state_.step - start_step) *
-                                      static_cast<double>(total_ - state_.step)));
+        progress_->log(record(step, elapsed / static_cast<double>(state_.step - start_step) *
+                                        static_cast<double>(total_ - state_.step)));
       }
       if ((c_.checkpoint_every_steps > 0 && state_.step % c_.checkpoint_every_steps == 0) || last)
         save();
     }
-    std::cout << "done: " << state_.step << " steps, last loss " << last_loss << "; run directory "
-              << c_.run_dir << " (metrics.jsonl, checkpoints/latest)\n";
-    return {state_.step, last_loss, state_.skipped_steps, c_.run_dir, last_checkpoint_};
+    TrainSummary summary{state_.step, last_loss, state_.skipped_steps, c_.run_dir, {}};
+    summary.stopped_by_signal = state_.step < total_ ? signals.received() : 0;
+    if (summary.stopped_by_signal && progress_ && saved_step_ != state_.step) save();
+    summary.checkpoint = last_checkpoint_;
+    if (!summary.stopped_by_signal)
+      std::cout << "done: " << state_.step << " steps, last loss " << last_loss
+                << "; run directory " << c_.run_dir << " (metrics.jsonl, checkpoints/latest)\n";
+    return summary;
   }
 
  private:
@@ -303,8 +364,67 @@ class TrainingRun {
     const CheckpointPayload payload{
         recipe_.checkpoint_config(),
         {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
-        state_json(state_, recipe_.checkpoint_metadata())};
+        state_json(state_, recipe_.checkpoint_metadata()),
+        c_.resolved_yaml};
     last_checkpoint_ = checkpoints_.save(payload, state_.step);
+    saved_step_ = state_.step;
+  }
+
+  // Writes config.resolved.yaml, what the recipe keeps in the run directory, and metrics.jsonl
+  // (its records up to the resumed step kept). Called once this process has trained a step, so a
+  // run that fails before leaves the directory untouched; one that fails here removes what it
+  // created (the directory itself when it created it).
+  void open_run_directory(int64_t resumed_step) {
+    const fs::path dir = c_.run_dir, created_dir = first_missing(dir);
+    std::set<fs::path> existing;
+    if (created_dir.empty())
+      for (const auto& entry : fs::directory_iterator(dir)) existing.insert(entry.path());
+    try {
+      std::error_code error;
+      fs::create_directories(dir, error);
+      std::ofstream yaml(dir / "config.resolved.yaml");
+      if (error || !(yaml << c_.resolved_yaml))
+        throw std::runtime_error("run_dir " + c_.run_dir + " is not writable" +
+                                 (error ? ": " + error.message() : std::string()));
+      yaml.close();
+      recipe_.begin_run(c_.run_dir);
+      progress_.emplace(c_.run_dir, resumed_step, device_);
+    } catch (...) {
+      std::error_code ignored;
+      if (!created_dir.empty()) {
+        fs::remove_all(created_dir, ignored);
+      } else {
+        for (const auto& entry : fs::directory_iterator(dir, ignored))
+          if (!existing.count(entry.path())) fs::remove_all(entry.path(), ignored);
+      }
+      throw;
+    }
+  }
+
+  // Compares the config of the checkpoint being resumed (or, for checkpoints saved without one,
+  // the run's config.resolved.yaml) with this run's: settings that alter the run are refused
+  // unless allow_config_change, each listed with its old and new value; the others are reported.
+  void check_config_changes(const LoadedCheckpoint& ck) const {
+    std::string saved = ck.payload.resolved_config;
+    if (saved.empty()) {
+      std::ifstream in(fs::path(c_.run_dir) / "config.resolved.yaml");
+      saved.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (saved.empty()) return;
+    std::string altering, other;
+    for (const ConfigChange& change : config_changes(saved, c_.resolved_yaml)) {
+      std::string& list = change.alters_run ? altering : other;
+      list += (list.empty() ? "" : ", ") + change.key + " " + change.before + " -> " + change.after;
+    }
+    if (!other.empty()) std::cout << "resuming with " << other << "\n";
+    if (altering.empty()) return;
+    if (!c_.allow_config_change)
+      throw std::invalid_argument("[train] the config differs from the one checkpoint " + ck.dir +
+                                  " was trained with: " + altering +
+                                  "; resume with its settings, or pass --allow-config-change to "
+                                  "continue with these");
+    std::cerr << "[train] warning: continuing checkpoint " << ck.dir
+              << " with changed settings: " << altering << "\n";
   }
 
   const TrainConfig& c_;
@@ -318,6 +438,8 @@ class TrainingRun {
   Device device_;
   TrainerState state_;
   std::string last_checkpoint_;
+  int64_t saved_step_ = -1;              // the step of the latest checkpoint (-1: none)
+  std::optional<ProgressLog> progress_;  // once the run directory is written
   Window window_;
   int64_t consecutive_skips_ = 0;
 };
@@ -329,6 +451,13 @@ Trainer::Trainer(TrainConfig config, bool resume)
       resume_(resume),
       device_(resolve_device(config_.device)),
       sync_(std::make_unique<GradientSync>()) {
+  // The CPU computes in f32: the run records what it does.
+  if (!device_.is_cuda() && config_.model_dtype == "bf16") {
+    const std::string key = is_draft_recipe(config_.recipe) ? "draft.dtype" : "model.dtype";
+    config_.model_dtype = "f32";
+    config_.resolved_yaml = with_override(config_.resolved_yaml, key + "=f32");
+    dtype_note_ = "[train] " + key + " bf16 trains in f32 on the CPU; the run records f32\n";
+  }
   const std::string& run_dir = config_.run_dir;
   // Refused before anything in the run directory is touched.
   if (!resume && CheckpointManager(run_dir, config_.keep_last).has_checkpoint())
@@ -337,8 +466,8 @@ Trainer::Trainer(TrainConfig config, bool resume)
                              "the run, or choose another run_dir");
   // Checked now, written once the recipe, the data and any checkpoint have loaded: a run that
   // cannot start leaves no run directory behind.
-  fs::path existing = fs::absolute(run_dir);
-  while (!fs::exists(existing)) existing = existing.parent_path();
+  const fs::path missing = first_missing(run_dir);
+  const fs::path existing = missing.empty() ? fs::absolute(run_dir) : missing.parent_path();
   const char* why = !fs::is_directory(existing)                    ? "Not a directory"
                     : ::access(existing.c_str(), W_OK | X_OK) != 0 ? std::strerror(errno)
                                                                    : nullptr;
@@ -346,17 +475,15 @@ Trainer::Trainer(TrainConfig config, bool resume)
 }
 
 TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
+  // Before the loaders prefetch a batch or the module moves to the device.
+  StepShapes shapes = recipe.step_shapes();
+  shapes.batch_tokens = recipe.data().micro_batch_size * recipe.data().seq_len;
+  shapes.positions = recipe.data().seq_len;
+  check_step_fits(shapes, recipe.trainable().num_parameters(),
+                  config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
   TrainingRun run(config_, device_, recipe, *sync_);
   if (resume_) run.resume();
-  std::error_code error;
-  fs::create_directories(config_.run_dir, error);
-  std::ofstream yaml(fs::path(config_.run_dir) / "config.resolved.yaml");
-  if (error || !(yaml << config_.resolved_yaml))
-    throw std::runtime_error("run_dir " + config_.run_dir + " is not writable" +
-                             (error ? ": " + error.message() : std::string()));
-  yaml.close();
-  recipe.begin_run(config_.run_dir);
-  return run.train(on_step);
+  return run.train(on_step, dtype_note_);
 }
 
 }  // namespace sprig

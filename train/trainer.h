@@ -22,6 +22,7 @@
 #include "data/loader.h"
 #include "nn/module.h"
 #include "train/config.h"
+#include "train/memory.h"
 
 namespace sprig {
 
@@ -59,6 +60,9 @@ class Recipe {
   // What a loss's mean divides its sum by, given its weight: max(weight, 1) for token counts.
   virtual double mean_denominator(double weight) const { return weight > 1.0 ? weight : 1.0; }
   virtual std::vector<RatioMetric> ratios() const { return {}; }
+  // The shapes of a step's models and micro-batch, from which the trainer estimates the memory a
+  // step needs before the first one (train/memory.h). The default counts the parameters alone.
+  virtual StepShapes step_shapes() const { return {}; }
   // The config.json of checkpoints (the model they load as).
   virtual nlohmann::json checkpoint_config() const = 0;
   // Saved in trainer_state.json under "recipe" (when not null) and handed back on resume, where
@@ -107,7 +111,10 @@ struct TrainSummary {
   double last_loss = 0;
   int64_t skipped_steps = 0;
   std::string run_dir;
-  std::string checkpoint;  // the final checkpoint's directory (a loadable model)
+  std::string checkpoint;  // the latest checkpoint's directory (a loadable model); "" for none
+  // SIGINT or SIGTERM when one stopped the run at a step boundary (it saved a checkpoint there,
+  // unless it had not trained a step yet); 0 when the run reached its end.
+  int stopped_by_signal = 0;
 };
 
 // Called after every optimizer step with the step number and the loss (tests use it).
@@ -116,14 +123,20 @@ using StepCallback = std::function<void(int64_t step, double loss)>;
 class Trainer {
  public:
   // Resolves the device and checks the run directory, touching nothing: refused when it already
-  // holds checkpoints and `resume` is false, or cannot be written.
+  // holds checkpoints and `resume` is false, or cannot be written. model.dtype (draft.dtype)
+  // bf16 on the CPU, which computes in f32 there, becomes f32 in the config the run records
+  // (said on stderr when the run directory is written).
   Trainer(TrainConfig config, bool resume);
   Device device() const { return device_; }
   void set_gradient_sync(std::unique_ptr<GradientSync> sync) { sync_ = std::move(sync); }
 
   // Trains `recipe` to the end of the schedule, or continues from the run's latest checkpoint.
-  // The run directory (config.resolved.yaml, metrics.jsonl, checkpoints/) is written once the
-  // data and any checkpoint have loaded.
+  // Before the first step a step's memory is estimated and a run that cannot fit is refused
+  // (train/memory.h). The run directory (config.resolved.yaml, metrics.jsonl, checkpoints/) is
+  // written once this process has trained its first step: a run that fails before that leaves
+  // the directory as it found it. While the loop runs, SIGINT or SIGTERM stops it at the next step
+  // boundary with a checkpoint there (TrainSummary::stopped_by_signal); a second signal ends the
+  // process at once.
   TrainSummary run(Recipe& recipe, const StepCallback& on_step = {});
 
  private:
@@ -131,6 +144,7 @@ class Trainer {
   bool resume_;
   Device device_;
   std::unique_ptr<GradientSync> sync_;
+  std::string dtype_note_;  // printed with the run directory: the dtype the run records instead
 };
 
 }  // namespace sprig

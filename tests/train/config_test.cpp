@@ -183,6 +183,59 @@ TEST(TrainConfig, BadValuesNameTheKey) {
                "[config] cannot open /nonexistent/c.yaml"));
 }
 
+TEST(TrainConfig, OutOfRangeValuesNameTheKeyAndTheValue) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"optimizer.betas=[0.9, 1.0]", "optimizer.betas must both be in [0, 1), got [0.9, 1.0]"},
+      {"optimizer.betas=[-0.1, 0.95]", "optimizer.betas must both be in [0, 1), got [-0.1, 0.95]"},
+      {"optimizer.weight_decay=-0.01", "optimizer.weight_decay must be >= 0, got -0.01"},
+      {"train.max_grad_norm=-1", "train.max_grad_norm must be >= 0 (0: no clipping), got -1"},
+      {"checkpoint.every_steps=-5",
+       "checkpoint.every_steps must be >= 0 (0: only the final checkpoint), got -5"},
+      {"checkpoint.keep_last=0", "checkpoint.keep_last must be >= 1, got 0"},
+      {"log.every_steps=0", "log.every_steps must be >= 1, got 0"},
+      {"val.every_steps=-2", "val.every_steps must be >= 0 (0: only after the last step), got -2"},
+  };
+  for (const auto& [override_text, message] : cases) {
+    const std::string error = load_error(kMinimal, {override_text});
+    EXPECT_TRUE(contains(error, "[config] " + message)) << override_text;
+    EXPECT_TRUE(contains(error, "c.yaml)")) << override_text;  // the file is named
+  }
+  // The limits themselves are valid.
+  const TrainConfig edge = load(kMinimal, {"optimizer.betas=[0.0, 0.999]", "train.max_grad_norm=0",
+                                           "optimizer.weight_decay=0", "checkpoint.keep_last=1",
+                                           "log.every_steps=1", "checkpoint.every_steps=0"});
+  EXPECT_EQ(edge.optimizer.beta1, 0.0);
+  EXPECT_EQ(edge.max_grad_norm, 0.0);
+  EXPECT_EQ(edge.keep_last, 1);
+  EXPECT_EQ(edge.log_every_steps, 1);
+}
+
+TEST(TrainConfig, ChangesListEveryDifferingKeyAndWhetherItAltersTheRun) {
+  const TrainConfig before = load(kMinimal);
+  const TrainConfig after = load(kMinimal, {"data.seq_len=64", "train.max_steps=9",
+                                            "optimizer.betas=[0.8, 0.9]", "log.every_steps=1"});
+  const std::vector<ConfigChange> changes =
+      config_changes(before.resolved_yaml, after.resolved_yaml);
+  std::vector<std::string> shown;
+  for (const ConfigChange& c : changes)
+    shown.push_back(c.key + " " + c.before + " -> " + c.after + (c.alters_run ? " alters" : ""));
+  EXPECT_EQ(shown, (std::vector<std::string>{
+                       "data.seq_len 32 -> 64 alters", "log.every_steps 10 -> 1",
+                       "optimizer.betas [0.90000000000000002, 0.999] -> [0.8, 0.9] alters",
+                       "train.max_steps 0 -> 9"}));
+  EXPECT_TRUE(config_changes(before.resolved_yaml, load(kMinimal).resolved_yaml).empty());
+  // A key only one side has.
+  const std::vector<ConfigChange> added =
+      config_changes("a: 1\n", "a: 1\nval: {every_steps: 5}\nseed: 2\n");
+  ASSERT_EQ(added.size(), 2u);
+  EXPECT_EQ(added[0].key, "seed");
+  EXPECT_EQ(added[0].before, "(absent)");
+  EXPECT_EQ(added[0].after, "2");
+  EXPECT_TRUE(added[0].alters_run);
+  EXPECT_EQ(added[1].key, "val.every_steps");
+  EXPECT_FALSE(added[1].alters_run);
+}
+
 TEST(TrainConfig, ResolvedYamlRecordsOverridesAndDefaultsAndLoadsBack) {
   const TrainConfig c = load(kMinimal, {"train.max_steps=7", "optimizer.betas=[0.8,0.9]"});
   for (const char* text : {"max_steps: 7", "0.8", "num_epochs: 1", "lr: 0.0001",

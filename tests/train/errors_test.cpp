@@ -9,6 +9,8 @@
 
 #include "nn/checkpoint.h"
 #include "tests/train/train_test_util.h"
+#include "train/draft.h"
+#include "train/memory.h"
 #include "train/sft.h"
 
 namespace sprig {
@@ -175,6 +177,103 @@ TEST(BadInput, CorruptCheckpointOnResumeDamagesNothing) {
   EXPECT_EQ(train_error(longer, true),
             checkpoints + "/latest names a checkpoint \"step_00000009\" that does not exist");
   EXPECT_EQ(snapshot(checkpoints), renamed);
+}
+
+TEST(BadInput, ARunThatFailsAtItsFirstStepLeavesTheRunDirectoryAsItWas) {
+  TempDir dir;
+  // Blocks of 48 tokens fit no document of the tiny corpus (10 to 41 tokens): the first step finds
+  // nothing to train on, after the target, the draft and the data have loaded.
+  const std::vector<std::string> overrides = {"draft.block_size=48"};
+  const std::string expected =
+      "[train] no micro-batch of a whole epoch (4 batches) had anything to train on";
+  const auto first_step_error = [&] {
+    try {
+      train_draft(testing::tiny_dflash_config(dir, overrides), false);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(first_step_error(), expected);
+  EXPECT_FALSE(fs::exists(dir / "run"));  // no config.resolved.yaml, metrics.jsonl or target/
+  // A run directory that was there keeps exactly what it held.
+  fs::create_directories(dir / "run/notes");
+  testing::write_text(dir / "run/notes/plan.txt", "mine");
+  const auto before = snapshot(dir / "run");
+  EXPECT_EQ(first_step_error(), expected);
+  EXPECT_EQ(snapshot(dir / "run"), before);
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(dir / "run")) entries.push_back(e.path().string());
+  EXPECT_EQ(entries, std::vector<std::string>{dir / "run/notes"});
+}
+
+TEST(BadInput, AStepThatCannotFitIsRefusedWithTheEstimate) {
+  TempDir dir;
+  const std::string message = train_error(testing::tiny_config(dir, {"data.seq_len=1000000000"}));
+  EXPECT_EQ(message.rfind("[train] one training step needs about ", 0), 0u) << message;
+  // 2 x 1e9 tokens through 2 layers of the tiny Qwen3 (H 64, I 128, 4 x 16 query and 2 x 16
+  // key/value channels), f32: 2 x 2e9 x (6 x 64 + 3 x 64 + 3 x 32 + 3 x 128) x 4 + 2 x 2e9 x 4 x 4
+  // + 3 x 2e9 x 64 x 4 bytes = 18.496e12 bytes (17225.7 GiB) of activations.
+  EXPECT_TRUE(contains(message, "activations 17225.7, ")) << message;
+  EXPECT_TRUE(
+      contains(message, "GiB available on cpu: lower data.micro_batch_size or data.seq_len"));
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
+TEST(MemoryEstimate, CountsEachPartFromTheShapes) {
+  StepShapes s;
+  s.layers = QwenConfig::load(testing::source_path("train/configs/tiny_qwen3.json"));
+  s.tokens = 128;
+  s.context_tokens = 10;
+  s.frozen_parameters = 1000;
+  s.kept_elements = 50;
+  s.batch_tokens = 100;
+  const MemoryEstimate f32 = estimate_step_memory(s, 1000, DType::f32);
+  EXPECT_EQ(f32.parameters, 1000 * 4 + 1000 * 4);
+  EXPECT_EQ(f32.optimizer, 1000 * (4 + 8));
+  // 2 layers: 128 x (6 x 64 + 3 x 64 + 3 x 32 + 3 x 128) x 4 + 128 x 4 heads x 4 + 10 x 2 x 32 x 4
+  // each, then 3 x 128 x 64 x 4 and 50 x 4.
+  EXPECT_EQ(f32.activations,
+            2 * (128 * 1056 * 4 + 128 * 16 + 10 * 64 * 4) + 3 * 128 * 64 * 4 + 200);
+  EXPECT_EQ(f32.loss, 2 * 128 * 64 * 4 + 128 * 64 * 4);  // 128 rows fit one chunk
+  EXPECT_EQ(f32.batches, 3 * 4 * 100 * 8);
+  EXPECT_EQ(f32.total(), f32.parameters + f32.optimizer + f32.activations + f32.loss + f32.batches);
+  const MemoryEstimate bf16 = estimate_step_memory(s, 1000, DType::bf16);
+  EXPECT_EQ(bf16.parameters, 1000 * (4 + 2) + 1000 * 2);
+  EXPECT_EQ(bf16.optimizer, 1000 * (2 + 8));
+  EXPECT_EQ(bf16.loss, f32.loss - 128 * 64 * 2);
+}
+
+TEST(BadInput, RowsLongerThanTheModelsPositionsAreTrainedWithAWarning) {
+  TempDir dir;
+  ::testing::internal::CaptureStderr();
+  const TrainSummary summary =
+      train_sft(testing::tiny_config(dir, {"data.seq_len=1100", "train.max_steps=1"}), false);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(summary.steps, 1);
+  EXPECT_TRUE(contains(err,
+                       "[train] warning: data.seq_len 1100 exceeds the model's "
+                       "max_position_embeddings 1024: a document longer than that reaches "
+                       "positions the model was not trained on\n"));
+}
+
+TEST(BadInput, Bf16OnTheCpuIsRecordedAsTheF32ItRunsIn) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_config(dir, {"train.max_steps=1"});
+  ASSERT_EQ(config.model_dtype, "bf16");  // the default
+  ::testing::internal::CaptureStderr();
+  train_sft(config, false);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(
+      contains(err, "[train] model.dtype bf16 trains in f32 on the CPU; the run records f32\n"));
+  const TrainConfig recorded = load_train_config(config.run_dir + "/config.resolved.yaml", {});
+  EXPECT_EQ(recorded.model_dtype, "f32");
+  EXPECT_TRUE(contains(read_text(config.run_dir + "/config.resolved.yaml"), "dtype: f32"));
+  // f32 asked for: nothing to say.
+  TempDir f32_dir;
+  ::testing::internal::CaptureStderr();
+  train_sft(testing::tiny_config(f32_dir, {"train.max_steps=1", "model.dtype=f32"}), false);
+  EXPECT_FALSE(contains(::testing::internal::GetCapturedStderr(), "model.dtype"));
 }
 
 TEST(BadInput, StartingOverAnExistingRunIsRefusedUntouched) {

@@ -1,7 +1,9 @@
 // A real `sprig train sft` process killed (SIGKILL) at many moments, several of them while a
 // checkpoint is being written, resumes from its last complete checkpoint and ends with weights
-// and metrics bit-identical to an uninterrupted run. Also: a corrupt checkpoint ends the process
-// with one sentence on stderr and a non-zero exit status.
+// and metrics bit-identical to an uninterrupted run. SIGTERM and SIGINT stop it at a step
+// boundary with a checkpoint there, the command that continues it and exit status 128 + signal;
+// a second signal ends it at once. Also: a corrupt checkpoint ends the process with one sentence
+// on stderr and a non-zero exit status.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -149,6 +151,101 @@ TEST(Kill, KilledRunResumesToTheUninterruptedResult) {
   testing::expect_bit_identical(testing::latest_weights(run_dir),
                                 testing::latest_weights(reference.run_dir));
   EXPECT_EQ(logged_losses(run_dir), logged_losses(reference.run_dir));
+}
+
+// The steps metrics.jsonl has logged so far.
+size_t logged_steps(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  size_t lines = 0;
+  for (std::string line; std::getline(in, line);) lines += !line.empty();
+  return lines;
+}
+
+class StopSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(StopSignal, StopsAtAStepBoundaryWithACheckpointAndTheResumeCommand) {
+  const int sig = GetParam();
+  TempDir dir;
+  const std::string config_path = testing::write_tiny_config(dir);
+  const std::vector<std::string> overrides = {"train.max_steps=60", "log.every_steps=1",
+                                              "checkpoint.keep_last=1"};
+  std::vector<std::string> reference_overrides = overrides;
+  reference_overrides.push_back("run_dir=" + (dir / "reference"));
+  train_sft(load_train_config(config_path, reference_overrides), false);
+
+  const std::string run_dir = dir / "run", log = dir / "sprig.log";
+  std::vector<std::string> args = {"train", "sft", "-c", config_path};
+  for (const std::string& o : overrides) args.push_back("--" + o);
+  const pid_t pid = spawn(args, log);
+  int status = 0;
+  while (logged_steps(run_dir) < 2) {  // a step logged: the loop runs
+    ASSERT_FALSE(exited(pid, status)) << testing::read_text(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(pid, sig);
+  ASSERT_EQ(wait_for(pid), 128 + sig) << testing::read_text(log);
+
+  // The checkpoint of the step it stopped after, named in the message with the command that
+  // continues the run.
+  const std::string stopped_at = latest_name(run_dir + "/checkpoints");
+  ASSERT_FALSE(stopped_at.empty());
+  const int64_t step = std::stoll(stopped_at.substr(5));
+  EXPECT_GE(step, 2);
+  EXPECT_LT(step, 60) << "the run finished before the signal arrived";
+  EXPECT_EQ(static_cast<int64_t>(logged_steps(run_dir)), step);
+  const std::string resume_command = "sprig train sft -c " + config_path +
+                                     " --train.max_steps=60 --log.every_steps=1 "
+                                     "--checkpoint.keep_last=1 --resume";
+  EXPECT_TRUE(testing::contains(
+      testing::read_text(log),
+      std::string("sprig: stopped by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + " after step " +
+          std::to_string(step) + "; checkpoint " + run_dir + "/checkpoints/" + stopped_at +
+          "; continue with: " + resume_command + "\n"));
+
+  // That command finishes the run as if it had not stopped.
+  std::vector<std::string> resume_args = args;
+  resume_args.push_back("--resume");
+  ASSERT_EQ(wait_for(spawn(resume_args, log)), 0) << testing::read_text(log);
+  testing::expect_bit_identical(testing::latest_weights(run_dir),
+                                testing::latest_weights(dir / "reference"));
+  EXPECT_EQ(logged_losses(run_dir), logged_losses(dir / "reference"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, StopSignal, ::testing::Values(SIGTERM, SIGINT),
+                         [](const auto& info) {
+                           return std::string(info.param == SIGINT ? "SIGINT" : "SIGTERM");
+                         });
+
+TEST(StopSignalInProcess, HandlersAreRestoredAndASecondSignalEndsTheProcessAtOnce) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_config(dir, {"train.max_steps=6"});
+  // One signal during step 2: the run stops after it, saving it, and the handlers it installed
+  // are gone again.
+  const TrainSummary summary = train_sft(config, false, [](int64_t step, double) {
+    if (step == 2) ::raise(SIGTERM);
+  });
+  EXPECT_EQ(summary.stopped_by_signal, SIGTERM);
+  EXPECT_EQ(summary.steps, 2);
+  EXPECT_EQ(summary.checkpoint, config.run_dir + "/checkpoints/step_00000002");
+  struct sigaction now {};
+  ::sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  ::sigaction(SIGINT, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  // Two signals: the second ends the process by its default action, without a checkpoint. (The
+  // death test re-executes the binary: a child forked from a process with OpenMP threads hangs.)
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TempDir twice;
+  const TrainConfig twice_config = testing::tiny_config(twice, {"train.max_steps=6"});
+  EXPECT_EXIT(train_sft(twice_config, false,
+                        [](int64_t step, double) {
+                          if (step == 2) {
+                            ::raise(SIGINT);
+                            ::raise(SIGINT);
+                          }
+                        }),
+              ::testing::KilledBySignal(SIGINT), "");
+  EXPECT_FALSE(fs::exists(twice_config.run_dir + "/checkpoints/latest"));
 }
 
 TEST(Kill, CorruptCheckpointEndsTheProcessWithOneSentence) {

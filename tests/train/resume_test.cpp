@@ -120,5 +120,73 @@ TEST(Resume, WithoutCheckpointsStartsFreshAndKeepsTheNewestK) {
   EXPECT_EQ(again.checkpoint, summary.checkpoint);
 }
 
+// The message of the std::invalid_argument train_sft throws ("" when it returns).
+std::string resume_error(const TrainConfig& config) {
+  try {
+    train_sft(config, true);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Resume, ChangedSettingsThatAlterTheRunAreRefusedListingEachOne) {
+  TempDir dir;
+  const std::vector<std::string> base = {"train.max_steps=2", "checkpoint.every_steps=1"};
+  const TrainConfig first = testing::tiny_config(dir, base);
+  train_sft(first, false);
+  const std::string checkpoint = first.run_dir + "/checkpoints/step_00000002";
+  EXPECT_EQ(read_text(checkpoint + "/config.resolved.yaml"),
+            read_text(first.run_dir + "/config.resolved.yaml"));
+  const std::string metrics = read_text(first.run_dir + "/metrics.jsonl"),
+                    resolved = read_text(first.run_dir + "/config.resolved.yaml");
+
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return more;
+  };
+  const TrainConfig changed = testing::tiny_config(
+      dir, with({"train.max_steps=4", "data.seq_len=32", "optimizer.lr=0.01"}));
+  EXPECT_EQ(resume_error(changed), "[train] the config differs from the one checkpoint " +
+                                       checkpoint +
+                                       " was trained with: data.seq_len 64 -> 32, optimizer.lr "
+                                       "3.0e-3 -> 0.01; resume with its settings, or pass "
+                                       "--allow-config-change to continue with these");
+  EXPECT_EQ(read_text(first.run_dir + "/checkpoints/latest"), "step_00000002\n");
+  EXPECT_EQ(read_text(first.run_dir + "/metrics.jsonl"), metrics);
+  EXPECT_EQ(read_text(first.run_dir + "/config.resolved.yaml"), resolved);
+
+  // Allowed, the changes are printed and the run continues with them.
+  TrainConfig allowed = changed;
+  allowed.allow_config_change = true;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(train_sft(allowed, true).steps, 4);
+  EXPECT_TRUE(testing::contains(::testing::internal::GetCapturedStderr(),
+                                "[train] warning: continuing checkpoint " + checkpoint +
+                                    " with changed settings: data.seq_len 64 -> 32, optimizer.lr "
+                                    "3.0e-3 -> 0.01\n"));
+  EXPECT_TRUE(testing::contains(
+      read_text(first.run_dir + "/checkpoints/step_00000004/config.resolved.yaml"), "seq_len: 32"));
+}
+
+TEST(Resume, ChangedLengthAndCadenceContinueAsTheLongerRun) {
+  // A run of 2 steps extended to 4, logging and checkpointing otherwise: no setting that alters
+  // what it computes changed, so it continues, reporting the changes on stdout.
+  TempDir dir;
+  const TrainConfig first = testing::tiny_config(dir, {"train.max_steps=2"});
+  train_sft(first, false);
+  const TrainConfig longer =
+      testing::tiny_config(dir, {"train.max_steps=4", "log.every_steps=1",
+                                 "checkpoint.every_steps=2", "checkpoint.keep_last=5"});
+  ::testing::internal::CaptureStdout();
+  const TrainSummary summary = train_sft(longer, true);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(summary.steps, 4);
+  EXPECT_TRUE(
+      testing::contains(out,
+                        "resuming with checkpoint.every_steps 0 -> 2, checkpoint.keep_last 2 -> 5, "
+                        "log.every_steps 100 -> 1, train.max_steps 2 -> 4\n"));
+}
+
 }  // namespace
 }  // namespace sprig

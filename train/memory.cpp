@@ -1,0 +1,105 @@
+#include "train/memory.h"
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+
+#include "nn/loss.h"
+#include "tensor/cuda/kernels.h"
+#include "tensor/storage.h"
+
+#if SPRIG_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace sprig {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// The data loader holds the batch in use and prefetches two more, each a few i64 tensors of
+// B x S (input ids, labels or loss mask, positions, document ids).
+constexpr double kBatchesHeld = 3, kBatchTensors = 4;
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", bytes / kGiB);
+  return buf;
+}
+
+}  // namespace
+
+// Shape legend: T tokens of a micro-batch, L trained layers, H hidden, I intermediate,
+// Q = heads x head_dim, K = kv_heads x head_dim, V vocabulary, P trained and F frozen parameters,
+// c bytes per compute element (2 for bf16, 4 for f32).
+//   parameters   P x (4 f32 master + c compute copy when it is not f32) + F x c
+//   optimizer    P x (c gradient + 8 AdamW moments in f32)
+//   activations  what autograd keeps for the backward, per layer and token: the attention
+//                block's input, norm, q, k, v, rotated q and k, attention output and o_proj
+//                output (3H + 3Q + 3K, plus a f32 log-sum-exp per head: flash attention keeps no
+//                T x T scores), the MLP's input, norm, gate, up, SiLU(gate) x up and down output
+//                (3H + 3I); L x T x (6H + 3Q + 3K + 3I) x c + L x T x heads x 4, plus the keys and
+//                values of the context tokens (L x context x 2K x c), the embeddings and final
+//                norm (3 x T x H x c) and the frozen model's kept outputs (kept x c)
+//   loss         the output head's logits and their gradient, one chunk of rows at a time in
+//                f32 (nn/loss.h), and the gradient of its input: 2 x rows x V x 4 + T x H x c
+//   batches      3 batches of 4 i64 tensors of B x S
+MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_parameters,
+                                    DType compute) {
+  const double c = compute == DType::bf16 ? 2.0 : 4.0;
+  const QwenConfig& m = s.layers;
+  const double T = static_cast<double>(s.tokens), L = static_cast<double>(m.num_hidden_layers),
+               H = static_cast<double>(m.hidden_size), I = static_cast<double>(m.intermediate_size),
+               Q = static_cast<double>(m.num_attention_heads * m.head_dim),
+               K = static_cast<double>(m.num_key_value_heads * m.head_dim),
+               V = static_cast<double>(m.vocab_size), P = static_cast<double>(trained_parameters);
+  MemoryEstimate e;
+  e.parameters =
+      P * (4.0 + (compute == DType::f32 ? 0.0 : c)) + static_cast<double>(s.frozen_parameters) * c;
+  e.optimizer = P * (c + 8.0);
+  e.activations = L * T * (6 * H + 3 * Q + 3 * K + 3 * I) * c +
+                  L * T * static_cast<double>(m.num_attention_heads) * 4.0 +
+                  L * static_cast<double>(s.context_tokens) * 2 * K * c + 3 * T * H * c +
+                  static_cast<double>(s.kept_elements) * c;
+  const double rows = std::min(T, static_cast<double>(head_chunk_rows(0, m.vocab_size)));
+  e.loss = 2 * rows * V * 4.0 + T * H * c;
+  e.batches = kBatchesHeld * kBatchTensors * static_cast<double>(s.batch_tokens) * 8.0;
+  return e;
+}
+
+double usable_memory(Device device) {
+  if (device.is_cpu())
+    return static_cast<double>(cpu_memory_available()) +
+           static_cast<double>(cpu_memory_allocated());
+#if SPRIG_WITH_CUDA
+  int current = 0;
+  size_t free = 0, total = 0;
+  if (cudaGetDevice(&current) == cudaSuccess && cudaSetDevice(device.index) == cudaSuccess) {
+    const cudaError_t rc = cudaMemGetInfo(&free, &total);
+    cudaSetDevice(current);
+    if (rc == cudaSuccess)
+      return static_cast<double>(free) + static_cast<double>(cuda::memory_allocated(device.index));
+  }
+#endif
+  throw std::runtime_error("[train] cannot read the free memory of " + device.str());
+}
+
+void check_step_fits(const StepShapes& shapes, int64_t trained_parameters, DType compute,
+                     Device device) {
+  const int64_t max_positions = shapes.layers.max_position_embeddings;
+  if (max_positions > 0 && shapes.positions > max_positions)
+    std::cerr << "[train] warning: data.seq_len " << shapes.positions
+              << " exceeds the model's max_position_embeddings " << max_positions
+              << ": a document longer than that reaches positions the model was not trained on\n";
+  const MemoryEstimate e = estimate_step_memory(shapes, trained_parameters, compute);
+  const double usable = usable_memory(device);
+  if (e.total() > usable)
+    throw std::runtime_error("[train] one training step needs about " + gib(e.total()) +
+                             " GiB (parameters " + gib(e.parameters) + ", gradients and AdamW " +
+                             gib(e.optimizer) + ", activations " + gib(e.activations) + ", loss " +
+                             gib(e.loss) + ", batches " + gib(e.batches) + "), more than the " +
+                             gib(usable) + " GiB available on " + device.str() +
+                             ": lower data.micro_batch_size or data.seq_len");
+}
+
+}  // namespace sprig

@@ -1,0 +1,48 @@
+// The memory a training step needs, estimated from the shapes before anything large is allocated,
+// so a run that cannot fit is refused with the figures instead of being killed by the kernel's
+// out-of-memory killer part-way through.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nn/qwen_config.h"
+#include "tensor/dtype.h"
+
+namespace sprig {
+
+// What a step's memory depends on. A recipe describes its models (Recipe::step_shapes); the
+// trainer fills in batch_tokens and positions from the data config.
+struct StepShapes {
+  QwenConfig layers;              // the shape of the trained decoder layers and output head
+  int64_t tokens = 0;             // tokens of one micro-batch through those layers
+  int64_t context_tokens = 0;     // tokens each layer also attends to (a draft's target context)
+  int64_t frozen_parameters = 0;  // a model run without gradients (a draft's target)
+  int64_t kept_elements = 0;      // its outputs kept for the step (the captured hidden states)
+  int64_t batch_tokens = 0;       // B x S of a data batch
+  int64_t positions = 0;          // the longest row (data.seq_len)
+};
+
+// The estimate, in bytes, and its parts.
+struct MemoryEstimate {
+  double parameters = 0, optimizer = 0, activations = 0, loss = 0, batches = 0;
+  double total() const { return parameters + optimizer + activations + loss + batches; }
+};
+
+// The memory of one training step of a module with `trained_parameters` computing in `compute`
+// (bf16 or f32), with f32 masters and AdamW moments; the formula is at its definition.
+MemoryEstimate estimate_step_memory(const StepShapes& shapes, int64_t trained_parameters,
+                                    DType compute);
+
+// What a run on `device` can use: on the CPU the system's available memory plus what sprig's
+// tensors already hold; on CUDA the device's free memory plus what sprig's allocator holds.
+double usable_memory(Device device);
+
+// Throws std::runtime_error "[train] one training step needs about ... GiB (...), more than the
+// ... GiB available on DEVICE ..." when the estimate exceeds usable_memory(device). Warns on stderr
+// when rows are longer than the model's max_position_embeddings (Hugging Face warns too: RoPE
+// computes any position, but the model was not trained on them).
+void check_step_fits(const StepShapes& shapes, int64_t trained_parameters, DType compute,
+                     Device device);
+
+}  // namespace sprig

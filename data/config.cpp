@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 namespace sprig::data {
@@ -126,6 +127,8 @@ DataConfig parse_data_config(const YAML::Node& root) {
 
 DataConfig load_data_config(const std::string& path) {
   YAML::Node root;
+  if (std::filesystem::is_directory(path))
+    throw std::invalid_argument("[config] " + path + " is a directory: give a config file (YAML)");
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {

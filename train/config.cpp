@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 
@@ -234,6 +235,8 @@ bool is_draft_recipe(RecipeKind kind) { return kind != RecipeKind::sft; }
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               RecipeKind kind) {
   YAML::Node root;
+  if (std::filesystem::is_directory(path))
+    fail(path + " is a directory: give a config file (YAML)");
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {

@@ -225,6 +225,17 @@ TEST_F(OutputCli, GenerateIsCappedAndChecksItsOptions) {
                      "that holds it");
 }
 
+TEST_F(OutputCli, ADirectoryGivenAsAFileIsNamed) {
+  expect_refused(sprig("train sft -c " + dir),
+                 "[config] " + dir + " is a directory: give a config file (YAML)");
+  const CliRun dump = sprig("data dump -c " + dir + " --out " + dir + "/d.jsonl");
+  EXPECT_EQ(dump.exit_code, 2);  // a usage error, caught by the option's check
+  EXPECT_EQ(dump.err.rfind("--config: File is actually a directory: " + dir, 0), 0u) << dump.err;
+  write_text(dir + "/m.json", "{\"kind\": \"causal\", \"length\": 4}");
+  expect_refused(sprig("mask --spec " + dir + " --out " + dir + "/m.safetensors"),
+                 dir + " is a directory: give a mask spec file (JSON)");
+}
+
 TEST_F(OutputCli, PlotRefusesToReplaceWhatItDidNotDraw) {
   fs::create_directories(dir + "/run");
   write_text(dir + "/run/metrics.jsonl",

@@ -119,7 +119,7 @@ json parse_header_json(const std::string& text, const std::string& label) {
   json j;
   try {
     j = json::parse(text, cb);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range
     fail(label, std::string("header is not valid JSON (") + e.what() + ")");
   }
   if (!duplicate.empty()) fail(label, "header has duplicate key \"" + duplicate + "\"");

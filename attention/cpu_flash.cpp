@@ -5,6 +5,9 @@
 // -inf by the keep bits on partial tiles, folded into a running row max m, row sum l and output
 // accumulator (online softmax); at the end out = acc / l and lse = m + log l (0 and -inf for rows
 // that saw no allowed key).
+// Masked pairs get exactly 0 probability by setting them to 0 after the exponential: Eigen's
+// vectorised exp clamps its argument, so exp(-inf) is 2.9e-39 rather than 0 without AVX-512, and
+// a fully masked row's P, normalised in backward pass 1, would become uniform over masked keys.
 // Backward, three deterministic passes over P = exp(S - lse) * norm and dP = dO V^T:
 //   1. per query tile: norm = 1 / rowsum(P) and delta = rowsum(P * dP) / rowsum(P);
 //   2. per query tile: dS = P * (dP - delta), dQ = scale * dS K;
@@ -54,11 +57,11 @@ struct RowStats {
   float* at(int64_t b, int64_t h, int64_t t) const { return data + (b * H + h) * T + t; }
 };
 
-// Sets the scores of masked (query, key) pairs of a partial tile to -inf.
-void apply_keep_bits(const TileMap& map, int32_t mask_idx, Matrix& s) {
+// Sets the entries of masked (query, key) pairs of a partial tile to `value`.
+void apply_keep_bits(const TileMap& map, int32_t mask_idx, float value, Matrix& s) {
   for (int32_t i = 0; i < s.rows(); ++i)
     for (int32_t j = 0; j < s.cols(); ++j)
-      if (!map.allowed_in_partial(mask_idx, i, j)) s(i, j) = -kInf;
+      if (!map.allowed_in_partial(mask_idx, i, j)) s(i, j) = value;
 }
 
 // Runs body(b, h, tile, line) for every (batch, head, tile) of one tile axis, in parallel, heads
@@ -90,20 +93,21 @@ struct Backward {
   float scale;
   int64_t group;  // query heads per kv head
 
-  // P = exp(S - lse) * norm (0 where masked) and dP = dO V^T of the tile pair (queries
-  // [q0, q0 + m), keys [k0, k0 + n)) of head h.
+  // P = exp(S - lse) * norm (exactly 0 where masked and on fully masked rows, lse = -inf) and
+  // dP = dO V^T of the tile pair (queries [q0, q0 + m), keys [k0, k0 + n)) of head h.
   void probs(int64_t b, int64_t h, int64_t q0, int64_t m, int64_t k0, int64_t n, int32_t entry_kind,
              int32_t mask_idx, Matrix& p, Matrix& dp) const {
     const int64_t kvh = h / group;
     p.noalias() = q.rows(b, h, q0, m) * k.rows(b, kvh, k0, n).transpose();
     p *= scale;
-    if (entry_kind == kPartial) apply_keep_bits(map, mask_idx, p);
     for (int64_t i = 0; i < m; ++i) {
-      // A fully masked row has lse = -inf; subtracting +inf instead keeps exp(-inf - inf) = 0.
       const float row_lse = *lse.at(b, h, q0 + i);
-      p.row(i) =
-          (p.row(i).array() - (row_lse == -kInf ? kInf : row_lse)).exp() * *norm.at(b, h, q0 + i);
+      if (row_lse == -kInf)
+        p.row(i).setZero();
+      else
+        p.row(i) = (p.row(i).array() - row_lse).exp() * *norm.at(b, h, q0 + i);
     }
+    if (entry_kind == kPartial) apply_keep_bits(map, mask_idx, 0.0f, p);
     dp.noalias() = dout.rows(b, h, q0, m) * v.rows(b, kvh, k0, n).transpose();
   }
   // dS = P * (dP - delta), in place of dP.
@@ -131,19 +135,22 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
     for (int32_t e = list.ptr[line]; e < list.ptr[line + 1]; ++e) {
       const int64_t k0 = list.start[e], n = tile_extent(k0, map.block_n, kh.T);
       s.noalias() = qs * kh.rows(b, kvh, k0, n).transpose();
-      if (list.kind[e] == kPartial) apply_keep_bits(map, list.mask_idx[e], s);
+      const bool partial = list.kind[e] == kPartial;
+      if (partial) apply_keep_bits(map, list.mask_idx[e], -kInf, s);
       for (int64_t i = 0; i < m; ++i) {
         const float new_max = std::max(row_max[i], s.row(i).maxCoeff());
         if (new_max == -kInf) {  // no allowed key in this row yet
           s.row(i).setZero();
           continue;
         }
-        const float alpha = std::exp(row_max[i] - new_max);
         s.row(i) = (s.row(i).array() - new_max).exp();
-        row_sum[i] = alpha * row_sum[i] + s.row(i).sum();
+        const float alpha = std::exp(row_max[i] - new_max);  // scalar exp: exp(-inf) = 0
         acc.row(i) *= alpha;
+        row_sum[i] *= alpha;
         row_max[i] = new_max;
       }
+      if (partial) apply_keep_bits(map, list.mask_idx[e], 0.0f, s);
+      row_sum += s.rowwise().sum();
       acc.noalias() += s * vh.rows(b, kvh, k0, n);
     }
     Rows o = oh.rows(b, h, q0, m);
@@ -183,7 +190,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
       sum_p_dp += p.cwiseProduct(dp).rowwise().sum().cast<double>();
     }
     for (int64_t i = 0; i < m; ++i) {
-      if (sum_p[i] == 0) continue;  // fully masked row: P = 0, so dS = 0
+      if (*bw.lse.at(b, h, q0 + i) == -kInf) continue;  // fully masked row: P = 0, so dS = 0
       *bw.delta.at(b, h, q0 + i) = static_cast<float>(sum_p_dp[i] / sum_p[i]);
       *bw.norm.at(b, h, q0 + i) = static_cast<float>(1.0 / sum_p[i]);
     }

@@ -3,7 +3,7 @@
 #include "attention/mask.h"
 
 #include <algorithm>
-#include <numeric>
+#include <limits>
 #include <set>
 #include <string>
 #include <tuple>
@@ -85,6 +85,22 @@ void check_lengths(const char* op, const char* name, const std::vector<int64_t>&
                    " is negative");
 }
 
+// a + b, failing when the sum does not fit in int64 (the operands are lengths, >= 0).
+int64_t checked_add(const char* op, const char* what, int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum))
+    fail(op, std::string(what) + " overflows int64 (" + std::to_string(a) + " + " +
+                 std::to_string(b) + ")");
+  return sum;
+}
+
+// The sum of non-negative lengths, failing when it does not fit in int64.
+int64_t checked_sum(const char* op, const char* name, const std::vector<int64_t>& lengths) {
+  int64_t sum = 0;
+  for (int64_t len : lengths) sum = checked_add(op, (std::string(name) + " sum").c_str(), sum, len);
+  return sum;
+}
+
 Rect causal_square(int64_t start, int64_t length, int64_t window) {
   return {start, start + length, start, start + length, RectKind::causal, window};
 }
@@ -101,7 +117,7 @@ Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> 
                    int64_t window) {
   check_lengths("document_mask", "seq_lens", seq_lens);
   check_window("document_mask", window);
-  const int64_t sum = std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0});
+  const int64_t sum = checked_sum("document_mask", "seq_lens", seq_lens);
   const int64_t total = length.value_or(sum);
   if (sum > total)
     fail("document_mask",
@@ -164,7 +180,8 @@ Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
   check_lengths("prefix_tree_mask", "node_lengths", node_lengths);
   const int64_t num_nodes = static_cast<int64_t>(node_lengths.size());
   std::vector<int64_t> offset(node_lengths.size() + 1, 0);
-  std::partial_sum(node_lengths.begin(), node_lengths.end(), offset.begin() + 1);
+  for (size_t u = 0; u < node_lengths.size(); ++u)
+    offset[u + 1] = checked_add("prefix_tree_mask", "node_lengths sum", offset[u], node_lengths[u]);
   Mask m{offset.back(), offset.back(), {}};
   check_tree_paths(node_lengths, sample_paths);
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, RectKind>> emitted;
@@ -213,8 +230,12 @@ void check_dflash_spec(const DFlashMaskSpec& s) {
       fail(op, "anchors[" + std::to_string(j) + "] = " + std::to_string(s.anchors[j]) +
                    " is outside [0, max(ctx_len - block_size, 0)] = [0, " +
                    std::to_string(max_anchor) + "]");
+  const int64_t slots = static_cast<int64_t>(s.anchors.size());
+  if (slots > 0 && s.block_size > (std::numeric_limits<int64_t>::max() - s.ctx_len) / slots)
+    fail(op, std::to_string(slots) + " blocks of " + std::to_string(s.block_size) +
+                 " slots after a context of " + std::to_string(s.ctx_len) + " overflow int64");
   check_lengths(op, "seq_lens", s.seq_lens);
-  const int64_t sum = std::accumulate(s.seq_lens.begin(), s.seq_lens.end(), int64_t{0});
+  const int64_t sum = checked_sum(op, "seq_lens", s.seq_lens);
   if (!s.seq_lens.empty() && sum != s.ctx_len)
     fail(op, "seq_lens sum to " + std::to_string(sum) + ", expected ctx_len " +
                  std::to_string(s.ctx_len));

@@ -95,7 +95,7 @@ Mask parse_mask_spec(const std::string& json_text) {
   json spec;
   try {
     spec = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range
     bad(std::string("spec is not valid JSON: ") + e.what());
   }
   if (!spec.is_object() || !spec.contains("kind") || !spec["kind"].is_string())

@@ -16,7 +16,8 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b) {
 Var rms_norm(const Var& x, const Var& w, double eps) {
   const Tensor xv = x.value(), wv = w.value();
   auto [y, rstd] = rms_norm(xv, wv, eps);
-  return record("rms_norm", y, {x, w}, [xv, wv, rstd](const Tensor& dy) -> Grads {
+  // rstd = rstd: clang before 16 cannot capture a structured binding.
+  return record("rms_norm", y, {x, w}, [xv, wv, rstd = rstd](const Tensor& dy) -> Grads {
     Tensor dw = Tensor::zeros(wv.shape(), wv.dtype(), wv.device());  // backward accumulates
     Tensor dx = rms_norm_backward(dy, xv, wv, rstd, dw);
     return {dx, dw};

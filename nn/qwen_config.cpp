@@ -9,6 +9,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// More layers than any model has: the per-layer tables stay small whatever a config says.
+constexpr int64_t kMaxLayers = 1 << 16;
+
 [[noreturn]] void fail(const std::string& label, const std::string& msg) {
   throw std::runtime_error(label + ": " + msg);
 }
@@ -94,6 +97,9 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
   c.hidden_size = get_int(j, "hidden_size", label);
   c.intermediate_size = get_int(j, "intermediate_size", label);
   c.num_hidden_layers = get_int(j, "num_hidden_layers", label);
+  if (c.num_hidden_layers > kMaxLayers)
+    fail(label, "\"num_hidden_layers\" " + std::to_string(c.num_hidden_layers) + " is more than " +
+                    std::to_string(kMaxLayers));
   c.num_attention_heads = get_int(j, "num_attention_heads", label);
   c.num_key_value_heads = j.contains("num_key_value_heads")
                               ? get_int(j, "num_key_value_heads", label)
@@ -147,7 +153,13 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
       }
     }
   } else if (use_sw && window > 0) {
-    const int64_t first = j.value("max_window_layers", c.num_hidden_layers);
+    int64_t first = c.num_hidden_layers;  // HF: layers from max_window_layers on slide
+    if (j.contains("max_window_layers") && !j["max_window_layers"].is_null()) {
+      const json& m = j["max_window_layers"];
+      if (!m.is_number_integer() || m.get<int64_t>() < 0)
+        fail(label, "\"max_window_layers\" must be a non-negative integer, got " + m.dump());
+      first = m.get<int64_t>();
+    }
     for (int64_t i = first; i < c.num_hidden_layers; ++i)
       c.sliding_window_per_layer[static_cast<size_t>(i)] = window;
   }

@@ -119,7 +119,7 @@ json parse_header_json(const std::string& text, const std::string& label) {
   json j;
   try {
     j = json::parse(text, cb);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range
     fail(label, std::string("header is not valid JSON (") + e.what() + ")");
   }
   if (!duplicate.empty()) fail(label, "header has duplicate key \"" + duplicate + "\"");
@@ -285,7 +285,9 @@ Tensor SafetensorsFile::load(const std::string& name, Device device) const {
     for (uint64_t k = 0; k < i.end - i.begin; ++k)
       if (src[k] > 1) fail(path_ + ": tensor \"" + name + "\"", "BOOL value is not 0 or 1");
   }
-  std::memcpy(host.data_ptr(), src, i.end - i.begin);
+  // An empty tensor has no storage to copy into (memcpy's pointers must not be null even for 0
+  // bytes).
+  if (i.end > i.begin) std::memcpy(host.data_ptr(), src, i.end - i.begin);
   return host.to(device);
 }
 

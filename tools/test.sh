@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Builds sprig (installing missing Debian packages first), checks that every C++/CUDA source is
-# formatted as .clang-format says, prints a one-line size report (lines per folder) and runs the
-# whole CTest suite; GPU tests skip themselves when no device is present. Ends with CTest's
-# summary; exits non-zero on a failure or a formatting difference.
-# Environment: SPRIG_BUILD_DIR, SPRIG_CUDA=OFF for the CPU-only build, SPRIG_JOBS (see build.sh).
+# formatted as .clang-format says, prints a one-line size report (lines per folder), then runs
+# three stages:
+#   1. the whole CTest suite; GPU tests skip themselves when no device is present;
+#   2. the CPU suite again, built CPU-only with AddressSanitizer and UndefinedBehaviorSanitizer
+#      (RelWithDebInfo, in <build dir>-san), the slow label excluded (see README.md);
+#   3. a short smoke run of every libFuzzer target of tools/fuzz on its committed seeds (clang,
+#      in <build dir>-fuzz).
+# Every stage runs; the script ends with one line per stage and exits non-zero when a stage fails
+# or a source differs from .clang-format's layout.
+# Environment: SPRIG_BUILD_DIR, SPRIG_CUDA=OFF for the CPU-only build, SPRIG_JOBS (see build.sh);
+#   SPRIG_SANITIZE_STAGE=0 skips stage 2, SPRIG_FUZZ_STAGE=0 skips stage 3,
+#   SPRIG_FUZZ_SECONDS (default 10) is each fuzz target's smoke run time.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,4 +44,52 @@ for folder in tensor autograd attention data nn speculative train tools tests do
 done
 echo "${report%,}"
 
-exec ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+declare -A result
+run_stage() {  # run_stage NAME COMMAND...: runs the command, records passed / FAILED
+  local name=$1 start=$SECONDS
+  shift
+  echo "sprig: stage $name"
+  if "$@"; then result[$name]="passed"; else result[$name]="FAILED"; fi
+  result[$name]+=" ($((SECONDS - start)) s)"
+}
+
+sanitize_stage() {
+  local dir="$build_dir-san"
+  cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPRIG_CUDA=OFF \
+    -DSPRIG_SANITIZE=address,undefined >/dev/null &&
+    cmake --build "$dir" -j "$jobs" &&
+    ctest --test-dir "$dir" -L cpu -LE slow --output-on-failure -j "$jobs"
+}
+
+fuzz_stage() {
+  local dir="$build_dir-fuzz" seconds="${SPRIG_FUZZ_SECONDS:-10}" failed=0 target scratch
+  "$repo/tools/install_packages.sh" clang libclang-rt-dev  # libclang-rt-dev: libFuzzer
+  cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DSPRIG_CUDA=OFF \
+    -DSPRIG_FUZZ=ON >/dev/null && cmake --build "$dir" --target fuzz_targets -j "$jobs" || return 1
+  scratch="$(mktemp -d)"
+  for target in "$repo"/tools/fuzz/seeds/*/; do
+    target="$(basename "$target")"
+    mkdir -p "$scratch/$target"  # new inputs go here, the committed seeds stay as they are
+    if (cd "$scratch" && "$dir/tools/fuzz/$target" -max_total_time="$seconds" -max_len=4096 \
+      -timeout=10 "$scratch/$target" "$repo/tools/fuzz/seeds/$target" 2>"$scratch/$target.log"); then
+      echo "$target: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$scratch/$target.log")"
+    else
+      tail -n 40 "$scratch/$target.log"
+      echo "$target: FAILED (the crashing input is kept in $scratch)"
+      failed=1
+    fi
+  done
+  ((failed)) || rm -rf "$scratch"
+  return "$failed"
+}
+
+run_stage suite ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+[[ "${SPRIG_SANITIZE_STAGE:-1}" == 0 ]] || run_stage sanitizers sanitize_stage
+[[ "${SPRIG_FUZZ_STAGE:-1}" == 0 ]] || run_stage fuzz fuzz_stage
+status=0
+for name in suite sanitizers fuzz; do
+  [[ -n "${result[$name]:-}" ]] || continue
+  echo "sprig: $name ${result[$name]}"
+  [[ "${result[$name]}" == passed* ]] || status=1
+done
+exit "$status"

@@ -71,6 +71,19 @@ TEST(MaskIo, BadSpecs) {
             "[document_mask] seq_lens sum to 11, more than length 10");
   EXPECT_EQ(message(R"({"kind": "prefix_tree", "node_lengths": [2, 2], "sample_paths": [[0, 5]]})"),
             "[prefix_tree_mask] sample_paths[0][1] = 5 is not a node index in [0, 2)");
+  // Lengths whose sums overflow int64 (found by fuzz_mask_spec).
+  EXPECT_EQ(message(R"({"kind": "documents", "seq_lens": [9223372036854775807, 1]})"),
+            "[document_mask] seq_lens sum overflows int64 (9223372036854775807 + 1)");
+  EXPECT_EQ(message(R"({"kind": "prefix_tree", "node_lengths": [9223372036854775807, 1],
+                       "sample_paths": [[0, 1]]})"),
+            "[prefix_tree_mask] node_lengths sum overflows int64 (9223372036854775807 + 1)");
+  EXPECT_EQ(message(R"({"kind": "dflash", "ctx_len": 9223372036854775807,
+                       "block_size": 9223372036854775807, "anchors": [0, 0], "keep": [1, 1]})"),
+            "[dflash_mask] 2 blocks of 9223372036854775807 slots after a context of "
+            "9223372036854775807 overflow int64");
+  EXPECT_EQ(message(R"({"kind": "dflash", "ctx_len": 10, "block_size": 2, "anchors": [0],
+                       "keep": [1], "seq_lens": [9223372036854775807, 1]})"),
+            "[dflash_mask] seq_lens sum overflows int64 (9223372036854775807 + 1)");
   EXPECT_EQ(message(R"({"kind": "causal", "length": 4, "sliding_window": 0})"),
             "[mask] sliding_window must be >= 1, got 0");
   EXPECT_EQ(message(R"({"kind": "causal", "lenght": 4})"),
@@ -92,6 +105,9 @@ TEST(MaskIo, BadSpecs) {
             "[mask] unknown kind \"diagonal\" (expected causal, documents, prefix_tree or dflash)");
   EXPECT_EQ(message(R"([1, 2])"), "[mask] spec must be a JSON object with a string field \"kind\"");
   EXPECT_EQ(message("{").rfind("[mask] spec is not valid JSON: ", 0), 0u);
+  EXPECT_EQ(message(R"({"kind": "causal", "length": 1e99999})")
+                .rfind("[mask] spec is not valid JSON: ", 0),
+            0u);
   EXPECT_EQ(testing::invalid_argument_message([] { load_mask_spec("/nonexistent/m.json"); }),
             "/nonexistent/m.json: cannot read the mask spec");
 }

@@ -150,6 +150,24 @@ TEST(QwenConfig, SlidingWindowLayerRules) {
   EXPECT_EQ(QwenConfig::from_json(j).sliding_window_per_layer, std::vector<int64_t>(4, 0));
 }
 
+// Found by fuzz_qwen_config: a negative max_window_layers indexed before the layer table, and a
+// huge layer count allocated its table before anything else could fail.
+TEST(QwenConfig, RejectsBadLayerCounts) {
+  json j = small_qwen2();
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 8;
+  j["max_window_layers"] = -2;
+  EXPECT_EQ(parse_error(j),
+            "config.json: \"max_window_layers\" must be a non-negative integer, got -2");
+  j["max_window_layers"] = "2";
+  EXPECT_EQ(parse_error(j),
+            "config.json: \"max_window_layers\" must be a non-negative integer, got \"2\"");
+  j["max_window_layers"] = 9;  // beyond the last layer: nothing slides
+  EXPECT_EQ(QwenConfig::from_json(j).sliding_window_per_layer, std::vector<int64_t>(4, 0));
+  j["num_hidden_layers"] = 40000000000;
+  EXPECT_EQ(parse_error(j), "config.json: \"num_hidden_layers\" 40000000000 is more than 65536");
+}
+
 TEST(QwenConfig, RejectsUnsupportedModels) {
   json j = small_qwen2();
   j["model_type"] = "llama";

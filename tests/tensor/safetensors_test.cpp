@@ -87,6 +87,9 @@ TEST(Safetensors, RejectsEachRuleViolation) {
   expect_rejected(image("[" + t4 + "]", "abcd"), "does not start with '{'");
   expect_rejected(image("{\"t\":\xff}", ""), "UTF-8");
   expect_rejected(image("{" + t4 + ",}", "abcd"), "not valid JSON");
+  // A number beyond double's range (found by fuzz_safetensors: it escaped as json's out_of_range).
+  expect_rejected(image(R"({"t":{"dtype":"F32","shape":[1e99999],"data_offsets":[0,4]}})", "abcd"),
+                  "not valid JSON");
   expect_rejected(image("{" + t4 + "," + t4 + "}", "abcd"), "duplicate key \"t\"");
   expect_rejected(image(R"({"t":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}})", "a"),
                   "unsupported dtype F8");

@@ -160,6 +160,8 @@ void read_jsonl(const std::string& path, const ReadOptions& options, BadRecords&
         throw BadRecord(last_without_newline
                             ? "truncated last line (no newline at the end, not valid JSON)"
                             : "malformed JSON near column " + std::to_string(e.byte));
+      } catch (const json::exception& e) {  // e.g. a number beyond double's range
+        throw BadRecord(std::string("invalid JSON (") + e.what() + ")");
       }
       if (!record.is_object())
         throw BadRecord(std::string("expected a JSON object, got ") + record.type_name());

@@ -91,7 +91,7 @@ WeightFiles::WeightFiles(const std::string& dir) {
     json j;
     try {
       j = json::parse(in);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       throw std::runtime_error(index.string() + ": is not valid JSON (" + e.what() + ")");
     }
     if (!j.contains("weight_map") || !j["weight_map"].is_object())

@@ -172,7 +172,7 @@ QwenConfig QwenConfig::load(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail(path, std::string("is not valid JSON: ") + e.what());
   }
   return from_json(j, path);

@@ -286,7 +286,7 @@ std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw std::runtime_error(path + ": is not valid JSON (" + e.what() + ")");
   }
   Generator gen(0);

@@ -35,7 +35,7 @@ int64_t for_each_record(
     nlohmann::json record;
     try {
       record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error(where + ": malformed JSON (" + std::string(e.what()) + ")" +
                                (in.eof() ? "; the last line looks truncated" : ""));
     }

@@ -91,6 +91,9 @@ TEST(Readers, DocumentErrors) {
   EXPECT_EQ(document_error("[1, 2]\n"), "FILE:1: expected a JSON object, got array");
   EXPECT_EQ(document_error("{\"input_ids\": [1]}\n{\"input_ids\": [1,}\n"),
             "FILE:2: malformed JSON near column 18");
+  EXPECT_EQ(document_error("{\"input_ids\": [1e99999]}\n"),
+            "FILE:1: invalid JSON ([json.exception.out_of_range.406] number overflow parsing "
+            "'1e99999')");
   EXPECT_EQ(document_error("{\"input_ids\": [1]}\n{\"input_ids\": [2"),
             "FILE:2: truncated last line (no newline at the end, not valid JSON)");
   EXPECT_EQ(document_error("{\"input_ids\": [1], \"labels\": [2]}\n", 0, TargetForm::loss_mask),

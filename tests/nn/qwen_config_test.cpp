@@ -294,6 +294,13 @@ TEST(QwenConfig, LoadNamesTheFile) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()).rfind(path + ": is not valid JSON: ", 0), 0u) << e.what();
   }
+  std::ofstream(path) << R"({"model_type": "qwen2", "rope_theta": 1e99999})";
+  try {
+    QwenConfig::load(path);
+    ADD_FAILURE() << "accepted a number beyond double's range";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": is not valid JSON: ", 0), 0u) << e.what();
+  }
   std::ofstream(path) << qwen3_config().dump();
   EXPECT_EQ(QwenConfig::load(path).head_dim, 128);
   std::filesystem::remove(path);

@@ -70,6 +70,11 @@ template <class A> int64_t first_index_of(const A* row, int64_t V, A value) {
   return 0;
 }
 
+// The corrected row c = b + d in A, each sum rounded to T as adding d into b in place stores it.
+template <class A, class T> void corrected_row(const A* b, const T* d, int64_t V, A* c) {
+  for (int64_t v = 0; v < V; ++v) c[v] = convert<A>(convert<T>(b[v] + convert<A>(d[v])));
+}
+
 }  // namespace
 
 // ---- cross-entropy ------------------------------------------------------------------------------
@@ -126,8 +131,7 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
   });
 }
 
-// ---- Domino's pair: base and corrected logits
-// -----------------------------------------------------
+// ---- Domino's pair: base and corrected logits -------------------------------------------------
 
 void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
                              const Tensor& loss, const Tensor& lse, const Tensor& argmax,
@@ -146,10 +150,8 @@ void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tens
     for (int64_t r = 0; r < R; ++r) {
       thread_local std::vector<A> b_buffer, c_buffer;
       const A* b = row_in<A>(bp + r * V, V, b_buffer);
-      // The corrected row, rounded to T as the sum stored in place would be.
       c_buffer.resize(static_cast<size_t>(V));
-      for (int64_t v = 0; v < V; ++v)
-        c_buffer[static_cast<size_t>(v)] = convert<A>(convert<T>(b[v] + convert<A>(dp[r * V + v])));
+      corrected_row(b, dp + r * V, V, c_buffer.data());
       const A* rows[2] = {b, c_buffer.data()};
       for (int64_t i = 0; i < 2; ++i) {
         A max = 0;
@@ -188,9 +190,8 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, c
       thread_local std::vector<A> b_buffer, c_buffer, g_buffer;
       const A* b = row_in<A>(bp + r * V, V, b_buffer);
       c_buffer.resize(static_cast<size_t>(V));
+      corrected_row(b, dp + r * V, V, c_buffer.data());
       ArrayMap<A> dc(c_buffer.data(), V);
-      for (int64_t v = 0; v < V; ++v)
-        dc(v) = convert<A>(convert<T>(b[v] + convert<A>(dp[r * V + v])));
       const A g0 = dloss_p[r], g1 = dloss_p[R + r];
       dc = g1 * (dc - lse_p[R + r]).exp();
       dc(target[r]) -= g1;

@@ -22,7 +22,9 @@ struct GradNode {
   bool released = false;  // set once backward has run through this node
   std::vector<Edge> inputs;
   BackwardFn backward;
-  Tensor grad;  // leaves: the accumulated gradient
+  Tensor grad;                     // leaves: the accumulated gradient
+  bool buffered = false;           // leaves: `grad` is a buffer the owner gave, zeroed in place
+  std::function<void()> on_ready;  // leaves: called once a backward is done with the leaf
 
   GradNode() = default;
   GradNode(const GradNode&) = delete;
@@ -123,6 +125,7 @@ void run_backward(const std::shared_ptr<GradNode>& root, const Tensor& seed) {
     const Tensor g = std::move(state[n].grad);
     if (n->leaf) {
       if (g.defined()) accumulate_leaf(*n, g);
+      if (n->on_ready) n->on_ready();
       continue;
     }
     std::vector<Tensor> grads;
@@ -186,7 +189,30 @@ void Var::set_requires_grad(bool requires_grad) {
 }
 
 void Var::zero_grad() {
-  if (impl_ && impl_->node && impl_->node->leaf) impl_->node->grad = Tensor();
+  if (!impl_ || !impl_->node || !impl_->node->leaf) return;
+  GradNode& leaf = *impl_->node;
+  if (leaf.buffered)
+    leaf.grad.fill_(0.0);
+  else
+    leaf.grad = Tensor();
+}
+
+void Var::set_grad_buffer(const Tensor& buffer) {
+  if (!requires_grad() || !is_leaf()) fail("set_grad_buffer", "needs a leaf that requires grad");
+  if (buffer.shape() != shape() || buffer.dtype() != dtype() || buffer.device() != device())
+    fail("set_grad_buffer", "a buffer of shape " + shape_str(buffer.shape()) + " " +
+                                dtype_name(buffer.dtype()) + " on " + buffer.device().str() +
+                                " for a " + shape_str(shape()) + " " + dtype_name(dtype()) +
+                                " parameter on " + device().str());
+  GradNode& leaf = *impl_->node;
+  leaf.grad = buffer;
+  leaf.buffered = true;
+  zero_grad();
+}
+
+void Var::set_grad_hook(std::function<void()> hook) {
+  if (!requires_grad() || !is_leaf()) fail("set_grad_hook", "needs a leaf that requires grad");
+  impl_->node->on_ready = std::move(hook);
 }
 
 Var Var::detach() const { return Var(value()); }

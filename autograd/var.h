@@ -40,7 +40,14 @@ class Var {
   bool is_leaf() const;
   // Leaves only: turning it off drops the gradient.
   void set_requires_grad(bool requires_grad);
-  void zero_grad();    // drops the gradient; the next backward starts it afresh
+  // Drops the gradient (the next backward starts it afresh), or zeroes a grad buffer in place.
+  void zero_grad();
+  // Leaves that require grad only. The gradient accumulates into `buffer` (zeroed now; same shape
+  // and dtype as the value, e.g. a view into a flat all-reduce bucket) and stays defined.
+  void set_grad_buffer(const Tensor& buffer);
+  // Leaves that require grad only: `hook` runs each time a backward that reaches this leaf has
+  // added its contribution (or found it has none), so the gradient is final for that backward.
+  void set_grad_hook(std::function<void()> hook);
   Var detach() const;  // same value (shared storage), no graph, no gradient
 
   // Backpropagates from this Var. `seed` is the gradient of this Var; it may be omitted for a

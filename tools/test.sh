@@ -4,7 +4,8 @@
 # three stages:
 #   1. the whole CTest suite; GPU tests skip themselves when no device is present;
 #   2. the CPU suite again, built CPU-only with AddressSanitizer and UndefinedBehaviorSanitizer
-#      (RelWithDebInfo, in <build dir>-san), the slow label excluded (see README.md);
+#      (-O1 -g1: line numbers in reports at about 60% of RelWithDebInfo's compile time; in
+#      <build dir>-san), the slow label excluded (see README.md);
 #   3. a short smoke run of every libFuzzer target of tools/fuzz on its committed seeds (clang,
 #      in <build dir>-fuzz).
 # Every stage runs; the script ends with one line per stage and exits non-zero when a stage fails
@@ -55,7 +56,8 @@ run_stage() {  # run_stage NAME COMMAND...: runs the command, records passed / F
 
 sanitize_stage() {
   local dir="$build_dir-san"
-  cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPRIG_CUDA=OFF \
+  cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" \
+    -DSPRIG_CUDA=OFF \
     -DSPRIG_SANITIZE=address,undefined >/dev/null &&
     cmake --build "$dir" -j "$jobs" &&
     ctest --test-dir "$dir" -L cpu -LE slow --output-on-failure -j "$jobs"

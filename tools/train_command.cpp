@@ -1,5 +1,5 @@
 // `sprig train sft|dflash|domino|jetspec -c CONFIG.yaml [--a.b=value ...] [--resume]
-// [--allow-config-change]`.
+// [--allow-config-change]`, as one process or as every rank of `mpirun -np N sprig train ...`.
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdlib>
@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "tools/commands.h"
+#include "train/communicator.h"
 #include "train/draft.h"
 #include "train/sft.h"
 
@@ -14,7 +15,8 @@ namespace sprig::tools {
 
 namespace {
 
-using TrainFn = std::function<TrainSummary(const TrainConfig&, bool, const StepCallback&)>;
+using TrainFn =
+    std::function<TrainSummary(const TrainConfig&, bool, const StepCallback&, Communicator&)>;
 
 // `arg` as one word of a POSIX shell.
 std::string shell_word(const std::string& arg) {
@@ -71,8 +73,25 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
     }
     TrainConfig config = load_train_config(opt->config, overrides, kind);
     config.allow_config_change = opt->allow_config_change;
-    const TrainSummary summary = run(config, opt->resume, {});
-    if (summary.stopped_by_signal) exit_stopped(summary, resume_command + " --resume");
+    // Before anything touches CUDA: a rank selects its device.
+    const std::unique_ptr<Communicator> comm =
+        launch_communicator(resolve_device(config.device).is_cuda());
+    TrainSummary summary;
+    try {
+      summary = run(config, opt->resume, {}, *comm);
+    } catch (const std::exception& e) {
+      if (comm->world_size() == 1) throw;
+      // The other ranks may be waiting for this one in a collective: end them all.
+      std::cerr << "sprig: rank " << comm->rank() << " of " << comm->world_size() << ": "
+                << e.what() << "\n";
+      comm->abort(1);
+    }
+    if (summary.stopped_by_signal) {
+      if (comm->rank() != 0) std::exit(128 + summary.stopped_by_signal);
+      const std::string launcher =
+          comm->world_size() > 1 ? "mpirun -np " + std::to_string(comm->world_size()) + " " : "";
+      exit_stopped(summary, launcher + resume_command + " --resume");
+    }
   });
 }
 

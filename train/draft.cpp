@@ -44,15 +44,15 @@ std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig&
 // KL against the target's logits; a micro-batch's mean divides by draft_mean_denominator.
 class DraftRecipe : public Recipe {
  public:
-  DraftRecipe(const TrainConfig& c, Device device)
+  DraftRecipe(const TrainConfig& c, Device device, const Communicator& comm)
       : c_(c.dflash),
         kind_(draft_kind(c.recipe)),
         target_(load_target(c, device)),
         draft_(build_draft(c, target_.config())),
         data_(c.data),
         packed_(c.data.packing == data::Packing::dflash),
-        gen_(c.seed),
-        seed_(c.seed),
+        gen_(c.seed + static_cast<uint64_t>(comm.rank())),
+        val_seed_(c.seed + static_cast<uint64_t>(comm.world_size() + comm.rank())),
         target_dir_(c.dflash.target_path.empty() ? ""
                                                  : fs::absolute(c.dflash.target_path).string()) {
     const int64_t vocab = target_.config().vocab_size;
@@ -128,7 +128,7 @@ class DraftRecipe : public Recipe {
     target_dir_ = fs::absolute(fs::path(run_dir) / "target").string();
     if (!fs::exists(target_dir_)) save_qwen(target_.model(), target_dir_);
   }
-  void begin_validation() override { val_gen_ = Generator(seed_ + 1); }
+  void begin_validation() override { val_gen_ = Generator(val_seed_); }
   void begin_step(int64_t step, int64_t total_steps) override {
     lambda_base_ =
         domino_lambda_base(step, total_steps, c_.lambda_base_start, c_.lambda_base_decay_ratio);
@@ -204,22 +204,25 @@ class DraftRecipe : public Recipe {
   data::DataConfig data_;
   bool packed_;
   Generator gen_, val_gen_;
-  uint64_t seed_;
+  // Rank r draws from seed + r in training and from seed + world + r in validation (which starts
+  // afresh each pass): every stream is distinct, and one rank's are seed and seed + 1.
+  uint64_t val_seed_;
   std::string target_dir_;  // where the target is, as checkpoints record it
   double lambda_base_ = 0;  // Domino's curriculum at the current step
 };
 
 }  // namespace
 
-TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallback& on_step) {
+TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallback& on_step,
+                         Communicator& comm) {
   if (!is_draft_recipe(config.recipe))
     throw std::invalid_argument("[train] train_draft runs dflash, domino or jetspec configs");
   if (data::target_form(config.data.packing) != data::TargetForm::loss_mask)
     throw std::invalid_argument(std::string("[train] ") + recipe_name(config.recipe) +
                                 " trains on loss_mask rows: use data.packing dflash (packed "
                                 "documents) or padded (one document per row)");
-  Trainer trainer(config, resume);
-  DraftRecipe recipe(config, trainer.device());
+  Trainer trainer(config, resume, comm);
+  DraftRecipe recipe(config, trainer.device(), comm);
   return trainer.run(recipe, on_step);
 }
 

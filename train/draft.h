@@ -13,7 +13,9 @@ namespace sprig {
 
 // Runs (or, with resume, continues) the draft training `config` describes (config.recipe is
 // dflash, domino or jetspec). `on_step` (optional) is called after every optimizer step with the
-// step number and the loss.
-TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallback& on_step = {});
+// step number and the loss. `comm`: the data-parallel ranks (each draws its anchors from the
+// generator seeded with seed + rank).
+TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallback& on_step = {},
+                         Communicator& comm = single_process());
 
 }  // namespace sprig

@@ -70,10 +70,11 @@ class SftRecipe : public Recipe {
 
 }  // namespace
 
-TrainSummary train_sft(const TrainConfig& config, bool resume, const StepCallback& on_step) {
+TrainSummary train_sft(const TrainConfig& config, bool resume, const StepCallback& on_step,
+                       Communicator& comm) {
   if (data::target_form(config.data.packing) == data::TargetForm::loss_mask)
     throw std::invalid_argument("[train] sft needs labels: use data.packing sft, bfd or fold");
-  Trainer trainer(config, resume);
+  Trainer trainer(config, resume, comm);
   SftRecipe recipe(config, trainer.device());
   return trainer.run(recipe, on_step);
 }

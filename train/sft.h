@@ -9,7 +9,9 @@
 namespace sprig {
 
 // Runs (or, with resume, continues) the training described by `config`. `on_step` (optional) is
-// called after every optimizer step with the step number and the loss.
-TrainSummary train_sft(const TrainConfig& config, bool resume, const StepCallback& on_step = {});
+// called after every optimizer step with the step number and the loss. `comm`: the data-parallel
+// ranks of the run.
+TrainSummary train_sft(const TrainConfig& config, bool resume, const StepCallback& on_step = {},
+                       Communicator& comm = single_process());
 
 }  // namespace sprig

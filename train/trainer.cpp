@@ -17,6 +17,7 @@
 
 #include "autograd/functions.h"
 #include "train/checkpoint.h"
+#include "train/gradient_buckets.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/schedule.h"
@@ -28,15 +29,19 @@ using json = nlohmann::json;
 
 namespace {
 
-json state_json(const TrainerState& s, const json& recipe_metadata) {
+// `recipe_by_rank`: each rank's recipe metadata; rank 0's is "recipe", and a run of several ranks
+// keeps them all under "recipe_by_rank".
+json state_json(const TrainerState& s, const std::vector<json>& recipe_by_rank) {
   json j = {{"step", s.step},
             {"updates", s.updates},
             {"loader", {{"epoch", s.loader.epoch}, {"batch", s.loader.batch}}},
             {"rng", {{"seed", s.rng_seed}, {"offset", s.rng_offset}}},
             {"skipped_steps", s.skipped_steps},
             {"skipped_micro_batches", s.skipped_micro_batches},
-            {"tokens", s.tokens}};
-  if (!recipe_metadata.is_null()) j["recipe"] = recipe_metadata;
+            {"tokens", s.tokens},
+            {"world_size", static_cast<int64_t>(recipe_by_rank.size())}};
+  if (!recipe_by_rank[0].is_null()) j["recipe"] = recipe_by_rank[0];
+  if (recipe_by_rank.size() > 1) j["recipe_by_rank"] = recipe_by_rank;
   return j;
 }
 
@@ -108,7 +113,9 @@ void add_sums(MetricSums& into, const MetricSums& sums) {
 // Validation over one pass of the val split: the micro-batch losses weighted by their weights
 // (val_loss) and the recipe's ratios (val_<name>), denominators below 1 counting as 1
 // (docs/semantics.md §9.7, E17).
-std::vector<std::pair<std::string, double>> validate(Recipe& recipe, data::DataLoader& val) {
+// Each rank validates its share of the rows; the sums are added over the ranks.
+std::vector<std::pair<std::string, double>> validate(Recipe& recipe, data::DataLoader& val,
+                                                     Communicator& comm) {
   NoGradGuard no_grad;
   recipe.begin_validation();
   recipe.trainable().train(false);
@@ -124,10 +131,17 @@ std::vector<std::pair<std::string, double>> validate(Recipe& recipe, data::DataL
     add_sums(sums, m->sums);
   }
   recipe.trainable().train(true);
-  std::vector<std::pair<std::string, double>> out = {
-      {"val_loss", weighted_loss / std::max(weight, 1.0)}};
+  std::vector<double> totals = {weighted_loss, weight};
   for (const RatioMetric& r : recipe.ratios())
-    out.emplace_back("val_" + r.name, sums[r.numerator] / std::max(sums[r.denominator], 1.0));
+    totals.insert(totals.end(), {sums[r.numerator], sums[r.denominator]});
+  comm.all_reduce(totals, Reduction::sum);
+  std::vector<std::pair<std::string, double>> out = {
+      {"val_loss", totals[0] / std::max(totals[1], 1.0)}};
+  size_t i = 2;
+  for (const RatioMetric& r : recipe.ratios()) {
+    out.emplace_back("val_" + r.name, totals[i] / std::max(totals[i + 1], 1.0));
+    i += 2;
+  }
   return out;
 }
 
@@ -144,14 +158,16 @@ AdamW make_optimizer(Module& module, Device device, const TrainConfig& c) {
 // One run of the loop: its loaders, optimizer, schedule, state and logging window.
 class TrainingRun {
  public:
-  TrainingRun(const TrainConfig& c, Device device, Recipe& recipe, GradientSync& sync)
+  TrainingRun(const TrainConfig& c, Device device, Recipe& recipe, Communicator& comm)
       : c_(c),
         recipe_(recipe),
-        sync_(sync),
-        loader_(recipe.data(), data::Split::train),
+        comm_(comm),
+        lead_(comm.rank() == 0),
+        loader_(recipe.data(), data::Split::train, comm.rank(), comm.world_size()),
         val_(recipe.data().val.empty()
                  ? nullptr
-                 : std::make_unique<data::DataLoader>(recipe.data(), data::Split::val)),
+                 : std::make_unique<data::DataLoader>(recipe.data(), data::Split::val, comm.rank(),
+                                                      comm.world_size())),
         optimizer_(make_optimizer(recipe.trainable(), device, c)),
         total_(c.max_steps > 0
                    ? c.max_steps
@@ -162,61 +178,83 @@ class TrainingRun {
         checkpoints_(c.run_dir, c.keep_last),
         device_(device) {
     state_.rng_seed = c.seed;
+    if (comm.world_size() > 1) {
+      std::vector<Var> params;
+      for (auto& [name, p] : recipe.trainable().named_parameters()) params.push_back(p);
+      buckets_ = std::make_unique<GradientBuckets>(params, comm);
+    }
   }
 
   // Continues from the latest checkpoint (saying so), or says there is none.
   void resume() {
     const std::optional<LoadedCheckpoint> ck = checkpoints_.load_latest({"model", "optimizer"});
     if (!ck) {
-      std::cout << "no checkpoint in " << checkpoints_.checkpoints_dir() << ": starting fresh\n";
+      if (lead_)
+        std::cout << "no checkpoint in " << checkpoints_.checkpoints_dir() << ": starting fresh\n";
       return;
     }
+    const json& saved = ck->payload.state;
     try {
-      state_ = state_of(ck->payload.state);
+      state_ = state_of(saved);
     } catch (const std::exception& e) {
       throw std::runtime_error("checkpoint " + ck->dir + " is corrupt: " + e.what());
     }
-    recipe_.restore(ck->payload.state.value("recipe", json()));
+    // The loader order and each rank's random draws depend on the number of ranks.
+    const int64_t world = saved.value("world_size", int64_t{1});
+    if (world != comm_.world_size())
+      throw std::invalid_argument(
+          "[train] checkpoint " + ck->dir + " was trained on " + std::to_string(world) +
+          " rank(s), this run has " + std::to_string(comm_.world_size()) +
+          ": resume it on as many (mpirun -np " + std::to_string(world) + ")");
+    recipe_.restore(saved.contains("recipe_by_rank") ? saved["recipe_by_rank"].at(comm_.rank())
+                                                     : saved.value("recipe", json()));
     check_config_changes(*ck);
     optimizer_.load_state(ck->payload.tensors.at("model"), ck->payload.tensors.at("optimizer"),
                           state_.updates);
     loader_.restore(state_.loader);
     last_checkpoint_ = ck->dir;
     saved_step_ = state_.step;
-    std::cout << "resumed from " << ck->dir << " at step " << state_.step << "\n";
+    if (lead_) std::cout << "resumed from " << ck->dir << " at step " << state_.step << "\n";
   }
 
   // `note` goes to stderr once the run directory is written.
   TrainSummary train(const StepCallback& on_step, const std::string& note) {
-    std::cout << "training " << recipe_.trainable().num_parameters() << " parameters on "
-              << device_.str() << " for " << total_ << " steps (" << loader_.summary() << ")\n";
+    if (lead_)
+      std::cout << "training " << recipe_.trainable().num_parameters() << " parameters on "
+                << device_.str()
+                << (comm_.world_size() > 1 ? " x " + std::to_string(comm_.world_size()) +
+                                                 " ranks (" + comm_.backend() + ")"
+                                           : std::string())
+                << " for " << total_ << " steps (" << loader_.summary() << ")\n";
     const auto start = Clock::now();
     const int64_t start_step = state_.step;
     window_.start = start;
     double last_loss = 0;
     const StopSignals signals;
-    while (state_.step < total_ && !signals.received()) {
+    int stop = 0;  // the signal that stops the run (the same on every rank)
+    while (state_.step < total_ && !(stop = received(signals))) {
       const Step step = optimizer_step();
-      if (!progress_) {
+      if (!opened_) {
         open_run_directory(start_step);
-        std::cerr << note;
+        if (lead_) std::cerr << note;
       }
       last_loss = step.loss;
       if (on_step) on_step(state_.step, step.loss);
       const bool last = state_.step == total_;
       if (state_.step % c_.log_every_steps == 0 || last) {
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-        progress_->log(record(step, elapsed / static_cast<double>(state_.step - start_step) *
-                                        static_cast<double>(total_ - state_.step)));
+        const StepRecord r = record(step, elapsed / static_cast<double>(state_.step - start_step) *
+                                              static_cast<double>(total_ - state_.step));
+        if (progress_) progress_->log(r);
       }
       if ((c_.checkpoint_every_steps > 0 && state_.step % c_.checkpoint_every_steps == 0) || last)
         save();
     }
     TrainSummary summary{state_.step, last_loss, state_.skipped_steps, c_.run_dir, {}};
-    summary.stopped_by_signal = state_.step < total_ ? signals.received() : 0;
-    if (summary.stopped_by_signal && progress_ && saved_step_ != state_.step) save();
+    summary.stopped_by_signal = state_.step < total_ ? stop : 0;
+    if (summary.stopped_by_signal && opened_ && saved_step_ != state_.step) save();
     summary.checkpoint = last_checkpoint_;
-    if (!summary.stopped_by_signal)
+    if (!summary.stopped_by_signal && lead_)
       std::cout << "done: " << state_.step << " steps, last loss " << last_loss
                 << "; run directory " << c_.run_dir << " (metrics.jsonl, checkpoints/latest)\n";
     return summary;
@@ -244,7 +282,17 @@ class TrainingRun {
     bool finite = true;
   };
 
-  // The next micro-batch the recipe has something to train on, skipping (and counting) the others.
+  // The signal that asked this run to stop, on any rank (0: none): every rank stops at the same
+  // step.
+  int received(const StopSignals& signals) const {
+    const int sig = signals.received();
+    return comm_.world_size() > 1
+               ? static_cast<int>(comm_.all_reduce(static_cast<double>(sig), Reduction::max))
+               : sig;
+  }
+
+  // The next micro-batch the recipe has something to train on, skipping (and counting) the others;
+  // a micro-batch is skipped on every rank when one rank has nothing in it.
   MicroBatchLoss next_micro_batch() {
     for (int64_t idle = 0;; ++idle) {
       if (idle > loader_.batches_per_epoch())
@@ -254,7 +302,9 @@ class TrainingRun {
       const data::Batch batch = loader_.next();
       window_.tokens += batch.num_tokens();
       std::optional<MicroBatchLoss> m = recipe_.loss(batch);
-      if (m) return std::move(*m);
+      const bool skip_anywhere =
+          comm_.world_size() > 1 ? comm_.all_reduce(m ? 0.0 : 1.0, Reduction::max) > 0 : !m;
+      if (!skip_anywhere) return std::move(*m);
       ++state_.skipped_micro_batches;
     }
   }
@@ -271,6 +321,7 @@ class TrainingRun {
       a.tokens += m.tokens;
       window_.flops += m.flops;
       add_sums(window_.sums, m.sums);
+      if (buckets_ && g == G - 1) buckets_->arm();  // its backward may start the bucket sums
       if (c_.loss_normalization == LossNormalization::mean) {  // each micro-batch's mean, averaged
         const double denom = recipe_.mean_denominator(m.weight);
         a.loss += sum / denom / static_cast<double>(G);
@@ -283,16 +334,28 @@ class TrainingRun {
     return a;
   }
 
-  // Sums the gradients over the data-parallel ranks and normalises them; returns them.
+  // Sums the gradients, the loss and the counts over the data-parallel ranks and normalises the
+  // gradients and the loss; returns the gradients.
   std::vector<Tensor> synchronise(Accumulated& a) {
+    const int64_t world = comm_.world_size();
+    if (buckets_) {
+      buckets_->sum();
+      std::vector<double> sums = {a.loss, a.weight, static_cast<double>(a.tokens),
+                                  a.finite ? 0.0 : 1.0};
+      comm_.all_reduce(sums, Reduction::sum);
+      a.loss = sums[0];
+      a.weight = sums[1];
+      a.tokens = static_cast<int64_t>(sums[2]);
+      a.finite = sums[3] == 0;
+    }
     std::vector<Tensor> grads = optimizer_.grads();
-    sync_.sum(grads);
     double scale = 1.0;
     if (c_.loss_normalization == LossNormalization::tokens) {
-      scale = 1.0 / recipe_.mean_denominator(sync_.sum(a.weight));
-      a.loss *= 1.0 / recipe_.mean_denominator(a.weight);
-    } else if (sync_.world_size() > 1) {
-      scale = 1.0 / static_cast<double>(sync_.world_size());
+      scale = 1.0 / recipe_.mean_denominator(a.weight);
+      a.loss *= scale;
+    } else if (world > 1) {
+      scale = 1.0 / static_cast<double>(world);
+      a.loss *= scale;
     }
     if (scale != 1.0)
       for (const Tensor& grad : grads) grad.copy_(binary_scalar(BinaryOp::mul, grad, scale));
@@ -330,8 +393,23 @@ class TrainingRun {
   }
 
   // The progress record of the window that `step` closes (validating when it is time), which
-  // starts the next window.
+  // starts the next window. Its sums are over every rank (tokens per second are the run's, FLOPs
+  // per second a rank's mean, as MFU divides them by one device's peak).
   StepRecord record(const Step& step, double eta_seconds) {
+    const std::vector<RatioMetric> ratios = recipe_.ratios();
+    if (comm_.world_size() > 1) {
+      std::vector<double> sums = {static_cast<double>(window_.tokens),
+                                  window_.flops / static_cast<double>(comm_.world_size())};
+      for (const RatioMetric& ratio : ratios)
+        sums.insert(sums.end(), {window_.sums[ratio.numerator], window_.sums[ratio.denominator]});
+      comm_.all_reduce(sums, Reduction::sum);
+      window_.tokens = static_cast<int64_t>(sums[0]);
+      window_.flops = sums[1];
+      for (size_t i = 0; i < ratios.size(); ++i) {
+        window_.sums[ratios[i].numerator] = sums[2 + 2 * i];
+        window_.sums[ratios[i].denominator] = sums[3 + 2 * i];
+      }
+    }
     const auto now = Clock::now();
     const double dt = std::chrono::duration<double>(now - window_.start).count();
     StepRecord r;
@@ -346,35 +424,46 @@ class TrainingRun {
     r.skipped_steps = state_.skipped_steps;
     r.epoch = state_.loader.epoch;
     r.eta_seconds = eta_seconds;
-    for (const RatioMetric& ratio : recipe_.ratios())
+    for (const RatioMetric& ratio : ratios)
       if (window_.sums[ratio.denominator] != 0)
         r.extra.emplace_back(ratio.name,
                              window_.sums[ratio.numerator] / window_.sums[ratio.denominator]);
     const bool last = state_.step == total_;
     if (val_ && (last || (c_.val_every_steps > 0 && state_.step % c_.val_every_steps == 0))) {
       recipe_.begin_step(state_.step, total_);
-      for (auto& entry : validate(recipe_, *val_)) r.extra.push_back(std::move(entry));
+      for (auto& entry : validate(recipe_, *val_, comm_)) r.extra.push_back(std::move(entry));
     }
     window_ = Window{};
     window_.start = now;
     return r;
   }
 
+  // Rank 0 writes the checkpoint with every rank's recipe state; no rank goes on before it is
+  // complete (the gather of its directory's name waits for rank 0).
   void save() {
-    const CheckpointPayload payload{
-        recipe_.checkpoint_config(),
-        {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
-        state_json(state_, recipe_.checkpoint_metadata()),
-        c_.resolved_yaml};
-    last_checkpoint_ = checkpoints_.save(payload, state_.step);
+    std::vector<json> recipe_by_rank;
+    for (const std::string& text : comm_.all_gather(recipe_.checkpoint_metadata().dump()))
+      recipe_by_rank.push_back(json::parse(text));
+    std::string dir;
+    if (lead_) {
+      const CheckpointPayload payload{
+          recipe_.checkpoint_config(),
+          {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
+          state_json(state_, recipe_by_rank),
+          c_.resolved_yaml};
+      dir = checkpoints_.save(payload, state_.step);
+    }
+    last_checkpoint_ = comm_.all_gather(dir)[0];
     saved_step_ = state_.step;
   }
 
   // Writes config.resolved.yaml, what the recipe keeps in the run directory, and metrics.jsonl
   // (its records up to the resumed step kept). Called once this process has trained a step, so a
   // run that fails before leaves the directory untouched; one that fails here removes what it
-  // created (the directory itself when it created it).
+  // created (the directory itself when it created it). Rank 0 alone writes there.
   void open_run_directory(int64_t resumed_step) {
+    opened_ = true;
+    if (!lead_) return;
     const fs::path dir = c_.run_dir, created_dir = first_missing(dir);
     std::set<fs::path> existing;
     if (created_dir.empty())
@@ -429,7 +518,8 @@ class TrainingRun {
 
   const TrainConfig& c_;
   Recipe& recipe_;
-  GradientSync& sync_;
+  Communicator& comm_;
+  bool lead_;  // rank 0, which writes the run directory and prints
   data::DataLoader loader_;
   std::unique_ptr<data::DataLoader> val_;
   AdamW optimizer_;
@@ -438,19 +528,50 @@ class TrainingRun {
   Device device_;
   TrainerState state_;
   std::string last_checkpoint_;
-  int64_t saved_step_ = -1;              // the step of the latest checkpoint (-1: none)
-  std::optional<ProgressLog> progress_;  // once the run directory is written
+  int64_t saved_step_ = -1;                   // the step of the latest checkpoint (-1: none)
+  std::unique_ptr<GradientBuckets> buckets_;  // several ranks: the gradients' flat buffers
+  bool opened_ = false;                       // whether the run directory is written
+  std::optional<ProgressLog> progress_;       // rank 0, once the run directory is written
   Window window_;
   int64_t consecutive_skips_ = 0;
 };
 
 }  // namespace
 
-Trainer::Trainer(TrainConfig config, bool resume)
+namespace {
+
+// The device of this rank: CUDA device <local rank> when the run computes on CUDA.
+Device rank_device(const std::string& name, const Communicator& comm) {
+  Device device = resolve_device(name);
+  if (device.is_cuda()) device.index = static_cast<int>(comm.local_rank());
+  return device;
+}
+
+// Refuses a run whose ranks were given different configs, naming the first rank that differs and
+// how.
+void check_same_config(const std::string& resolved_yaml, Communicator& comm) {
+  const std::vector<std::string> configs = comm.all_gather(resolved_yaml);
+  for (size_t r = 1; r < configs.size(); ++r) {
+    if (configs[r] == configs[0]) continue;
+    std::string changes;
+    for (const ConfigChange& change : config_changes(configs[0], configs[r]))
+      changes += (changes.empty() ? "" : ", ") + change.key + " " + change.before + " on rank 0, " +
+                 change.after + " here";
+    throw std::invalid_argument("[train] rank " + std::to_string(r) +
+                                " was given a different config than rank 0" +
+                                (changes.empty() ? std::string() : ": " + changes) +
+                                "; every rank must run the same command");
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainConfig config, bool resume, Communicator& comm)
     : config_(std::move(config)),
       resume_(resume),
-      device_(resolve_device(config_.device)),
-      sync_(std::make_unique<GradientSync>()) {
+      comm_(comm),
+      device_(rank_device(config_.device, comm)) {
+  check_same_config(config_.resolved_yaml, comm_);
   // The CPU computes in f32: the run records what it does.
   if (!device_.is_cuda() && config_.model_dtype == "bf16") {
     const std::string key = is_draft_recipe(config_.recipe) ? "draft.dtype" : "model.dtype";
@@ -481,7 +602,7 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   shapes.positions = recipe.data().seq_len;
   check_step_fits(shapes, recipe.trainable().num_parameters(),
                   config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
-  TrainingRun run(config_, device_, recipe, *sync_);
+  TrainingRun run(config_, device_, recipe, comm_);
   if (resume_) run.resume();
   return run.train(on_step, dtype_note_);
 }

@@ -1,11 +1,11 @@
 // The generic training loop every recipe runs on (docs/semantics.md, the training loop). The loop
 // owns the run directory (a used one is refused unless resuming), mixed precision (fp32 masters
 // with a bf16 compute copy on CUDA), the data loaders, exact resume, gradient accumulation with
-// its normalisation, the gradient-sync hook of data-parallel training, clipping, the non-finite
-// guard, the learning-rate schedule, the checkpoint and validation cadence, and the progress line
-// with metrics.jsonl (train/progress.h). A recipe supplies what differs between kinds of training:
-// the module that trains, the loss and metrics of a micro-batch, the ratios it logs and
-// validates, and what its checkpoints carry besides the weights.
+// its normalisation, data-parallel ranks (gradient buckets summed over them), clipping, the
+// non-finite guard, the learning-rate schedule, the checkpoint and validation cadence, and the
+// progress line with metrics.jsonl (train/progress.h). A recipe supplies what differs between kinds
+// of training: the module that trains, the loss and metrics of a micro-batch, the ratios it logs
+// and validates, and what its checkpoints carry besides the weights.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "data/config.h"
 #include "data/loader.h"
 #include "nn/module.h"
+#include "train/communicator.h"
 #include "train/config.h"
 #include "train/memory.h"
 
@@ -84,16 +85,6 @@ class Recipe {
   }
 };
 
-// How gradients and counts combine across data-parallel ranks before an update: sums over every
-// rank. The default is a single process, where both are the identity.
-class GradientSync {
- public:
-  virtual ~GradientSync() = default;
-  virtual int64_t world_size() const { return 1; }
-  virtual void sum(const std::vector<Tensor>& grads) { (void)grads; }  // in place
-  virtual double sum(double value) { return value; }
-};
-
 // Where a run stands; saved in every checkpoint's trainer_state.json.
 struct TrainerState {
   int64_t step = 0;     // optimizer steps taken
@@ -126,9 +117,11 @@ class Trainer {
   // holds checkpoints and `resume` is false, or cannot be written. model.dtype (draft.dtype)
   // bf16 on the CPU, which computes in f32 there, becomes f32 in the config the run records
   // (said on stderr when the run directory is written).
-  Trainer(TrainConfig config, bool resume);
+  // `comm`: the data-parallel ranks of the run (train/communicator.h). Every rank runs the same
+  // loop on its share of the data: gradients and counts are summed over the ranks, and rank 0
+  // alone writes the run directory. A CUDA run's device is the rank's local rank.
+  Trainer(TrainConfig config, bool resume, Communicator& comm = single_process());
   Device device() const { return device_; }
-  void set_gradient_sync(std::unique_ptr<GradientSync> sync) { sync_ = std::move(sync); }
 
   // Trains `recipe` to the end of the schedule, or continues from the run's latest checkpoint.
   // Before the first step a step's memory is estimated and a run that cannot fit is refused
@@ -142,8 +135,8 @@ class Trainer {
  private:
   TrainConfig config_;
   bool resume_;
+  Communicator& comm_;
   Device device_;
-  std::unique_ptr<GradientSync> sync_;
   std::string dtype_note_;  // printed with the run directory: the dtype the run records instead
 };
 

@@ -1,0 +1,254 @@
+// Data-parallel training over real ranks: `mpirun -np 2` of the real `sprig` binary on the MPI
+// backend (label mpi). Two ranks with micro-batch b train as one rank with micro-batch 2b (the same
+// rows per step, losses and weights within f32 round-off), for SFT and for DFlash; a run whose
+// rank is killed resumes to the uninterrupted result; a failing rank or a config that differs
+// between ranks ends every rank with the error; a checkpoint resumes only on as many ranks.
+// Also every collective of the MPI communicator and the gradient buckets (communicator_ranks).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/train/train_test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+// mpirun as root (CI runs as root), more ranks than cores, no cross-memory-attach (containers
+// often forbid ptrace), one OpenMP thread per rank.
+class MpiEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    for (const auto& [name, value] :
+         {std::pair<const char*, const char*>{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+          {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+          {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+          {"OMPI_MCA_btl_vader_single_copy_mechanism", "none"},
+          {"OMP_NUM_THREADS", "1"}})
+      ::setenv(name, value, 1);
+  }
+};
+const auto* const mpi_environment = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
+
+// Runs `command` through the shell with a time limit; returns its exit status (124: timed out)
+// and appends its stdout and stderr to `output`.
+int run(const std::string& command, std::string& output, int seconds = 300) {
+  FILE* pipe =
+      ::popen(("timeout " + std::to_string(seconds) + " " + command + " 2>&1").c_str(), "r");
+  if (!pipe) return -1;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string mpirun(int ranks) {
+  return std::string(MPIRUN) + " -np " + std::to_string(ranks) + " ";
+}
+
+std::string train_command(const std::string& recipe, const std::string& config,
+                          const std::vector<std::string>& overrides) {
+  std::string command = std::string(SPRIG_BIN) + " train " + recipe + " -c " + config;
+  for (const std::string& o : overrides) command += " --" + o;
+  return command;
+}
+
+std::vector<nlohmann::json> metrics_of(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+double max_abs_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to(DType::f32).to_vector<float>(),
+                           y = b.to(DType::f32).to_vector<float>();
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(double(x[i]) - double(y[i])));
+  return d;
+}
+
+TEST(DataParallel, CollectivesAndBucketsOnTwoRanks) {
+  std::string output;
+  ASSERT_EQ(run(mpirun(2) + COMMUNICATOR_RANKS, output), 0) << output;
+  EXPECT_TRUE(testing::contains(output, "rank 0 of 2 (MPI): ok"));
+  EXPECT_TRUE(testing::contains(output, "rank 1 of 2 (MPI): ok"));
+}
+
+// Trains `recipe` on 2 ranks with micro-batch 1 and on 1 rank with micro-batch 2 (token
+// normalisation, 2 micro-batches per step) and compares them step by step.
+//
+// Tolerance: the runs add the same f32 terms in different orders (each rank's sum, then the
+// all-reduce, against one sum over twice the rows), so gradients and losses differ by f32
+// round-off (relative ~1e-6; 1e-5 and 1e-4 leave room over 4 steps). AdamW divides each gradient
+// by its running root mean square, so a weight moves by about lr = 3e-3 per step whatever the
+// gradient's scale, and a relative gradient difference d moves it apart by about lr * d per step,
+// more where a gradient is near 0: measured 3e-6 (SFT) and 3e-7 (DFlash); 2e-5 is the bound.
+void expect_two_ranks_equal_one(const std::string& recipe, const TempDir& dir,
+                                const std::string& config, const std::vector<std::string>& common) {
+  std::vector<std::string> pair = common, single = common;
+  pair.insert(pair.end(), {"run_dir=" + (dir / "pair"), "data.micro_batch_size=1"});
+  single.insert(single.end(), {"run_dir=" + (dir / "single"), "data.micro_batch_size=2"});
+  std::string output;
+  ASSERT_EQ(run(mpirun(2) + train_command(recipe, config, pair), output), 0) << output;
+  ASSERT_EQ(run(train_command(recipe, config, single), output), 0) << output;
+  EXPECT_TRUE(testing::contains(output, "x 2 ranks (MPI)"));
+
+  const auto pair_metrics = metrics_of(dir / "pair"), single_metrics = metrics_of(dir / "single");
+  ASSERT_EQ(pair_metrics.size(), 4u) << output;
+  ASSERT_EQ(single_metrics.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const nlohmann::json &p = pair_metrics[i], &s = single_metrics[i];
+    // The same rows every step: the same supervised tokens.
+    EXPECT_EQ(p.at("tokens"), s.at("tokens")) << "step " << i + 1;
+    EXPECT_NEAR(p.at("loss").get<double>(), s.at("loss").get<double>(),
+                1e-5 * s.at("loss").get<double>())
+        << "step " << i + 1;
+    EXPECT_NEAR(p.at("grad_norm").get<double>(), s.at("grad_norm").get<double>(),
+                1e-4 * s.at("grad_norm").get<double>())
+        << "step " << i + 1;
+  }
+  const auto pair_weights = testing::latest_weights(dir / "pair"),
+             single_weights = testing::latest_weights(dir / "single");
+  ASSERT_EQ(pair_weights.size(), single_weights.size());
+  double worst = 0;
+  for (const auto& [name, w] : single_weights)
+    worst = std::max(worst, max_abs_difference(pair_weights.at(name), w));
+  EXPECT_LT(worst, 2e-5);
+  EXPECT_GT(max_abs_difference(
+                single_weights.begin()->second,
+                testing::read_tensors(dir / "single/checkpoints/step_00000002/model.safetensors")
+                    .begin()
+                    ->second),
+            1e-3)
+      << "the weights did not move: the comparison would prove nothing";
+  std::cout << recipe << ": largest weight difference " << worst << "\n";
+}
+
+const std::vector<std::string> kEqualityOverrides = {
+    "train.max_steps=4", "train.grad_accumulation_steps=2", "train.loss_normalization=tokens",
+    "log.every_steps=1", "checkpoint.every_steps=2",        "checkpoint.keep_last=3"};
+
+TEST(DataParallel, TwoRanksTrainSftAsOneRankWithTwiceTheMicroBatch) {
+  TempDir dir;
+  expect_two_ranks_equal_one("sft", dir, testing::write_tiny_config(dir), kEqualityOverrides);
+}
+
+// Every valid anchor is kept (num_anchors above any row's count), so the anchors do not depend on
+// the rank's random stream.
+TEST(DataParallel, TwoRanksTrainDFlashAsOneRankWithTwiceTheMicroBatch) {
+  TempDir dir;
+  testing::tiny_dflash_config(dir);  // writes dflash.yaml
+  std::vector<std::string> overrides = kEqualityOverrides;
+  overrides.push_back("draft.num_anchors=64");
+  expect_two_ranks_equal_one("dflash", dir, dir / "dflash.yaml", overrides);
+}
+
+// The processes whose parent is `pid`.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t close = line.rfind(')');  // after "pid (comm)": state, ppid
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == pid) out.push_back(std::stoi(entry.path().filename().string()));
+  }
+  return out;
+}
+
+TEST(DataParallel, ARunWhoseRankIsKilledResumesToTheUninterruptedResult) {
+  TempDir dir;
+  const std::string config = testing::write_tiny_config(dir);
+  const std::vector<std::string> common = {"train.max_steps=6", "checkpoint.every_steps=2",
+                                           "log.every_steps=1"};
+  std::vector<std::string> reference = common, killed = common;
+  reference.push_back("run_dir=" + (dir / "reference"));
+  killed.push_back("run_dir=" + (dir / "killed"));
+  std::string output;
+  ASSERT_EQ(run(mpirun(2) + train_command("sft", config, reference), output), 0) << output;
+
+  // Rank 1 is killed once the first checkpoint is complete.
+  const std::string log = dir / "killed.log";
+  const std::string command =
+      "exec " + mpirun(2) + train_command("sft", config, killed) + " >" + log + " 2>&1";
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!fs::exists(dir / "killed/checkpoints/latest") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<pid_t> ranks = children_of(launcher);
+  ASSERT_EQ(ranks.size(), 2u) << testing::read_text(log);
+  ::kill(ranks[1], SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::read_text(log);
+  EXPECT_LT(metrics_of(dir / "killed").size(), 6u) << "the run finished before the kill";
+
+  std::vector<std::string> resume = killed;
+  resume.push_back("resume");
+  ASSERT_EQ(run(mpirun(2) + train_command("sft", config, resume), output), 0) << output;
+  EXPECT_TRUE(testing::contains(output, "resumed from "));
+  testing::expect_bit_identical(testing::latest_weights(dir / "killed"),
+                                testing::latest_weights(dir / "reference"));
+
+  // Its checkpoints resume on 2 ranks only.
+  std::string single;
+  std::vector<std::string> more = reference;
+  more.insert(more.end(), {"train.max_steps=8", "resume"});
+  EXPECT_EQ(run(train_command("sft", config, more), single), 1);
+  EXPECT_TRUE(testing::contains(single,
+                                "was trained on 2 rank(s), this run has 1: resume it on "
+                                "as many (mpirun -np 2)"));
+}
+
+TEST(DataParallel, AFailingRankEndsEveryRankWithItsError) {
+  TempDir dir;
+  const std::string config = testing::write_tiny_config(dir);
+  const std::string run_dir = "run_dir=" + (dir / "run");
+  std::string output;
+  const auto start = std::chrono::steady_clock::now();
+  // Rank 1 cannot read its config; rank 0 waits for it in the first collective.
+  const int status = run(std::string(MPIRUN) + " -np 1 " + train_command("sft", config, {run_dir}) +
+                             " : -np 1 " + train_command("sft", dir / "missing.yaml", {run_dir}),
+                         output, 120);
+  EXPECT_NE(status, 0) << output;
+  EXPECT_NE(status, 124) << "a rank waited for the failed one until the time limit\n" << output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_TRUE(testing::contains(output, "missing.yaml")) << output;
+  EXPECT_FALSE(fs::exists(dir / "run")) << "a failed start wrote the run directory";
+
+  // A different setting on one rank: every rank refuses to start.
+  output.clear();
+  EXPECT_EQ(run(std::string(MPIRUN) + " -np 1 " + train_command("sft", config, {run_dir}) +
+                    " : -np 1 " + train_command("sft", config, {run_dir, "optimizer.lr=0.5"}),
+                output, 120),
+            1)
+      << output;
+  EXPECT_TRUE(testing::contains(output,
+                                "rank 1 was given a different config than rank 0: "
+                                "optimizer.lr"))
+      << output;
+}
+
+}  // namespace
+}  // namespace sprig

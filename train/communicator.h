@@ -1,0 +1,81 @@
+// Data-parallel communicators (docs/architecture.md, data parallel): one process per device,
+// launched by mpirun. A Communicator reduces and broadcasts over every rank of the run:
+//   - single process: world size 1, every operation the identity; needs neither MPI nor NCCL;
+//   - MPI: CPU tensors and host values over MPI_COMM_WORLD (Open MPI);
+//   - NCCL: CUDA tensors on a stream of its own, ordered after the compute stream by events, the
+//     communicator created from an ncclUniqueId broadcast over MPI; host values go over MPI.
+// Every rank must call every collective in the same order with the same sizes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace sprig {
+
+enum class Reduction { sum, min, max };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int64_t rank() const { return 0; }
+  virtual int64_t world_size() const { return 1; }
+  virtual int64_t local_rank() const { return 0; }  // the rank among the ranks on this host
+  virtual std::string backend() const { return "single process"; }
+
+  // In place over every rank: a contiguous tensor on the backend's device, or host values.
+  virtual void all_reduce(const Tensor& tensor, Reduction op) {
+    (void)tensor;
+    (void)op;
+  }
+  virtual void all_reduce(std::vector<double>& values, Reduction op) {
+    (void)values;
+    (void)op;
+  }
+  double all_reduce(double value, Reduction op) {
+    std::vector<double> v{value};
+    all_reduce(v, op);
+    return v[0];
+  }
+  virtual void broadcast(const Tensor& tensor, int64_t root) {
+    (void)tensor;
+    (void)root;
+  }
+  // Every rank's `text`, in rank order.
+  virtual std::vector<std::string> all_gather(const std::string& text) { return {text}; }
+  virtual void barrier() {}
+
+  // Gradient all-reduces overlapped with backward: start_sum begins a sum whose result is there
+  // once finish_sums returns. Backends that cannot overlap (MPI on CPU) sum at once.
+  virtual bool overlaps_backward() const { return false; }
+  virtual void start_sum(const Tensor& tensor) { all_reduce(tensor, Reduction::sum); }
+  virtual void finish_sums() {}
+
+  // Ends every rank of the run with `code` (a rank that failed calls it so that no other rank
+  // waits in a collective for it). A single process exits.
+  [[noreturn]] virtual void abort(int code);
+};
+
+// A communicator of world size 1 (what a run without mpirun uses).
+Communicator& single_process();
+
+// The communicator of this process: MPI (with NCCL for CUDA runs) when mpirun (or another PMI
+// launcher) started it with more than one rank, else a single process. Call it before anything
+// touches CUDA: a rank of a CUDA run selects the device of its local rank (cudaSetDevice).
+// `cuda` says whether the run computes on CUDA. Throws std::runtime_error when launched with
+// several ranks by a sprig built without MPI (or a CUDA run without NCCL).
+std::unique_ptr<Communicator> launch_communicator(bool cuda);
+
+// The number of ranks the launcher says this process is part of (1 without a launcher), from its
+// environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE).
+int64_t launcher_world_size();
+
+// The backends, each compiled when its library is (train/mpi_communicator.cpp,
+// train/nccl_communicator.cpp).
+std::unique_ptr<Communicator> make_mpi_communicator();
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> mpi);
+
+}  // namespace sprig

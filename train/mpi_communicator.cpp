@@ -1,0 +1,112 @@
+// The MPI backend of train/communicator.h: CPU tensors and host values over MPI_COMM_WORLD.
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "train/communicator.h"
+
+namespace sprig {
+
+namespace {
+
+MPI_Op mpi_op(Reduction op) {
+  return op == Reduction::sum ? MPI_SUM : op == Reduction::min ? MPI_MIN : MPI_MAX;
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default:
+      throw std::invalid_argument(std::string("[mpi] cannot reduce ") + dtype_name(dtype) +
+                                  " tensors (f32, f64, i32, i64 only)");
+  }
+}
+
+void check_cpu_contiguous(const Tensor& t, const char* what) {
+  if (!t.device().is_cpu() || !t.is_contiguous())
+    throw std::invalid_argument(std::string("[mpi] ") + what +
+                                " needs a contiguous CPU tensor, got one on " + t.device().str());
+}
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (!initialised) {
+      int provided = 0;  // only the training thread calls MPI
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    }
+    int rank = 0, size = 1, local = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm node;  // the ranks sharing this host
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    rank_ = rank;
+    size_ = size;
+    local_ = local;
+  }
+  ~MpiCommunicator() override {
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (!finalised) MPI_Finalize();
+  }
+
+  int64_t rank() const override { return rank_; }
+  int64_t world_size() const override { return size_; }
+  int64_t local_rank() const override { return local_; }
+  std::string backend() const override { return "MPI"; }
+
+  void all_reduce(const Tensor& t, Reduction op) override {
+    check_cpu_contiguous(t, "all_reduce");
+    MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t.dtype()),
+                  mpi_op(op), MPI_COMM_WORLD);
+  }
+  void all_reduce(std::vector<double>& values, Reduction op) override {
+    MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
+                  mpi_op(op), MPI_COMM_WORLD);
+  }
+  void broadcast(const Tensor& t, int64_t root) override {
+    check_cpu_contiguous(t, "broadcast");
+    MPI_Bcast(t.data_ptr(), static_cast<int>(t.numel() * dtype_size(t.dtype())), MPI_BYTE,
+              static_cast<int>(root), MPI_COMM_WORLD);
+  }
+  std::vector<std::string> all_gather(const std::string& text) override {
+    const int n = static_cast<int>(text.size());
+    std::vector<int> sizes(size_), offsets(size_);
+    MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int64_t r = 0; r < size_; ++r) {
+      offsets[r] = total;
+      total += sizes[r];
+    }
+    std::string all(total, '\0');
+    MPI_Allgatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
+                   MPI_COMM_WORLD);
+    std::vector<std::string> out;
+    for (int64_t r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], sizes[r]));
+    return out;
+  }
+  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::exit(code);  // MPI_Abort does not return; should it, the process ends anyway
+  }
+
+ private:
+  int64_t rank_ = 0, size_ = 1, local_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  return std::make_unique<MpiCommunicator>();
+}
+
+}  // namespace sprig

@@ -13,6 +13,7 @@ void add_bench_data_command(CLI::App& bench);         // tools/bench/data_bench.
 void add_bench_step_command(CLI::App& bench);         // tools/bench/step_bench.cpp
 void add_bench_draft_command(CLI::App& bench);        // tools/bench/draft_bench.cpp
 void add_bench_gru_command(CLI::App& bench);          // tools/bench/gru_bench.cpp
+void add_bench_comm_command(CLI::App& bench);         // tools/bench/comm_bench.cpp
 void add_bench_torch_step_commands(CLI::App& bench);  // tools/bench/step_vs_torch.cpp
 void add_data_command(CLI::App& app);                 // tools/data_command.cpp
 void add_demo_command(CLI::App& app);                 // tools/demo_command.cpp

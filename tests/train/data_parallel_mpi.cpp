@@ -2,7 +2,8 @@
 // backend (label mpi). Two ranks with micro-batch b train as one rank with micro-batch 2b (the same
 // rows per step, losses and weights within f32 round-off), for SFT and for DFlash; a run whose
 // rank is killed resumes to the uninterrupted result; a failing rank or a config that differs
-// between ranks ends every rank with the error; a checkpoint resumes only on as many ranks.
+// between ranks ends every rank with the error; a checkpoint resumes only on as many ranks; Domino
+// and JetSpec train on two ranks.
 // Also every collective of the MPI communicator and the gradient buckets (communicator_ranks).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -152,6 +153,22 @@ TEST(DataParallel, TwoRanksTrainDFlashAsOneRankWithTwiceTheMicroBatch) {
   std::vector<std::string> overrides = kEqualityOverrides;
   overrides.push_back("draft.num_anchors=64");
   expect_two_ranks_equal_one("dflash", dir, dir / "dflash.yaml", overrides);
+}
+
+TEST(DataParallel, DominoAndJetSpecTrainOnTwoRanks) {
+  for (const RecipeKind kind : {RecipeKind::domino, RecipeKind::jetspec}) {
+    TempDir dir;
+    testing::tiny_dflash_config(dir, {}, kind);  // writes dflash.yaml
+    std::string output;
+    ASSERT_EQ(run(mpirun(2) + train_command(recipe_name(kind), dir / "dflash.yaml",
+                                            {"train.max_steps=2", "log.every_steps=1"}),
+                  output),
+              0)
+        << output;
+    const auto metrics = metrics_of(dir / "run");
+    ASSERT_EQ(metrics.size(), 2u) << output;
+    EXPECT_GT(metrics[1].at("accept_len").get<double>(), 0.0) << output;
+  }
 }
 
 // The processes whose parent is `pid`.

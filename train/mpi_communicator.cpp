@@ -1,6 +1,8 @@
 // The MPI backend of train/communicator.h: CPU tensors and host values over MPI_COMM_WORLD.
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +36,8 @@ void check_cpu_contiguous(const Tensor& t, const char* what) {
 
 class MpiCommunicator : public Communicator {
  public:
+  static constexpr int64_t kMaxCount = int64_t{1} << 30;  // elements per MPI call
+
   MpiCommunicator() {
     int initialised = 0;
     MPI_Initialized(&initialised);
@@ -65,8 +69,14 @@ class MpiCommunicator : public Communicator {
 
   void all_reduce(const Tensor& t, Reduction op) override {
     check_cpu_contiguous(t, "all_reduce");
-    MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t.dtype()),
-                  mpi_op(op), MPI_COMM_WORLD);
+    // MPI counts are ints: a larger tensor goes in chunks.
+    char* data = static_cast<char*>(t.data_ptr());
+    const int64_t item = static_cast<int64_t>(dtype_size(t.dtype()));
+    for (int64_t start = 0; start < t.numel(); start += kMaxCount) {
+      const int64_t count = std::min(kMaxCount, t.numel() - start);
+      MPI_Allreduce(MPI_IN_PLACE, data + start * item, static_cast<int>(count), mpi_type(t.dtype()),
+                    mpi_op(op), MPI_COMM_WORLD);
+    }
   }
   void all_reduce(std::vector<double>& values, Reduction op) override {
     MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
@@ -74,8 +84,11 @@ class MpiCommunicator : public Communicator {
   }
   void broadcast(const Tensor& t, int64_t root) override {
     check_cpu_contiguous(t, "broadcast");
-    MPI_Bcast(t.data_ptr(), static_cast<int>(t.numel() * dtype_size(t.dtype())), MPI_BYTE,
-              static_cast<int>(root), MPI_COMM_WORLD);
+    char* data = static_cast<char*>(t.data_ptr());
+    const int64_t bytes = static_cast<int64_t>(t.nbytes());
+    for (int64_t start = 0; start < bytes; start += kMaxCount)
+      MPI_Bcast(data + start, static_cast<int>(std::min(kMaxCount, bytes - start)), MPI_BYTE,
+                static_cast<int>(root), MPI_COMM_WORLD);
   }
   std::vector<std::string> all_gather(const std::string& text) override {
     const int n = static_cast<int>(text.size());

@@ -271,6 +271,7 @@ class TrainingRun {
   struct Window {
     int64_t tokens = 0, steps = 0;  // real tokens drawn, optimizer steps
     double loss = 0, flops = 0;     // summed step losses, the recipe's FLOPs
+    double comm_seconds = 0;        // spent waiting for the gradient sums (MPI)
     MetricSums sums;
     Clock::time_point start;
   };
@@ -339,6 +340,7 @@ class TrainingRun {
   std::vector<Tensor> synchronise(Accumulated& a) {
     const int64_t world = comm_.world_size();
     if (buckets_) {
+      const auto start = Clock::now();
       buckets_->sum();
       std::vector<double> sums = {a.loss, a.weight, static_cast<double>(a.tokens),
                                   a.finite ? 0.0 : 1.0};
@@ -347,6 +349,7 @@ class TrainingRun {
       a.weight = sums[1];
       a.tokens = static_cast<int64_t>(sums[2]);
       a.finite = sums[3] == 0;
+      window_.comm_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     }
     std::vector<Tensor> grads = optimizer_.grads();
     double scale = 1.0;
@@ -428,6 +431,10 @@ class TrainingRun {
       if (window_.sums[ratio.denominator] != 0)
         r.extra.emplace_back(ratio.name,
                              window_.sums[ratio.numerator] / window_.sums[ratio.denominator]);
+    // The share of the window rank 0 spent in the sums; with NCCL they overlap and the host does
+    // not wait for them.
+    if (buckets_ && !comm_.overlaps_backward())
+      r.extra.emplace_back("comm_share", dt > 0 ? window_.comm_seconds / dt : 0.0);
     const bool last = state_.step == total_;
     if (val_ && (last || (c_.val_every_steps > 0 && state_.step % c_.val_every_steps == 0))) {
       recipe_.begin_step(state_.step, total_);
@@ -536,10 +543,6 @@ class TrainingRun {
   int64_t consecutive_skips_ = 0;
 };
 
-}  // namespace
-
-namespace {
-
 // The device of this rank: CUDA device <local rank> when the run computes on CUDA.
 Device rank_device(const std::string& name, const Communicator& comm) {
   Device device = resolve_device(name);
@@ -556,7 +559,7 @@ void check_same_config(const std::string& resolved_yaml, Communicator& comm) {
     std::string changes;
     for (const ConfigChange& change : config_changes(configs[0], configs[r]))
       changes += (changes.empty() ? "" : ", ") + change.key + " " + change.before + " on rank 0, " +
-                 change.after + " here";
+                 change.after + " on rank " + std::to_string(r);
     throw std::invalid_argument("[train] rank " + std::to_string(r) +
                                 " was given a different config than rank 0" +
                                 (changes.empty() ? std::string() : ": " + changes) +

@@ -119,7 +119,7 @@ TEST(DataParallel, RanksWithDifferentConfigsAreRefusedAtStart) {
   } catch (const std::invalid_argument& e) {
     EXPECT_TRUE(testing::contains(e.what(),
                                   "[train] rank 1 was given a different config than "
-                                  "rank 0: optimizer.lr 3.0e-3 on rank 0, 0.5 here"));
+                                  "rank 0: optimizer.lr 3.0e-3 on rank 0, 0.5 on rank 1"));
   }
 }
 

@@ -57,9 +57,7 @@ class GradientBuckets {
   // Sums every bucket over the ranks (starting those not yet started) and waits for all of them.
   void sum();
 
-  const BucketPlan& plan() const { return plan_; }
-  const std::vector<Tensor>& buffers() const { return buffers_; }
-  int64_t started() const { return next_; }  // buckets whose sum has started since arm()
+  const std::vector<Tensor>& buffers() const { return buffers_; }  // in bucket order
 
  private:
   void param_ready(size_t bucket);

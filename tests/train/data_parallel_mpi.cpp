@@ -22,6 +22,7 @@
 namespace sprig {
 namespace {
 
+using testing::metrics_of;
 using testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -62,13 +63,6 @@ std::string train_command(const std::string& recipe, const std::string& config,
   std::string command = std::string(SPRIG_BIN) + " train " + recipe + " -c " + config;
   for (const std::string& o : overrides) command += " --" + o;
   return command;
-}
-
-std::vector<nlohmann::json> metrics_of(const std::string& run_dir) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 double max_abs_difference(const Tensor& a, const Tensor& b) {

@@ -13,19 +13,9 @@ namespace sprig {
 namespace {
 
 using testing::contains;
+using testing::metrics_of;
 using testing::read_text;
 using testing::TempDir;
-
-std::vector<nlohmann::json> metrics_of(const std::string& run_dir) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json r = nlohmann::json::parse(line);
-    for (const char* timing : {"tokens_per_s", "mfu"}) r.erase(timing);  // all else is exact
-    records.push_back(r);
-  }
-  return records;
-}
 
 std::string latest_checkpoint(const std::string& run_dir) {
   std::string name;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -136,6 +137,19 @@ inline std::map<std::string, Tensor> latest_weights(const std::string& run_dir) 
   std::string name;
   std::ifstream(run_dir + "/checkpoints/latest") >> name;
   return read_tensors(run_dir + "/checkpoints/" + name + "/model.safetensors");
+}
+
+// The records of a run's metrics.jsonl, in order, without the timings (tokens_per_s, mfu,
+// comm_share), which differ between runs: everything else is exact.
+inline std::vector<nlohmann::json> metrics_of(const std::string& run_dir) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json r = nlohmann::json::parse(line);
+    for (const char* timing : {"tokens_per_s", "mfu", "comm_share"}) r.erase(timing);
+    records.push_back(r);
+  }
+  return records;
 }
 
 // Same names, shapes, dtypes and bytes.

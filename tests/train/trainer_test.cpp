@@ -22,6 +22,7 @@
 namespace sprig {
 namespace {
 
+using testing::metrics_of;
 using testing::TempDir;
 
 class Weights : public Module {
@@ -76,13 +77,6 @@ class ToyRecipe : public Recipe {
   nlohmann::json metadata_;
   int64_t nan_token_;
 };
-
-std::vector<nlohmann::json> metrics_of(const std::string& run_dir) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
-  return records;
-}
 
 nlohmann::json trainer_state(const std::string& run_dir) {
   std::string name;

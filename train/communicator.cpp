@@ -1,10 +1,55 @@
 #include "train/communicator.h"
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+// The plugins' entry points (train/mpi_communicator.cpp, train/nccl_communicator.cpp).
+using MakeMpi = sprig::Communicator* (*)();
+using MakeNccl = sprig::Communicator* (*)(sprig::Communicator* mpi);
+using ReferenceAllReduce = void (*)(float* data, int64_t count);
+
 namespace sprig {
+
+namespace {
+
+// A symbol of plugin `name` (lib<name>.so in the build's plugin directory), loaded once and kept.
+// Global scope: Open MPI's own components look up libmpi's symbols there.
+void* plugin_symbol(const std::string& name, const char* symbol, const std::string& needs) {
+  const std::string path = std::string(SPRIG_PLUGIN_DIR) + "/lib" + name + ".so";
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  if (!handle) handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle) {
+    const char* why = ::dlerror();
+    throw std::runtime_error("[launch] started as one of " + std::to_string(launcher_world_size()) +
+                             " ranks, but " + path + " cannot be loaded (" +
+                             (why ? why : "unknown reason") + "): " + needs);
+  }
+  void* address = ::dlsym(handle, symbol);
+  if (!address)
+    throw std::runtime_error("[launch] " + path + " has no " + symbol +
+                             ": rebuild sprig so that the plugin matches it");
+  return address;
+}
+
+const char* const kNeedsMpi =
+    "several ranks need sprig built with Open MPI (install libopenmpi-dev and rebuild)";
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  auto make = reinterpret_cast<MakeMpi>(plugin_symbol("sprig_mpi", "sprig_make_mpi", kNeedsMpi));
+  return std::unique_ptr<Communicator>(make());
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> mpi) {
+  auto make = reinterpret_cast<MakeNccl>(
+      plugin_symbol("sprig_nccl", "sprig_make_nccl",
+                    "a CUDA run of several ranks needs sprig built with CUDA, NCCL and Open MPI"));
+  return std::unique_ptr<Communicator>(make(mpi.release()));  // it owns the MPI communicator
+}
+
+}  // namespace
 
 void Communicator::abort(int code) { std::exit(code); }
 
@@ -32,20 +77,10 @@ std::unique_ptr<Communicator> launch_communicator(bool cuda) {
   return cuda ? make_nccl_communicator(std::move(mpi)) : std::move(mpi);
 }
 
-#ifndef SPRIG_HAVE_MPI
-std::unique_ptr<Communicator> make_mpi_communicator() {
-  throw std::runtime_error(
-      "[launch] started as one of " + std::to_string(launcher_world_size()) +
-      " ranks, but this sprig was built without MPI: install libopenmpi-dev and rebuild");
+void mpi_reference_all_reduce(float* data, int64_t count) {
+  static const auto reduce = reinterpret_cast<ReferenceAllReduce>(
+      plugin_symbol("sprig_mpi", "sprig_mpi_reference_all_reduce", kNeedsMpi));
+  reduce(data, count);
 }
-#endif
-
-#ifndef SPRIG_HAVE_NCCL
-std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> mpi) {
-  (void)mpi;
-  throw std::runtime_error(
-      "[launch] a CUDA run with several ranks needs NCCL, and this sprig was built without it");
-}
-#endif
 
 }  // namespace sprig

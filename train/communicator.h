@@ -1,9 +1,12 @@
 // Data-parallel communicators (docs/architecture.md, data parallel): one process per device,
 // launched by mpirun. A Communicator reduces and broadcasts over every rank of the run:
-//   - single process: world size 1, every operation the identity; needs neither MPI nor NCCL;
+//   - single process: world size 1, every operation the identity;
 //   - MPI: CPU tensors and host values over MPI_COMM_WORLD (Open MPI);
 //   - NCCL: CUDA tensors on a stream of its own, ordered after the compute stream by events, the
 //     communicator created from an ncclUniqueId broadcast over MPI; host values go over MPI.
+// The MPI and NCCL backends are plugins (libsprig_mpi.so, libsprig_nccl.so, which link the
+// libraries), loaded only when a launcher starts several ranks: sprig itself links neither
+// library, and a single process needs neither to be installed.
 // Every rank must call every collective in the same order with the same sizes.
 #pragma once
 
@@ -73,9 +76,9 @@ std::unique_ptr<Communicator> launch_communicator(bool cuda);
 // environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE).
 int64_t launcher_world_size();
 
-// The backends, each compiled when its library is (train/mpi_communicator.cpp,
-// train/nccl_communicator.cpp).
-std::unique_ptr<Communicator> make_mpi_communicator();
-std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> mpi);
+// The MPI plugin's direct all-reduce (sum, in place) of `count` floats over MPI_COMM_WORLD: the
+// library's own call that `sprig bench comm` compares with. Loads the plugin (an MPI communicator
+// must exist).
+void mpi_reference_all_reduce(float* data, int64_t count);
 
 }  // namespace sprig

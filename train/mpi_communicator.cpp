@@ -1,4 +1,6 @@
-// The MPI backend of train/communicator.h: CPU tensors and host values over MPI_COMM_WORLD.
+// The MPI backend of train/communicator.h, built as the plugin libsprig_mpi.so (which links
+// Open MPI; sprig loads it only for several ranks): CPU tensors and host values over
+// MPI_COMM_WORLD. Its sprig symbols resolve against the executable that loads it.
 #include <mpi.h>
 
 #include <algorithm>
@@ -118,8 +120,10 @@ class MpiCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator() {
-  return std::make_unique<MpiCommunicator>();
-}
-
 }  // namespace sprig
+
+extern "C" sprig::Communicator* sprig_make_mpi() { return new sprig::MpiCommunicator(); }
+
+extern "C" void sprig_mpi_reference_all_reduce(float* data, int64_t count) {
+  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}

@@ -1,6 +1,7 @@
-// The NCCL backend of train/communicator.h: CUDA tensors reduced by NCCL on a stream of its own,
-// host values and CPU tensors over the MPI communicator it wraps (which also carries the
-// ncclUniqueId from rank 0 to the others).
+// The NCCL backend of train/communicator.h, built as the plugin libsprig_nccl.so (which links
+// NCCL; sprig loads it only for a CUDA run of several ranks): CUDA tensors reduced by NCCL on a
+// stream of its own, host values and CPU tensors over the MPI communicator it wraps (which also
+// carries the ncclUniqueId from rank 0 to the others).
 //
 // Stream order: a collective on the communication stream first waits for an event recorded on
 // the compute stream (its input is final there); all_reduce and broadcast then make the compute
@@ -139,8 +140,8 @@ class NcclCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> mpi) {
-  return std::make_unique<NcclCommunicator>(std::move(mpi));
-}
-
 }  // namespace sprig
+
+extern "C" sprig::Communicator* sprig_make_nccl(sprig::Communicator* mpi) {
+  return new sprig::NcclCommunicator(std::unique_ptr<sprig::Communicator>(mpi));
+}

@@ -4,7 +4,8 @@
 // rank is killed resumes to the uninterrupted result; a failing rank or a config that differs
 // between ranks ends every rank with the error; a checkpoint resumes only on as many ranks; Domino
 // and JetSpec train on two ranks.
-// Also every collective of the MPI communicator and the gradient buckets (communicator_ranks).
+// Also every collective of the MPI communicator and the gradient buckets (communicator_ranks),
+// and `sprig bench comm`; the binary itself links neither MPI nor NCCL.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -78,6 +79,18 @@ TEST(DataParallel, CollectivesAndBucketsOnTwoRanks) {
   ASSERT_EQ(run(mpirun(2) + COMMUNICATOR_RANKS, output), 0) << output;
   EXPECT_TRUE(testing::contains(output, "rank 0 of 2 (MPI): ok"));
   EXPECT_TRUE(testing::contains(output, "rank 1 of 2 (MPI): ok"));
+}
+
+// A single process needs neither library: the backends are plugins loaded for several ranks.
+TEST(DataParallel, TheBinaryLinksNeitherMpiNorNccl) {
+  std::string libraries;
+  ASSERT_EQ(run(std::string("ldd ") + SPRIG_BIN, libraries), 0) << libraries;
+  EXPECT_FALSE(testing::contains(libraries, "libmpi")) << libraries;
+  EXPECT_FALSE(testing::contains(libraries, "libnccl")) << libraries;
+  std::string output;
+  ASSERT_EQ(run(mpirun(2) + SPRIG_BIN + " bench comm --max-mib 1 --repeats 2", output), 0)
+      << output;
+  EXPECT_TRUE(testing::contains(output, "all-reduce sum of f32 over 2 ranks (MPI)")) << output;
 }
 
 // Trains `recipe` on 2 ranks with micro-batch 1 and on 1 rank with micro-batch 2 (token

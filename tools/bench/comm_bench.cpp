@@ -14,9 +14,6 @@
 
 #include "tools/commands.h"
 #include "train/communicator.h"
-#ifdef SPRIG_HAVE_MPI
-#include <mpi.h>
-#endif
 
 namespace sprig::tools {
 
@@ -73,14 +70,9 @@ void run_comm_bench(const CommBenchOptions& o) {
     const Tensor buffer = Tensor::ones({numel});
     const double bytes = static_cast<double>(numel) * 4;
     const auto sprig_call = [&] { comm->all_reduce(buffer, Reduction::sum); };
-#ifdef SPRIG_HAVE_MPI
     const auto library_call = [&] {
-      MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), static_cast<int>(numel), MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
+      mpi_reference_all_reduce(static_cast<float*>(buffer.data_ptr()), numel);
     };
-#else
-    const auto library_call = sprig_call;
-#endif
     const auto [sprig_s, library_s] = median_seconds(*comm, o.repeats, sprig_call, library_call);
     const double sprig_bw = bytes / sprig_s * bus / 1e9, library_bw = bytes / library_s * bus / 1e9;
     if (lead)
@@ -99,7 +91,7 @@ void add_bench_comm_command(CLI::App& bench) {
       "All-reduce bus bandwidth of sprig's communicator against MPI's own call on the same "
       "buffer; run it under mpirun (mpirun -np 2 sprig bench comm)");
   cmd->add_option("--max-mib", o->max_mib, "largest buffer, MiB (sizes 1, 4, 16, ...)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "timed calls per size")
       ->check(CLI::PositiveNumber)

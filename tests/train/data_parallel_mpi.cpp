@@ -1,11 +1,11 @@
 // Data-parallel training over real ranks: `mpirun -np 2` of the real `sprig` binary on the MPI
 // backend (label mpi). Two ranks with micro-batch b train as one rank with micro-batch 2b (the same
 // rows per step, losses and weights within f32 round-off), for SFT and for DFlash; a run whose
-// rank is killed resumes to the uninterrupted result; a failing rank or a config that differs
-// between ranks ends every rank with the error; a checkpoint resumes only on as many ranks; Domino
-// and JetSpec train on two ranks.
-// Also every collective of the MPI communicator and the gradient buckets (communicator_ranks),
-// and `sprig bench comm`; the binary itself links neither MPI nor NCCL.
+// rank is killed or stopped by SIGTERM resumes to the uninterrupted result; a failing rank or a
+// config that differs between ranks ends every rank with the error; a checkpoint resumes only on as
+// many ranks; Domino and JetSpec train on two ranks. Also every collective of the MPI communicator
+// and the gradient buckets (communicator_ranks), and `sprig bench comm`; the binary itself links
+// neither MPI nor NCCL.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -196,44 +196,62 @@ std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
-TEST(DataParallel, ARunWhoseRankIsKilledResumesToTheUninterruptedResult) {
+// Runs `mpirun -np 2 <command>` and sends `sig` to rank 1 once the run's first checkpoint is
+// complete; returns the launcher's wait status, its output in `log`.
+int interrupt_rank(const std::string& command, const std::string& run_dir, int sig,
+                   const std::string& log) {
+  const std::string shell = "exec " + mpirun(2) + command + " >" + log + " 2>&1";
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    ::execl("/bin/sh", "sh", "-c", shell.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!fs::exists(run_dir + "/checkpoints/latest") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const std::vector<pid_t> ranks = children_of(launcher);
+  EXPECT_EQ(ranks.size(), 2u) << testing::read_text(log);
+  if (ranks.size() == 2) ::kill(ranks[1], sig);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  return status;
+}
+
+// Rank 1 killed (SIGKILL: mpirun ends rank 0) or stopped (SIGTERM: both ranks stop at the same
+// step boundary with a checkpoint there) after the first checkpoint; either run resumes to the
+// uninterrupted run's weights, bit for bit.
+TEST(DataParallel, ARunWhoseRankIsKilledOrStoppedResumesToTheUninterruptedResult) {
   TempDir dir;
   const std::string config = testing::write_tiny_config(dir);
   const std::vector<std::string> common = {"train.max_steps=6", "checkpoint.every_steps=2",
                                            "log.every_steps=1"};
-  std::vector<std::string> reference = common, killed = common;
+  std::vector<std::string> reference = common;
   reference.push_back("run_dir=" + (dir / "reference"));
-  killed.push_back("run_dir=" + (dir / "killed"));
   std::string output;
   ASSERT_EQ(run(mpirun(2) + train_command("sft", config, reference), output), 0) << output;
 
-  // Rank 1 is killed once the first checkpoint is complete.
-  const std::string log = dir / "killed.log";
-  const std::string command =
-      "exec " + mpirun(2) + train_command("sft", config, killed) + " >" + log + " 2>&1";
-  const pid_t launcher = ::fork();
-  if (launcher == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+  for (const int sig : {SIGKILL, SIGTERM}) {
+    const std::string name = sig == SIGKILL ? "killed" : "stopped", log = dir / (name + ".log");
+    std::vector<std::string> interrupted = common;
+    interrupted.push_back("run_dir=" + (dir / name));
+    const int status =
+        interrupt_rank(train_command("sft", config, interrupted), dir / name, sig, log);
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::read_text(log);
+    EXPECT_LT(metrics_of(dir / name).size(), 6u) << "the run finished first";
+    if (sig == SIGTERM) {
+      EXPECT_TRUE(
+          testing::contains(testing::read_text(log), "sprig: stopped by SIGTERM after step"));
+      EXPECT_TRUE(testing::contains(testing::read_text(log), "continue with: mpirun -np 2 "));
+    }
+    std::vector<std::string> resume = interrupted;
+    resume.push_back("resume");
+    output.clear();
+    ASSERT_EQ(run(mpirun(2) + train_command("sft", config, resume), output), 0) << output;
+    EXPECT_TRUE(testing::contains(output, "resumed from "));
+    testing::expect_bit_identical(testing::latest_weights(dir / name),
+                                  testing::latest_weights(dir / "reference"));
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (!fs::exists(dir / "killed/checkpoints/latest") &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::vector<pid_t> ranks = children_of(launcher);
-  ASSERT_EQ(ranks.size(), 2u) << testing::read_text(log);
-  ::kill(ranks[1], SIGKILL);
-  int status = 0;
-  ::waitpid(launcher, &status, 0);
-  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::read_text(log);
-  EXPECT_LT(metrics_of(dir / "killed").size(), 6u) << "the run finished before the kill";
-
-  std::vector<std::string> resume = killed;
-  resume.push_back("resume");
-  ASSERT_EQ(run(mpirun(2) + train_command("sft", config, resume), output), 0) << output;
-  EXPECT_TRUE(testing::contains(output, "resumed from "));
-  testing::expect_bit_identical(testing::latest_weights(dir / "killed"),
-                                testing::latest_weights(dir / "reference"));
 
   // Its checkpoints resume on 2 ranks only.
   std::string single;

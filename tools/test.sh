@@ -3,11 +3,11 @@
 # formatted as .clang-format says, prints a one-line size report (lines per folder), then runs
 # three stages:
 #   1. the whole CTest suite; GPU tests skip themselves when no device is present;
-#   2. the CPU suite again, built CPU-only with AddressSanitizer and UndefinedBehaviorSanitizer
-#      (-O1 -g1: line numbers in reports at about 60% of RelWithDebInfo's compile time; in
-#      <build dir>-san), the slow label excluded (see README.md);
-#   3. a short smoke run of every libFuzzer target of tools/fuzz on its committed seeds (clang,
-#      in <build dir>-fuzz).
+#   2. the CPU suite again, built CPU-only by clang with AddressSanitizer and
+#      UndefinedBehaviorSanitizer (-O1 -g1: line numbers in reports at about half of
+#      RelWithDebInfo's compile time; in <build dir>-san), the slow label excluded (see README.md);
+#   3. a short smoke run of every libFuzzer target of tools/fuzz on its committed seeds, built in
+#      the same tree (the libraries the targets link are the sanitised ones of stage 2).
 # Every stage runs; the script ends with one line per stage and exits non-zero when a stage fails
 # or a source differs from .clang-format's layout.
 # Environment: SPRIG_BUILD_DIR, SPRIG_CUDA=OFF for the CPU-only build, SPRIG_JOBS (see build.sh);
@@ -54,20 +54,23 @@ run_stage() {  # run_stage NAME COMMAND...: runs the command, records passed / F
   result[$name]+=" ($((SECONDS - start)) s)"
 }
 
+# The tree of stages 2 and 3: clang, sanitisers, the fuzz targets.
+san_dir="$build_dir-san"
+configure_sanitized() {
+  "$repo/tools/install_packages.sh" clang libclang-rt-dev  # libclang-rt-dev: libFuzzer
+  cmake -S "$repo" -B "$san_dir" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Sanitize \
+    -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" -DSPRIG_CUDA=OFF -DSPRIG_SANITIZE=address,undefined \
+    -DSPRIG_FUZZ=ON >/dev/null
+}
+
 sanitize_stage() {
-  local dir="$build_dir-san"
-  cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" \
-    -DSPRIG_CUDA=OFF \
-    -DSPRIG_SANITIZE=address,undefined >/dev/null &&
-    cmake --build "$dir" -j "$jobs" &&
-    ctest --test-dir "$dir" -L cpu -LE slow --output-on-failure -j "$jobs"
+  configure_sanitized && cmake --build "$san_dir" -j "$jobs" &&
+    ctest --test-dir "$san_dir" -L cpu -LE slow --output-on-failure -j "$jobs"
 }
 
 fuzz_stage() {
-  local dir="$build_dir-fuzz" seconds="${SPRIG_FUZZ_SECONDS:-10}" failed=0 target scratch
-  "$repo/tools/install_packages.sh" clang libclang-rt-dev  # libclang-rt-dev: libFuzzer
-  cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DSPRIG_CUDA=OFF \
-    -DSPRIG_FUZZ=ON >/dev/null && cmake --build "$dir" --target fuzz_targets -j "$jobs" || return 1
+  local dir="$san_dir" seconds="${SPRIG_FUZZ_SECONDS:-10}" failed=0 target scratch
+  configure_sanitized && cmake --build "$dir" --target fuzz_targets -j "$jobs" || return 1
   scratch="$(mktemp -d)"
   for target in "$repo"/tools/fuzz/seeds/*/; do
     target="$(basename "$target")"

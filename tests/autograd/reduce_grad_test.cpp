@@ -18,7 +18,8 @@ TEST(ReduceGrad, OverEachDimWithAndWithoutKeepdim) {
   const std::pair<const char*, Reduction> reductions[] = {
       {"sum", sum}, {"mean", mean}, {"max", max}, {"logsumexp", logsumexp}};
   const Tensor x = randn64({2, 3, 4}, 1);  // distinct values: max has a unique argmax
-  for (const auto& [name, reduce] : reductions) {
+  for (const auto& [name, each] : reductions) {
+    const Reduction reduce = each;  // a lambda cannot capture a structured binding in clang 14
     for (int64_t dim : {0, 1, 2, -1}) {
       for (bool keepdim : {false, true}) {
         SCOPED_TRACE(std::string(name) + " dim " + std::to_string(dim) +

@@ -26,18 +26,19 @@ namespace fs = std::filesystem;
 inline const std::string kGoldenDir = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
 
 // An empty directory private to this process (tests of one binary may run concurrently),
-// removed with its contents when the object goes out of scope.
-class TempDir {
+// removed with its contents when the object goes out of scope. (A name distinct from
+// train_test_util.h's TempDir: both headers go into one test binary.)
+class NamedTempDir {
  public:
-  explicit TempDir(const std::string& name)
+  explicit NamedTempDir(const std::string& name)
       : path((fs::temp_directory_path() / ("sprig_" + name + "_" + std::to_string(::getpid())))
                  .string()) {
     fs::remove_all(path);
     fs::create_directories(path);
   }
-  ~TempDir() { fs::remove_all(path); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  ~NamedTempDir() { fs::remove_all(path); }
+  NamedTempDir(const NamedTempDir&) = delete;
+  NamedTempDir& operator=(const NamedTempDir&) = delete;
 
   const std::string path;
 };

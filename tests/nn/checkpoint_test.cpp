@@ -77,7 +77,7 @@ TEST(Checkpoint, ExpectedShapesFollowTheConfig) {
 }
 
 TEST(Checkpoint, ConvertsGoldenModelsBitForBit) {
-  const testing::TempDir tmp("ckpt_golden");
+  const testing::NamedTempDir tmp("ckpt_golden");
   const std::string& root = tmp.path;
   for (const std::string model : {"qwen3_tiny", "qwen2_tiny"}) {
     const std::string golden = testing::kGoldenDir + model;
@@ -92,7 +92,7 @@ TEST(Checkpoint, ConvertsGoldenModelsBitForBit) {
 }
 
 TEST(Checkpoint, ConvertsShardedInput) {
-  const testing::TempDir tmp("ckpt_sharded");
+  const testing::NamedTempDir tmp("ckpt_sharded");
   const std::string& root = tmp.path;
   testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", {}, {}, /*shards=*/2);
   EXPECT_TRUE(exists(root + "/hf/model.safetensors.index.json"));
@@ -109,7 +109,7 @@ TEST(Checkpoint, ConvertsShardedInput) {
 }
 
 TEST(Checkpoint, ShardIndexMustMatchTheShards) {
-  const testing::TempDir tmp("ckpt_index");
+  const testing::NamedTempDir tmp("ckpt_index");
   const std::string& root = tmp.path;
   testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", {}, {}, 2);
   const std::string index_path = root + "/hf/model.safetensors.index.json";
@@ -126,7 +126,7 @@ TEST(Checkpoint, ShardIndexMustMatchTheShards) {
 }
 
 TEST(Checkpoint, ShardNamesMustStayInsideTheDirectory) {
-  const testing::TempDir tmp("ckpt_escape");
+  const testing::NamedTempDir tmp("ckpt_escape");
   const std::string& root = tmp.path;
   testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", {}, {}, 2);
   const std::string index_path = root + "/hf/model.safetensors.index.json";
@@ -155,7 +155,7 @@ TEST(Checkpoint, ShardNamesMustStayInsideTheDirectory) {
 }
 
 TEST(Checkpoint, OutputsAreNewOrAnEarlierCheckpoint) {
-  const testing::TempDir tmp("ckpt_overwrite");
+  const testing::NamedTempDir tmp("ckpt_overwrite");
   const std::string& root = tmp.path;
   const std::string src = testing::kGoldenDir + "qwen3_tiny";
   convert_checkpoint(src, root + "/out");
@@ -190,7 +190,7 @@ TEST(Checkpoint, OutputsAreNewOrAnEarlierCheckpoint) {
 }
 
 TEST(Checkpoint, ListsEveryMismatchAndWritesNothing) {
-  const testing::TempDir tmp("ckpt_mismatch");
+  const testing::NamedTempDir tmp("ckpt_mismatch");
   const std::string& root = tmp.path;
   testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", [](std::vector<RawTensor>& ts) {
     std::erase_if(ts, [](const RawTensor& t) {
@@ -227,7 +227,7 @@ TEST(Checkpoint, ListsEveryMismatchAndWritesNothing) {
 }
 
 TEST(Checkpoint, TiedModelIgnoresRedundantHead) {
-  const testing::TempDir tmp("ckpt_tied");
+  const testing::NamedTempDir tmp("ckpt_tied");
   const std::string& root = tmp.path;
   testing::write_hf_checkpoint("qwen2_tiny", root + "/hf", [](std::vector<RawTensor>& ts) {
     for (const RawTensor& t : std::vector<RawTensor>(ts))
@@ -242,7 +242,7 @@ TEST(Checkpoint, TiedModelIgnoresRedundantHead) {
 }
 
 TEST(Checkpoint, BrokenFilesFailWithOneSentence) {
-  const testing::TempDir tmp("ckpt_broken");
+  const testing::NamedTempDir tmp("ckpt_broken");
   const std::string& root = tmp.path;
   for (const std::string& kind : testing::breakage_kinds()) {
     const testing::BrokenCheckpoint broken = testing::broken_checkpoint(kind, root);
@@ -255,7 +255,7 @@ TEST(Checkpoint, BrokenFilesFailWithOneSentence) {
 }
 
 TEST(Checkpoint, ExportToHfRoundTrips) {
-  const testing::TempDir tmp("ckpt_export");
+  const testing::NamedTempDir tmp("ckpt_export");
   const std::string& root = tmp.path;
   const std::string golden = testing::kGoldenDir + "qwen3_tiny";
   convert_checkpoint(golden, root + "/sprig");
@@ -272,7 +272,7 @@ TEST(Checkpoint, ExportToHfRoundTrips) {
 }
 
 TEST(Checkpoint, Bf16CheckpointKeepsItsBits) {
-  const testing::TempDir tmp("ckpt_bf16");
+  const testing::NamedTempDir tmp("ckpt_bf16");
   const std::string& root = tmp.path;
   QwenConfig c = QwenConfig::load(testing::kGoldenDir + "qwen2_tiny/config.json");
   c.dtype = DType::bf16;

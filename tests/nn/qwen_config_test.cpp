@@ -285,7 +285,7 @@ TEST(QwenConfig, RejectsBadLayerTypes) {
 }
 
 TEST(QwenConfig, LoadNamesTheFile) {
-  const testing::TempDir dir("qwen_config");
+  const testing::NamedTempDir dir("qwen_config");
   const std::string path = dir.path + "/config.json";
   std::ofstream(path) << R"({"model_type": "qwen2",)";
   try {

@@ -203,7 +203,7 @@ TEST(DraftConfig, DominoAndProjectorErrors) {
 }
 
 TEST(DraftFiles, DominoHeadUnderItsServingNames) {
-  testing::TempDir tmp("draft_domino_files");
+  testing::NamedTempDir tmp("draft_domino_files");
   Generator gen(4);
   DraftOptions o = options();
   o.domino = domino_head();
@@ -227,7 +227,7 @@ TEST(DraftFiles, DominoHeadUnderItsServingNames) {
 }
 
 TEST(DraftFiles, SavedAndLoadedBitForBit) {
-  testing::TempDir tmp("draft_files");
+  testing::NamedTempDir tmp("draft_files");
   Generator gen(4);
   DFlashDraft draft(draft_config_for(target_config(), options()), gen);
   // Serving names: no model. prefix, no embedding or head.
@@ -255,7 +255,7 @@ TEST(DraftFiles, SavedAndLoadedBitForBit) {
 }
 
 TEST(DraftFiles, MismatchedWeightsAreRefused) {
-  testing::TempDir tmp("draft_bad_files");
+  testing::NamedTempDir tmp("draft_bad_files");
   Generator gen(4);
   DFlashDraft draft(draft_config_for(target_config(), options()), gen);
   save_draft(draft, tmp.path + "/d", DType::f32);

@@ -51,7 +51,7 @@ class SprigCli : public ::testing::Test {
                      dir);
   }
 
-  testing::TempDir tmp_;
+  testing::NamedTempDir tmp_;
   const std::string& dir = tmp_.path;
   const std::string model = dir + "/model", logits_path = dir + "/logits.safetensors";
   const int64_t vocab = QwenConfig::load(testing::kGoldenDir + "qwen3_tiny/config.json").vocab_size;

@@ -10,7 +10,7 @@ namespace sprig {
 namespace {
 
 TEST(DemoCli, QuickRunGoesThroughEveryStage) {
-  const testing::TempDir tmp("demo_cli");
+  const testing::NamedTempDir tmp("demo_cli");
   const std::string run_dir = tmp.path + "/demo";
   const testing::CliRun r =
       testing::run_sprig("demo --quick --device cpu --run-dir " + run_dir, tmp.path);

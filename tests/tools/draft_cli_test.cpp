@@ -57,7 +57,7 @@ class DraftCli : public ::testing::Test {
                      dir);
   }
 
-  testing::TempDir tmp_;
+  testing::NamedTempDir tmp_;
   const std::string& dir = tmp_.path;
   const std::string input = dir + "/records.jsonl", out = dir + "/eval.safetensors";
 };

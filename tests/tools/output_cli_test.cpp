@@ -35,7 +35,7 @@ class OutputCli : public ::testing::Test {
     EXPECT_EQ(r.out, "");
   }
 
-  testing::TempDir tmp_;
+  testing::NamedTempDir tmp_;
   const std::string& dir = tmp_.path;
 };
 

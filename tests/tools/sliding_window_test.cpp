@@ -58,7 +58,7 @@ class SlidingWindowCli : public ::testing::Test {
     return logits;
   }
 
-  testing::TempDir tmp_;
+  testing::NamedTempDir tmp_;
   const std::string& dir = tmp_.path;
   const std::string model = dir + "/model";
 };

@@ -201,7 +201,8 @@ void run_ops_bench(Device device, bool quick, std::ostream& out) {
   const Tensor x = random_rows({c.rows, c.hidden}, c.dtype, device, gen);
   const Tensor x2 = random_rows({c.rows, c.hidden}, c.dtype, device, gen);
   const Tensor w = random_rows({c.hidden}, c.dtype, device, gen);
-  const auto [y, rstd] = rms_norm(x, w, eps);
+  const std::pair<Tensor, Tensor> normed = rms_norm(x, w, eps);
+  const Tensor &y = normed.first, &rstd = normed.second;  // the lambda below captures them
   bench.memory_bound("rms_norm", x.shape(), traffic({x, w}, {y, rstd}),
                      [&] { rms_norm(x, w, eps); });
   const Tensor dw = Tensor::zeros({c.hidden}, DType::f32, device);

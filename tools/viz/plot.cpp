@@ -202,7 +202,8 @@ void draw_panel(Canvas& canvas, int x0, int y0, int x1, int y1, double step_lo, 
                 const std::vector<double>& steps, const std::vector<Series>& series) {
   std::vector<const std::vector<double>*> values;
   for (const Series& s : series) values.push_back(s.values);
-  const auto [lo, hi] = value_range(values);
+  const std::pair<double, double> range = value_range(values);
+  const double lo = range.first, hi = range.second;  // plain names: the lambdas capture them
   const auto px = [&](double step) {
     return x0 + static_cast<int>(std::lround((step - step_lo) / (step_hi - step_lo) * (x1 - x0)));
   };

@@ -19,8 +19,7 @@ namespace {
 // Global scope: Open MPI's own components look up libmpi's symbols there.
 void* plugin_symbol(const std::string& name, const char* symbol, const std::string& needs) {
   const std::string path = std::string(SPRIG_PLUGIN_DIR) + "/lib" + name + ".so";
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-  if (!handle) handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);  // the loaded one when it is
   if (!handle) {
     const char* why = ::dlerror();
     throw std::runtime_error("[launch] started as one of " + std::to_string(launcher_world_size()) +

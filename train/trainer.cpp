@@ -1,9 +1,7 @@
 #include "train/trainer.h"
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -21,6 +19,7 @@
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/schedule.h"
+#include "train/stop_signals.h"
 
 namespace sprig {
 
@@ -59,43 +58,6 @@ TrainerState state_of(const json& j) {
   s.tokens = j.at("tokens").get<int64_t>();
   return s;
 }
-
-// The signal that asked the training loop to stop (0: none). A lock-free atomic: the handler may
-// touch nothing else (async-signal-safety).
-std::atomic<int> stop_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free);
-
-extern "C" void on_stop_signal(int sig) {
-  if (stop_signal.exchange(sig) == 0) return;
-  ::signal(sig, SIG_DFL);  // a second signal: its default action, at once
-  ::raise(sig);
-}
-
-// SIGINT and SIGTERM handled while the training loop runs: the first one sets stop_signal, which
-// the loop reads at each step boundary. The previous handlers come back at the end.
-class StopSignals {
- public:
-  StopSignals() {
-    stop_signal = 0;
-    Action action{};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;  // system calls (writes, fsyncs) continue
-    ::sigaction(SIGINT, &action, &previous_int_);
-    ::sigaction(SIGTERM, &action, &previous_term_);
-  }
-  ~StopSignals() {
-    ::sigaction(SIGINT, &previous_int_, nullptr);
-    ::sigaction(SIGTERM, &previous_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-  int received() const { return stop_signal.load(); }
-
- private:
-  using Action = struct sigaction;
-  Action previous_int_{}, previous_term_{};
-};
 
 // The outermost directory of `path` that does not exist yet (`path` itself when its parent
 // exists); empty when `path` exists.

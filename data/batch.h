@@ -32,6 +32,9 @@ struct Batch {
   Tensor doc_remaining;   // real tokens after each slot in its document, 0 on padding
   Tensor seq_lens;        // (B, max_docs) documents in row order, padding folded into the last
                           // one (each row sums to S), zero-filled on the right
+  Tensor advantages;      // f32, per token (Document::advantages), 0 on the prompt and padding;
+                          // defined when the batch's documents carry them
+  Tensor old_logprobs;    // f32, per token (Document::old_logprobs), likewise
   std::vector<int64_t> num_pad;   // trailing padding tokens per row
   std::vector<TreeGroup> groups;  // fold packing: every group, row by row
 
@@ -43,6 +46,22 @@ struct Batch {
 // The batch made of rows `row_ids` of `plan` (documents from `corpus`), padded with `pad_id`.
 Batch collate(const Corpus& corpus, const PackPlan& plan, const std::vector<int64_t>& row_ids,
               int64_t pad_id);
+
+// The supervised next-token predictions of a labels-form batch (docs/semantics.md §1.7), ordered
+// by predicting position: every labelled position t, predicting the token at t + 1; and with
+// `first_token`, for every folded group with a prompt, its last prompt position once per
+// completion, predicting that completion's first token (the N targets of one position).
+struct ScoredTokens {
+  std::vector<int64_t> rows;       // flat index b * S + t of the predicting position, ascending
+  std::vector<int64_t> targets;    // the token predicted
+  std::vector<int64_t> positions;  // flat index of the token predicted (its advantage, old logp)
+  std::vector<int64_t> sequences;  // the completion (folded batches) or document predicted in,
+                                   // numbered in row order from 0
+  int64_t num_sequences = 0;       // completions or documents of the batch
+
+  int64_t size() const { return static_cast<int64_t>(rows.size()); }
+};
+ScoredTokens scored_tokens(const Batch& batch, bool first_token);
 
 // Document index of every token from (B, max_docs) seq_lens: doc[b, t] = #{j : cumsum_j <= t}, so
 // zero-length entries never split a document (docs/semantics.md §4.8). Returns (B, S) int64.

@@ -12,9 +12,9 @@ namespace sprig::data {
 namespace {
 
 const std::vector<std::string> kKeys = {
-    "train",    "val",    "format",     "seq_len",          "packing", "micro_batch_size",
-    "pad_id",   "eot_id", "vocab_size", "skip_bad_records", "shuffle", "drop_long_samples",
-    "max_packs"};
+    "train",     "val",     "format",     "seq_len",          "packing", "micro_batch_size",
+    "pad_id",    "eot_id",  "vocab_size", "skip_bad_records", "shuffle", "drop_long_samples",
+    "max_packs", "rollouts"};
 
 [[noreturn]] void fail(const std::string& message) {
   throw std::invalid_argument("[config] " + message);
@@ -122,6 +122,17 @@ DataConfig parse_data_config(const YAML::Node& root) {
   c.drop_long_samples = value_or<bool>(data, "drop_long_samples", true);
   c.max_packs = value_or<int64_t>(data, "max_packs", 0);
   if (c.max_packs < 0) fail("data.max_packs must be positive, got " + std::to_string(c.max_packs));
+  if (const YAML::Node rollouts = data["rollouts"]; present(rollouts)) {
+    if (c.format != DataFormat::rollouts)
+      fail(std::string("data.rollouts applies to format rollouts, not ") + format_name(c.format));
+    if (!rollouts.IsMap())
+      fail("data.rollouts must be a mapping, e.g. {supervise_first_token: true}");
+    for (const auto& entry : rollouts)
+      check_known_key(entry.first.as<std::string>(), {"supervise_first_token"}, "data.rollouts.");
+    if (present(rollouts["supervise_first_token"]))
+      c.supervise_first_token =
+          read<bool>(rollouts["supervise_first_token"], "data.rollouts.supervise_first_token");
+  }
   return c;
 }
 

@@ -8,7 +8,8 @@
 //     packing: dflash              # dflash | padded | sft | bfd (documents, shards) ; fold
 //     (rollouts) micro_batch_size: 2
 // Other keys (defaults): pad_id (0), eot_id (shards), vocab_size (unchecked), skip_bad_records
-// (false), shuffle (true), drop_long_samples (true), max_packs (all). An unknown key in `data:` is
+// (false), shuffle (true), drop_long_samples (true), max_packs (all), and for rollouts
+// `rollouts: {supervise_first_token: false}` (docs/semantics.md §1.7). An unknown key in `data:` is
 // an error that names the closest valid key; other top-level sections are not read here.
 #pragma once
 
@@ -38,6 +39,8 @@ struct DataConfig {
   bool shuffle = true;
   bool drop_long_samples = true;
   int64_t max_packs = 0;
+  // Rollouts: also supervise each completion's first token from the last prompt position.
+  bool supervise_first_token = false;
   uint64_t seed = 0;
 
   ReadOptions read_options() const { return {vocab_size, eot_id, skip_bad_records}; }

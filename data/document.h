@@ -25,6 +25,11 @@ struct Document {
   // Folded rollout group only (docs/semantics.md §1): node lengths [P, C_0, ..., C_{N-1}]; empty
   // otherwise.
   std::vector<int32_t> node_lengths;
+  // Policy-gradient rollouts only, one per input id (empty otherwise): the advantage of the
+  // completion holding the token (0 on the prompt), and the sampling policy's log-prob of the token
+  // (0 on the prompt).
+  std::vector<float> advantages;
+  std::vector<float> old_logprobs;
   int32_t source = 0;  // index into Corpus::sources
   int64_t record = 0;  // 1-based line of a JSONL file, or 0-based document index of a shard
 

@@ -1,6 +1,7 @@
 // Shared-prefix rollout folding (docs/semantics.md §1) and mock rollouts.
 #include "data/prefix_tree.h"
 
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -9,15 +10,47 @@
 
 namespace sprig::data {
 
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("[fold] " + message);
+}
+
+void check_policy_values(const RolloutGroup& group) {
+  const size_t n = group.completions.size();
+  if (!group.advantages.empty() && group.advantages.size() != n)
+    fail(std::to_string(group.advantages.size()) + " advantages for " + std::to_string(n) +
+         " completions (give one per completion)");
+  for (size_t i = 0; i < group.advantages.size(); ++i)
+    if (!std::isfinite(group.advantages[i]))
+      fail("advantage " + std::to_string(i) + " is not finite");
+  if (group.old_logprobs.empty()) return;
+  if (group.old_logprobs.size() != n)
+    fail(std::to_string(group.old_logprobs.size()) + " old log-prob lists for " +
+         std::to_string(n) + " completions (give one per completion)");
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<float>& lp = group.old_logprobs[i];
+    if (lp.size() != group.completions[i].size())
+      fail("completion " + std::to_string(i) + " has " +
+           std::to_string(group.completions[i].size()) + " tokens but " +
+           std::to_string(lp.size()) + " old log-probs");
+    for (size_t t = 0; t < lp.size(); ++t)
+      if (!std::isfinite(lp[t]) || lp[t] > 0)
+        fail("old log-prob " + std::to_string(t) + " of completion " + std::to_string(i) + " = " +
+             std::to_string(lp[t]) + " is not a log-probability (finite and <= 0)");
+  }
+}
+
+}  // namespace
+
 Document fold(const RolloutGroup& group, int32_t ignore_index) {
-  if (group.completions.empty())
-    throw std::invalid_argument("[fold] a rollout group needs at least one completion");
+  if (group.completions.empty()) fail("a rollout group needs at least one completion");
   size_t total = group.prompt_ids.size();
   for (size_t i = 0; i < group.completions.size(); ++i) {
-    if (group.completions[i].empty())
-      throw std::invalid_argument("[fold] completion " + std::to_string(i) + " is empty");
+    if (group.completions[i].empty()) fail("completion " + std::to_string(i) + " is empty");
     total += group.completions[i].size();
   }
+  check_policy_values(group);
   Document doc;
   doc.input_ids.reserve(total);
   doc.labels.reserve(total);
@@ -31,6 +64,17 @@ Document fold(const RolloutGroup& group, int32_t ignore_index) {
     doc.labels.insert(doc.labels.end(), c.begin() + 1, c.end());
     doc.labels.push_back(ignore_index);
     doc.node_lengths.push_back(static_cast<int32_t>(c.size()));
+  }
+  const size_t prompt = group.prompt_ids.size();
+  if (!group.advantages.empty()) {
+    doc.advantages.assign(prompt, 0.0f);
+    for (size_t i = 0; i < group.completions.size(); ++i)
+      doc.advantages.insert(doc.advantages.end(), group.completions[i].size(), group.advantages[i]);
+  }
+  if (!group.old_logprobs.empty()) {
+    doc.old_logprobs.assign(prompt, 0.0f);
+    for (const std::vector<float>& lp : group.old_logprobs)
+      doc.old_logprobs.insert(doc.old_logprobs.end(), lp.begin(), lp.end());
   }
   return doc;
 }

@@ -13,12 +13,18 @@ namespace sprig::data {
 struct RolloutGroup {
   std::vector<int32_t> prompt_ids;                // may be empty
   std::vector<std::vector<int32_t>> completions;  // at least one, none empty
+  // Policy-gradient training only (docs/semantics.md §1.7), each empty when not given: one
+  // advantage per completion, and per completion token the log-prob the sampling policy gave it.
+  std::vector<float> advantages = {};
+  std::vector<std::vector<float>> old_logprobs = {};
 };
 
 // The folded group as a labels-form Document: input_ids = prompt ++ c_0 ++ c_1 ++ ...; labels are
 // `ignore_index` on the whole prompt and c[1], ..., c[C-1], ignore_index for each completion c (a
 // token predicts its successor inside its own completion); node_lengths = [P, C_0, ..., C_{N-1}].
-// Throws std::invalid_argument when there is no completion or one is empty.
+// Advantages and old log-probs, when given, are spread over the tokens (Document). Throws
+// std::invalid_argument when there is no completion, one is empty, or the advantages or old
+// log-probs do not match the completions (or are not finite, or a log-prob is positive).
 Document fold(const RolloutGroup& group, int32_t ignore_index = kIgnoreIndex);
 
 // Positions of a folded group's tokens into out[0 .. sum(node_lengths)): prompt 0..P-1, every

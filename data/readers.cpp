@@ -55,6 +55,19 @@ std::vector<int32_t> to_ints(const json& value, const std::string& name, bool al
   return out;
 }
 
+// The numbers of JSON array `value` (named `name` in messages).
+std::vector<float> to_floats(const json& value, const std::string& name) {
+  if (!value.is_array()) throw BadRecord(name + " must be an array of numbers");
+  std::vector<float> out;
+  out.reserve(value.size());
+  for (const json& v : value) {
+    if (!v.is_number())
+      throw BadRecord(name + "[" + std::to_string(out.size()) + "] is not a number: " + v.dump());
+    out.push_back(v.get<float>());
+  }
+  return out;
+}
+
 const json& field(const json& record, const char* key) {
   auto it = record.find(key);
   if (it == record.end()) throw BadRecord("missing " + quoted(key));
@@ -132,6 +145,16 @@ Document parse_rollout(const json& record, int64_t vocab_size) {
     group.completions.push_back(
         ids_field(c, quoted("completions") + "[" + std::to_string(group.completions.size()) + "]",
                   vocab_size));
+  if (record.contains("advantages"))
+    group.advantages = to_floats(record["advantages"], quoted("advantages"));
+  if (record.contains("old_logprobs")) {
+    const json& old = record["old_logprobs"];
+    if (!old.is_array())
+      throw BadRecord(quoted("old_logprobs") + " must be an array (one list per completion)");
+    for (const json& lp : old)
+      group.old_logprobs.push_back(to_floats(
+          lp, quoted("old_logprobs") + "[" + std::to_string(group.old_logprobs.size()) + "]"));
+  }
   return fold(group);
 }
 

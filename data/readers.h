@@ -2,7 +2,9 @@
 //   documents JSONL  {"input_ids": [...], "loss_mask": [...]}  unshifted; no loss_mask = all ones
 //                    {"input_ids": [...], "labels": [...]}     pre-shifted (an optional loss_mask
 //                                                              then sets labels to -100 where 0)
-//   rollouts JSONL   {"prompt_ids": [...], "completions": [[...], ...]}  folded on reading
+//   rollouts JSONL   {"prompt_ids": [...], "completions": [[...], ...]}  folded on reading;
+//                    optionally "advantages": [one per completion] and "old_logprobs": [[one per
+//                    completion token], ...] for policy-gradient training
 //   token shards     llm.c .bin: 256 int32 header (magic 20240520, version 1 = uint16 tokens or
 //                    2 = uint32, token count), then the tokens; documents are the runs between
 //                    end-of-text ids, each keeping the end-of-text id that closes it

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "autograd/functions.h"
 #include "tensor/ops.h"
 
 namespace sprig {
@@ -84,6 +85,64 @@ class KLRows : public RowLoss {
   Tensor teacher_lse_, student_lse_;  // (N)
 };
 
+// Cross-entropy of predictions (rows[k], targets[k]) over a hidden tensor holding exactly the
+// predicting rows, ascending: row u owns the predictions [begin_[u], begin_[u + 1]).
+class SharedRowCrossEntropy : public RowLoss {
+ public:
+  SharedRowCrossEntropy(std::vector<int64_t> begin, Tensor targets, const Tensor& hidden,
+                        bool want_entropy)
+      : begin_(std::move(begin)),
+        targets_(std::move(targets)),
+        lse_(Tensor::empty({targets_.size(0)}, stat_dtype(hidden), hidden.device())) {
+    if (want_entropy)
+      entropy = Tensor::empty({targets_.size(0)}, stat_dtype(hidden), hidden.device());
+  }
+
+  int64_t outputs(int64_t) const override { return targets_.size(0); }
+  std::pair<int64_t, int64_t> outputs_of(int64_t r0, int64_t n) const override {
+    return {begin_[r0], begin_[r0 + n] - begin_[r0]};
+  }
+
+  Tensor forward(const Tensor& logits, int64_t r0) override {
+    const auto [e0, m] = outputs_of(r0, logits.size(0));
+    const Tensor expanded = per_prediction(logits, r0);
+    CrossEntropyResult ce = cross_entropy(expanded, targets_.narrow(0, e0, m), -100, false);
+    lse_.narrow(0, e0, m).copy_(ce.lse);
+    if (entropy.defined())  // H = lse - sum_v p_v x_v
+      entropy.narrow(0, e0, m).copy_(sub(ce.lse, sum(mul(softmax(expanded, 1), expanded), 1)));
+    return ce.loss;
+  }
+  Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
+    const auto [e0, m] = outputs_of(r0, logits.size(0));
+    const Tensor d = cross_entropy_backward(dloss, per_prediction(logits, r0),
+                                            targets_.narrow(0, e0, m), lse_.narrow(0, e0, m), -100);
+    if (m == logits.size(0)) return d;  // one prediction per row
+    return index_select_backward(d, logits.shape(), 0, local_rows(r0, logits.size(0), logits));
+  }
+
+  Tensor entropy;  // (K), filled by forward when asked for
+
+ private:
+  // The chunk's rows of its predictions, relative to the chunk.
+  Tensor local_rows(int64_t r0, int64_t n, const Tensor& like) const {
+    std::vector<int64_t> local;
+    local.reserve(static_cast<size_t>(begin_[r0 + n] - begin_[r0]));
+    for (int64_t u = r0; u < r0 + n; ++u)
+      local.insert(local.end(), static_cast<size_t>(begin_[u + 1] - begin_[u]), u - r0);
+    return Tensor::from_vector(local, {static_cast<int64_t>(local.size())}, like.device());
+  }
+  // The logits of each prediction of the chunk (m, V): the chunk's own rows when each has one.
+  Tensor per_prediction(const Tensor& logits, int64_t r0) const {
+    const int64_t n = logits.size(0);
+    if (begin_[r0 + n] - begin_[r0] == n) return logits;
+    return index_select(logits, 0, local_rows(r0, n, logits));
+  }
+
+  std::vector<int64_t> begin_;
+  Tensor targets_;
+  Tensor lse_;  // (K)
+};
+
 }  // namespace
 
 int64_t head_chunk_rows(int64_t requested, int64_t vocab) {
@@ -100,10 +159,11 @@ Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_
   const int64_t N = hidden.size(0);
   const int64_t chunk = head_chunk_rows(chunk_rows, weight.size(0));
   const Tensor h = hidden.value(), w = weight.value();
-  Tensor out = Tensor::empty({N}, stat_dtype(h), h.device());
+  Tensor out = Tensor::empty({loss->outputs(N)}, stat_dtype(h), h.device());
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
-    out.narrow(0, r0, n).copy_(loss->forward(matmul(h.narrow(0, r0, n), w, false, true), r0));
+    const auto [o0, m] = loss->outputs_of(r0, n);
+    out.narrow(0, o0, m).copy_(loss->forward(matmul(h.narrow(0, r0, n), w, false, true), r0));
   }
   // A frozen weight (a draft's shared LM head) gets no gradient: its GEMMs are skipped.
   const bool weight_grad = weight.requires_grad();
@@ -118,8 +178,9 @@ Var head_loss(const char* op, const Var& hidden, const Var& weight, std::shared_
                   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
                     const int64_t n = std::min(chunk, rows - r0);
                     const Tensor hc = h.narrow(0, r0, n);
+                    const auto [o0, m] = loss->outputs_of(r0, n);
                     const Tensor dlogits =
-                        loss->backward(dloss.narrow(0, r0, n), matmul(hc, w, false, true), r0);
+                        loss->backward(dloss.narrow(0, o0, m), matmul(hc, w, false, true), r0);
                     matmul_into(dlogits, w, dh.narrow(0, r0, n), false, false, false);
                     if (weight_grad)
                       matmul_into(dlogits, hc, dw, true, false, /*accumulate=*/r0 > 0);
@@ -139,6 +200,69 @@ Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& tar
   Var loss = head_loss("linear_cross_entropy", hidden, weight, rows, chunk_rows);
   if (argmax) *argmax = rows->argmax;
   return loss;
+}
+
+Var linear_cross_entropy_at(const Var& hidden, const Var& weight, const std::vector<int64_t>& rows,
+                            const Tensor& targets, int64_t chunk_rows, Tensor* entropy) {
+  const int64_t K = static_cast<int64_t>(rows.size());
+  if (hidden.dim() != 2 || targets.dim() != 1 || targets.size(0) != K)
+    throw std::invalid_argument("[linear_cross_entropy_at] hidden " + shape_str(hidden.shape()) +
+                                " must be (N, H) and targets " + shape_str(targets.shape()) + " (" +
+                                std::to_string(K) + "), one per row given");
+  // The distinct predicting rows, and where each one's predictions begin.
+  std::vector<int64_t> unique, begin;
+  for (int64_t k = 0; k < K; ++k) {
+    if (rows[k] < 0 || rows[k] >= hidden.size(0) || (k > 0 && rows[k] < rows[k - 1]))
+      throw std::invalid_argument("[linear_cross_entropy_at] rows must ascend within [0, " +
+                                  std::to_string(hidden.size(0)) + "), got " +
+                                  std::to_string(rows[k]) + " at " + std::to_string(k));
+    if (k == 0 || rows[k] != rows[k - 1]) {
+      unique.push_back(rows[k]);
+      begin.push_back(k);
+    }
+  }
+  begin.push_back(K);
+  const Var h = index_select(
+      hidden, 0,
+      Tensor::from_vector(unique, {static_cast<int64_t>(unique.size())}, hidden.device()));
+  const auto loss = std::make_shared<SharedRowCrossEntropy>(std::move(begin), targets, h.value(),
+                                                            entropy != nullptr);
+  Var out = head_loss("linear_cross_entropy_at", h, weight, loss, chunk_rows);
+  if (entropy) *entropy = loss->entropy;
+  return out;
+}
+
+Var policy_gradient_losses(const Var& logp, const Tensor& advantages, const Tensor& old_logp,
+                           double clip_eps, int64_t* clipped) {
+  const Device device = logp.value().device();
+  const DType dtype = logp.value().dtype();
+  const Tensor a = advantages.to(device, dtype);
+  if (a.shape() != logp.shape())
+    throw std::invalid_argument("[policy_gradient_losses] advantages " +
+                                shape_str(advantages.shape()) + " must match logp " +
+                                shape_str(logp.shape()));
+  if (clipped) *clipped = 0;
+  if (clip_eps <= 0) return mul(logp, Var(neg(a)));
+  if (!old_logp.defined() || old_logp.shape() != logp.shape())
+    throw std::invalid_argument("[policy_gradient_losses] clipping needs old log-probs " +
+                                shape_str(logp.shape()) + ", got " +
+                                (old_logp.defined() ? shape_str(old_logp.shape()) : "none"));
+  const Var ratio = exp(sub(logp, Var(old_logp.to(device, dtype))));
+  // The clipped branch is a constant (its ratio is outside [1 - eps, 1 + eps]); PPO takes the
+  // smaller of the two surrogates, so the loss takes the larger of their negatives.
+  const std::vector<double> r = ratio.value().to(Device::cpu(), DType::f64).to_vector<double>();
+  const std::vector<double> av = a.to(Device::cpu(), DType::f64).to_vector<double>();
+  std::vector<double> clipped_loss(r.size());
+  std::vector<bool> unclipped(r.size());
+  for (size_t k = 0; k < r.size(); ++k) {
+    const double c = std::clamp(r[k], 1.0 - clip_eps, 1.0 + clip_eps);
+    clipped_loss[k] = -c * av[k];
+    unclipped[k] = r[k] * av[k] <= c * av[k];
+    if (clipped) *clipped += !unclipped[k];
+  }
+  const Tensor cond = Tensor::from_vector(unclipped, logp.shape()).to(device);
+  return where(cond, mul(ratio, Var(neg(a))),
+               Var(Tensor::from_vector(clipped_loss, logp.shape()).to(device, dtype)));
 }
 
 Var linear_kl_div(const Var& hidden, const Var& weight, const Tensor& teacher, double temperature,

@@ -183,4 +183,10 @@ Var QwenForCausalLM::token_losses(const Var& hidden, const Tensor& labels) const
   return linear_cross_entropy(h, head_weight(), labels.reshape({-1}));
 }
 
+Var QwenForCausalLM::token_losses(const Var& hidden, const std::vector<int64_t>& rows,
+                                  const Tensor& targets, Tensor* entropy) const {
+  const Var h = reshape(hidden, {-1, config_.hidden_size});
+  return linear_cross_entropy_at(h, head_weight(), rows, targets, 0, entropy);
+}
+
 }  // namespace sprig

@@ -111,6 +111,11 @@ class QwenForCausalLM : public Module {
   // Per-token loss (B*T) f32 of the final hidden states (B, T, H) against pre-shifted labels
   // (B, T) (ignore_index -100), in row chunks so no (B*T, V) logits tensor is ever held.
   Var token_losses(const Var& hidden, const Tensor& labels) const;
+  // The loss (K) of K predictions: prediction k is made at row rows[k] of the flattened hidden
+  // states (B*T, H), ascending, of token targets[k] (K) i64 (nn/loss.h linear_cross_entropy_at:
+  // the head runs once per predicting row, never on the others).
+  Var token_losses(const Var& hidden, const std::vector<int64_t>& rows, const Tensor& targets,
+                   Tensor* entropy = nullptr) const;
 
  private:
   QwenConfig config_;

@@ -30,9 +30,10 @@ std::string written(const YAML::Node& n) {
 const std::map<std::string, std::vector<std::string>>& schema() {
   static const std::map<std::string, std::vector<std::string>> s = {
       {"",
-       {"run_dir", "seed", "device", "model", "target", "draft", "data", "train", "optimizer",
-        "scheduler", "log", "checkpoint", "val"}},
+       {"run_dir", "seed", "device", "model", "target", "draft", "data", "loss", "train",
+        "optimizer", "scheduler", "log", "checkpoint", "val"}},
       {"model", {"path", "config", "dtype"}},
+      {"loss", {"type", "average", "clip_eps"}},
       {"target", {"path", "config"}},
       {"draft",
        {"mask_token_id",
@@ -218,6 +219,27 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
   if (!(d.prefix_weight_base > 0)) fail("draft.prefix_weight_base must be positive");
 }
 
+void parse_loss(YAML::Node& root, TrainConfig& c) {
+  const std::string type = get<std::string>(root, "loss", "type", "sft");
+  if (type != "sft" && type != "pg") fail("loss.type must be sft or pg, got '" + type + "'");
+  c.loss.type = type == "sft" ? LossType::sft : LossType::pg;
+  if (c.loss.type == LossType::sft) {
+    for (const char* key : {"average", "clip_eps"})
+      if (present(root["loss"][key])) fail(std::string("loss.") + key + " applies to loss.type pg");
+    return;
+  }
+  const std::string average = get<std::string>(root, "loss", "average", "token");
+  if (average != "token" && average != "sequence")
+    fail("loss.average must be token or sequence, got '" + average + "'");
+  c.loss.average = average == "token" ? LossAverage::token : LossAverage::sequence;
+  c.loss.clip_eps = get<double>(root, "loss", "clip_eps", 0.0);
+  if (!(c.loss.clip_eps >= 0 && c.loss.clip_eps < 1))
+    fail("loss.clip_eps must be in [0, 1) (0: no clipping), got " +
+         written(root["loss"]["clip_eps"]));
+  if (c.data.format != data::DataFormat::rollouts)
+    fail("loss.type pg trains on rollouts: set data.format rollouts (records with \"advantages\")");
+}
+
 }  // namespace
 
 const char* recipe_name(RecipeKind kind) {
@@ -283,6 +305,11 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     if (c.model_dtype != "bf16" && c.model_dtype != "f32")
       fail(std::string(dtype_section) + ".dtype must be bf16 or f32, got '" + c.model_dtype + "'");
     c.data = data::parse_data_config(root);
+    if (dflash && present(root["loss"]))
+      fail(
+          std::string("loss: is a section of sprig train sft; the draft recipes set their loss "
+                      "in draft:"));
+    if (!dflash) parse_loss(root, c);
 
     c.max_steps = get<int64_t>(root, "train", "max_steps", 0);
     c.num_epochs = get<int64_t>(root, "train", "num_epochs", 1);

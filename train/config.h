@@ -5,6 +5,7 @@
 //   seed: 0
 //   device: auto                 # auto | cpu | cuda
 //   model: {path: ckpt/}         # or {config: config.json} for a fresh random init
+//   loss: {type: sft}            # sft | pg (LossConfig; sft recipe only)
 //   data: {...}                  # data/config.h
 //   train: {max_steps: 100, grad_accumulation_steps: 1, max_grad_norm: 1.0}
 //   optimizer: {lr: 1e-4, betas: [0.9, 0.999], weight_decay: 0.0, eps: 1e-8}
@@ -56,6 +57,20 @@ struct DFlashConfig {
 // summed weight (every supervised token weighs the same, however the micro-batches are filled).
 enum class LossNormalization { mean, tokens };
 
+// The `loss:` section of `sprig train sft` (docs/semantics.md §1.7):
+//   loss: {type: sft, average: token, clip_eps: 0.0}
+// sft: cross-entropy of every supervised token. pg: the policy-gradient loss -A * log p(token) of
+// folded rollouts that carry advantages; each token weighs 1 (average: token) or 1 / the number of
+// scored tokens of its completion (average: sequence, then the mean is over completions); with
+// clip_eps > 0, PPO's clipped ratio against the records' old_logprobs.
+enum class LossType { sft, pg };
+enum class LossAverage { token, sequence };
+struct LossConfig {
+  LossType type = LossType::sft;
+  LossAverage average = LossAverage::token;
+  double clip_eps = 0.0;
+};
+
 struct TrainConfig {
   RecipeKind recipe = RecipeKind::sft;
   std::string run_dir;
@@ -64,6 +79,7 @@ struct TrainConfig {
   std::string model_path, model_config;  // sft: exactly one is set
   std::string model_dtype = "bf16";      // compute dtype on CUDA (CPU always trains in f32)
   DFlashConfig dflash;                   // the draft recipes only
+  LossConfig loss;                       // sft only
   data::DataConfig data;
 
   int64_t max_steps = 0;  // 0: num_epochs over the training data

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "data/batch.h"
 #include "data/packing.h"
 #include "tests/data/data_test_util.h"
+#include "tests/test_util.h"
 
 namespace sprig::data {
 namespace {
@@ -109,6 +112,87 @@ TEST(Fold, SeveralGroupsPerRowAndSeveralRows) {
   EXPECT_EQ(b.groups[2].row, 1);
   EXPECT_EQ(b.groups[2].offset, 0);
   EXPECT_EQ(b.groups[2].sample_paths, (Paths{{1}, {2}}));
+}
+
+// The example: completions [10, 11, 12] and [20, 21] under one prompt score 3 tokens in
+// the reference layout and all 5 with the first token of each supervised from the last prompt
+// position.
+TEST(ScoredTokens, TheFirstTokenOfEachCompletionFromTheLastPromptPosition) {
+  const Corpus corpus = folded_corpus({{{1, 2}, {{10, 11, 12}, {20, 21}}}});
+  const Batch b = collate(corpus, plan_rows(corpus, {Packing::fold, 7}), {0}, 0);
+  const ScoredTokens plain = scored_tokens(b, false);
+  EXPECT_EQ(plain.rows, i64({2, 3, 5}));
+  EXPECT_EQ(plain.targets, i64({11, 12, 21}));
+  EXPECT_EQ(plain.positions, i64({3, 4, 6}));
+  EXPECT_EQ(plain.sequences, i64({0, 0, 1}));
+  EXPECT_EQ(plain.num_sequences, 2);
+  const ScoredTokens all = scored_tokens(b, true);
+  EXPECT_EQ(all.rows, i64({1, 1, 2, 3, 5}));
+  EXPECT_EQ(all.targets, i64({10, 20, 11, 12, 21}));
+  EXPECT_EQ(all.positions, i64({2, 5, 3, 4, 6}));
+  EXPECT_EQ(all.sequences, i64({0, 1, 0, 0, 1}));
+}
+
+// The batch of SeveralGroupsPerRowAndSeveralRows: rows of 10 [g0 g1 pad] [g2 pad], g2 without a
+// prompt (its first tokens have no predicting position).
+TEST(ScoredTokens, SeveralGroupsPerRowAndAGroupWithoutPrompt) {
+  const Corpus corpus = folded_corpus(
+      {{{1, 2}, {{3}, {4, 5}}}, {{6}, {{7, 8, 9}}}, {{}, {{10, 11, 12}, {13, 14, 15}}}});
+  const Batch b = collate(corpus, plan_rows(corpus, {Packing::fold, 10}), {0, 1}, 0);
+  const ScoredTokens s = scored_tokens(b, true);
+  EXPECT_EQ(s.rows, i64({1, 1, 3, 5, 6, 7, 10, 11, 13, 14}));
+  EXPECT_EQ(s.targets, i64({3, 4, 5, 7, 8, 9, 11, 12, 14, 15}));
+  EXPECT_EQ(s.positions, i64({2, 3, 4, 6, 7, 8, 11, 12, 14, 15}));
+  EXPECT_EQ(s.sequences, i64({0, 1, 1, 2, 2, 2, 3, 3, 4, 4}));
+  EXPECT_EQ(s.num_sequences, 5);
+  EXPECT_EQ(scored_tokens(b, false).size(), 7);
+}
+
+TEST(ScoredTokens, DocumentsAreTheSequencesOfAPackedBatch) {
+  Corpus corpus;
+  corpus.sources = {"mem"};
+  corpus.docs = {{{1, 2, 3}, {2, 3, -100}}, {{4, 5}, {5, -100}}};
+  const Batch b = collate(corpus, plan_rows(corpus, {Packing::bfd, 6}), {0}, 0);
+  const ScoredTokens s = scored_tokens(b, true);  // no folded group: no first-token prediction
+  EXPECT_EQ(s.rows, i64({0, 1, 3}));
+  EXPECT_EQ(s.targets, i64({2, 3, 5}));
+  EXPECT_EQ(s.sequences, i64({0, 0, 1}));
+  EXPECT_EQ(s.num_sequences, 2);
+}
+
+TEST(Fold, AdvantagesAndOldLogProbsFollowTheirTokens) {
+  RolloutGroup g{{1, 2}, {{10, 11}, {20}}};
+  g.advantages = {0.5f, -1.0f};
+  g.old_logprobs = {{-0.25f, -1.5f}, {-2.0f}};
+  const Document d = fold(g);
+  EXPECT_EQ(d.advantages, (std::vector<float>{0, 0, 0.5f, 0.5f, -1.0f}));
+  EXPECT_EQ(d.old_logprobs, (std::vector<float>{0, 0, -0.25f, -1.5f, -2.0f}));
+  Corpus corpus = folded_corpus({g, {{3}, {{30, 31}}}});
+  const PackPlan plan = plan_rows(corpus, {Packing::fold, 6});
+  ASSERT_EQ(plan.rows.size(), 2u);
+  const Batch b = collate(corpus, plan, {0}, 0);
+  EXPECT_EQ(b.advantages.to_vector<float>(), (std::vector<float>{0, 0, 0.5f, 0.5f, -1.0f, 0}));
+  EXPECT_EQ(b.old_logprobs.to_vector<float>(), (std::vector<float>{0, 0, -0.25f, -1.5f, -2.0f, 0}));
+  EXPECT_FALSE(collate(corpus, plan, {1}, 0).advantages.defined());
+  EXPECT_EQ(::sprig::testing::invalid_argument_message([&] {
+              collate(corpus, plan, {0, 1}, 0);
+            }),
+            "[collate] mem:0 has no advantages while mem:0 in the same batch has");
+
+  g.advantages = {1.0f};
+  EXPECT_EQ(::sprig::testing::invalid_argument_message([&] { fold(g); }),
+            "[fold] 1 advantages for 2 completions (give one per completion)");
+  g.advantages = {1.0f, std::nanf("")};
+  EXPECT_EQ(::sprig::testing::invalid_argument_message([&] { fold(g); }),
+            "[fold] advantage 1 is not finite");
+  g.advantages = {};
+  g.old_logprobs = {{-0.25f}, {-2.0f}};
+  EXPECT_EQ(::sprig::testing::invalid_argument_message([&] { fold(g); }),
+            "[fold] completion 0 has 2 tokens but 1 old log-probs");
+  g.old_logprobs = {{-0.25f, 0.5f}, {-2.0f}};
+  EXPECT_EQ(::sprig::testing::invalid_argument_message([&] { fold(g); }),
+            "[fold] old log-prob 1 of completion 0 = 0.500000 is not a log-probability (finite "
+            "and <= 0)");
 }
 
 TEST(MockRollouts, ShapesRangeAndDeterminism) {

@@ -158,6 +158,27 @@ TEST(Readers, RolloutsFoldedWithErrors) {
             ":1: \"completions\" must be an array");
   EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": [[2], [3, 8]]}\n", 8),
             ":1: \"completions\"[1][1] = 8 is not a token id in [0, 8)");
+  // Policy-gradient fields.
+  const std::string group = "{\"prompt_ids\": [1], \"completions\": [[2, 3], [4]], ";
+  EXPECT_EQ(error(group + "\"advantages\": [1.5]}\n"),
+            ":1: [fold] 1 advantages for 2 completions (give one per completion)");
+  EXPECT_EQ(error(group + "\"advantages\": [1, \"x\"]}\n"),
+            ":1: \"advantages\"[1] is not a number: \"x\"");
+  EXPECT_EQ(error(group + "\"advantages\": 1}\n"),
+            ":1: \"advantages\" must be an array of numbers");
+  EXPECT_EQ(error(group + "\"old_logprobs\": [[-1, -2], [-0.5, -1]]}\n"),
+            ":1: [fold] completion 1 has 1 tokens but 2 old log-probs");
+  EXPECT_EQ(error(group + "\"old_logprobs\": [[-1, 2], [-0.5]]}\n"),
+            ":1: [fold] old log-prob 1 of completion 0 = 2.000000 is not a log-probability (finite "
+            "and <= 0)");
+  EXPECT_EQ(error(group + "\"old_logprobs\": [-1, -2]}\n"),
+            ":1: \"old_logprobs\"[0] must be an array of numbers");
+  TempFile with(group + "\"advantages\": [1.5, -0.5], \"old_logprobs\": [[-1, -2], [-0.5]]}\n");
+  docs.clear();
+  read_rollouts(with.path(), {}, bad, [&](Document&& d) { docs.push_back(std::move(d)); });
+  ASSERT_EQ(docs.size(), 1u);
+  EXPECT_EQ(docs[0].advantages, (std::vector<float>{0, 1.5f, 1.5f, -0.5f}));
+  EXPECT_EQ(docs[0].old_logprobs, (std::vector<float>{0, -1, -2, -0.5f}));
 }
 
 // An llm.c token shard holding `tokens` (version 2: uint32, version 1: uint16).

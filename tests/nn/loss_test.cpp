@@ -178,5 +178,115 @@ TEST(LinearKlDiv, RejectsBadShapes) {
             "[linear_kl_div] hidden [4, 6] and weight [7, 5] must be (N, H) and (V, H)");
 }
 
+// Predictions at rows {0, 2, 2, 2, 5, 9, 9}: shared rows, skipped rows, the last row.
+const std::vector<int64_t> kRows = {0, 2, 2, 2, 5, 9, 9};
+Tensor prediction_targets() { return Tensor::from_vector<int64_t>({3, 0, 6, 0, 2, 1, 5}, {7}); }
+
+TEST(LinearCrossEntropyAt, EqualsTheLossOfEachPredictionsRowAndComputesSharedRowsOnce) {
+  const Tensor h0 = testing::rand_normal({N, H}, 11), w0 = testing::rand_normal({V, H}, 12);
+  const Tensor seed = testing::rand_normal({7}, 13);
+  const Tensor rows = Tensor::from_vector(kRows, {7});
+  for (int64_t chunk : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{64}}) {
+    Var h(h0.clone(), true), w(w0.clone(), true);
+    Tensor entropy;
+    const Var loss = linear_cross_entropy_at(h, w, kRows, prediction_targets(), chunk, &entropy);
+    ASSERT_EQ(loss.shape(), (Shape{7}));
+    loss.backward(seed);
+    // Reference: every prediction's row copied out, then the plain per-row loss.
+    Var hp(h0.clone(), true), wp(w0.clone(), true);
+    const Var logits = matmul(index_select(hp, 0, rows), wp, false, true);
+    const Var expected = cross_entropy(logits, prediction_targets());
+    expected.backward(seed);
+    EXPECT_TRUE(testing::all_close(loss.value(), expected.value(), 1e-6, 1e-5)) << chunk;
+    EXPECT_TRUE(testing::all_close(h.grad(), hp.grad(), 1e-6, 1e-5)) << chunk;
+    EXPECT_TRUE(testing::all_close(w.grad(), wp.grad(), 1e-6, 1e-5)) << chunk;
+    // H = -sum p log p of each prediction's row.
+    const Tensor p = softmax(logits.value(), 1);
+    const Tensor naive_entropy = neg(sum(mul(p, log(p)), 1));
+    EXPECT_TRUE(testing::all_close(entropy, naive_entropy, 1e-6, 1e-5)) << chunk;
+    // Rows without a prediction get no gradient.
+    EXPECT_EQ(testing::max_abs_diff(h.grad().select(0, 1), Tensor::zeros({H})), 0.0);
+  }
+}
+
+TEST(LinearCrossEntropyAt, GradcheckF64WithSharedRows) {
+  for (int64_t chunk : {int64_t{1}, int64_t{3}}) {
+    const GradcheckResult r = gradcheck(
+        [&](const std::vector<Var>& in) {
+          return linear_cross_entropy_at(in[0], in[1], kRows, prediction_targets(), chunk);
+        },
+        {testing::rand_normal({N, H}, 14, DType::f64),
+         testing::rand_normal({V, H}, 15, DType::f64)});
+    EXPECT_TRUE(r.ok) << "chunk " << chunk << ": " << r.message;
+  }
+}
+
+TEST(LinearCrossEntropyAt, RejectsRowsOutOfOrderOrRange) {
+  const Var h(Tensor::zeros({4, H})), w(Tensor::zeros({V, H}));
+  const Tensor t = Tensor::zeros({2}, DType::i64);
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_cross_entropy_at(h, w, {2, 1}, t);
+            }),
+            "[linear_cross_entropy_at] rows must ascend within [0, 4), got 1 at 1");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_cross_entropy_at(h, w, {0, 4}, t);
+            }),
+            "[linear_cross_entropy_at] rows must ascend within [0, 4), got 4 at 1");
+  EXPECT_EQ(testing::invalid_argument_message([&] { linear_cross_entropy_at(h, w, {0}, t); }),
+            "[linear_cross_entropy_at] hidden [4, 6] must be (N, H) and targets [2] (1), one per "
+            "row given");
+}
+
+TEST(PolicyGradientLosses, ReinforceAndPpoClippingByHand) {
+  const std::vector<double> logp = {-1.0, -2.0, -0.5, -3.0}, old = {-1.0, -2.5, -0.7, -2.0};
+  const std::vector<float> adv = {2.0f, 1.0f, -1.0f, -0.5f};
+  const Tensor a = Tensor::from_vector(adv, {4});
+  Var lp(Tensor::from_vector(logp, {4}), true);
+  const Var plain = policy_gradient_losses(lp, a, Tensor(), 0.0);
+  EXPECT_TRUE(testing::all_close(plain.value(),
+                                 Tensor::from_vector<double>({2, 2, -0.5, -1.5}, {4}), 0, 1e-12));
+  // eps 0.2: r = (1, e^0.5, e^0.2, e^-1). Entry 1 (A > 0, r > 1.2) and entry 3 (A < 0, r < 0.8)
+  // are clipped to constants; entries 0 and 2 (A < 0, r > 1.2: the pessimistic side) keep -r A.
+  int64_t clipped = -1;
+  const Var ppo =
+      policy_gradient_losses(lp, a, Tensor::from_vector(old, {4}, DType::f32), 0.2, &clipped);
+  EXPECT_EQ(clipped, 2);
+  const double r2 = std::exp(0.2);
+  EXPECT_TRUE(testing::all_close(ppo.value(),
+                                 Tensor::from_vector<double>({-2.0, -1.2, r2, 0.4}, {4}), 0, 1e-6));
+  ppo.backward(Tensor::ones({4}, DType::f64));
+  EXPECT_TRUE(
+      testing::all_close(lp.grad(), Tensor::from_vector<double>({-2.0, 0, r2, 0}, {4}), 0, 1e-6));
+  // The unit-advantage, unclipped loss is the negative log-likelihood.
+  EXPECT_TRUE(testing::all_close(policy_gradient_losses(lp, Tensor::ones({4}), Tensor(), 0).value(),
+                                 Tensor::from_vector<double>({1, 2, 0.5, 3}, {4}), 0, 1e-12));
+}
+
+TEST(PolicyGradientLosses, GradcheckF64ThroughTheHead) {
+  const Tensor adv = testing::rand_normal({7}, 16);
+  const Tensor old = mul(testing::rand_uniform({7}, 0.5, 2.0, 17), -1.0);
+  for (double eps : {0.0, 0.2}) {
+    const GradcheckResult r = gradcheck(
+        [&](const std::vector<Var>& in) {
+          return policy_gradient_losses(
+              neg(linear_cross_entropy_at(in[0], in[1], kRows, prediction_targets(), 2)), adv, old,
+              eps);
+        },
+        {testing::rand_normal({N, H}, 18, DType::f64),
+         testing::rand_normal({V, H}, 19, DType::f64)});
+    EXPECT_TRUE(r.ok) << "eps " << eps << ": " << r.message;
+  }
+}
+
+TEST(PolicyGradientLosses, ClippingNeedsOldLogProbsOfEveryEntry) {
+  const Var lp(Tensor::zeros({3}));
+  EXPECT_EQ(testing::invalid_argument_message(
+                [&] { policy_gradient_losses(lp, Tensor::zeros({2}), Tensor(), 0); }),
+            "[policy_gradient_losses] advantages [2] must match logp [3]");
+  EXPECT_EQ(testing::invalid_argument_message(
+                [&] { policy_gradient_losses(lp, Tensor::zeros({3}), Tensor(), 0.2); }),
+            "[policy_gradient_losses] clipping needs old log-probs [3], got none");
+}
+
 }  // namespace
 }  // namespace sprig

@@ -183,6 +183,44 @@ TEST(TrainConfig, BadValuesNameTheKey) {
                "[config] cannot open /nonexistent/c.yaml"));
 }
 
+TEST(TrainConfig, LossSectionAndFirstTokenSupervision) {
+  const std::string rollouts =
+      "run_dir: runs/x\n"
+      "model: {config: m.json}\n"
+      "data: {train: r.jsonl, format: rollouts, seq_len: 32}\n";
+  const TrainConfig sft = load(rollouts);
+  EXPECT_EQ(sft.loss.type, LossType::sft);
+  EXPECT_FALSE(sft.data.supervise_first_token);
+  const TrainConfig pg =
+      load(rollouts, {"loss.type=pg", "loss.average=sequence", "loss.clip_eps=0.2",
+                      "data.rollouts.supervise_first_token=true"});
+  EXPECT_EQ(pg.loss.type, LossType::pg);
+  EXPECT_EQ(pg.loss.average, LossAverage::sequence);
+  EXPECT_EQ(pg.loss.clip_eps, 0.2);
+  EXPECT_TRUE(pg.data.supervise_first_token);
+  EXPECT_EQ(load(rollouts, {"loss.type=pg"}).loss.average, LossAverage::token);
+
+  EXPECT_TRUE(
+      contains(load_error(rollouts, {"loss.type=ppo"}), "loss.type must be sft or pg, got 'ppo'"));
+  EXPECT_TRUE(contains(load_error(rollouts, {"loss.clip_eps=0.2"}),
+                       "loss.clip_eps applies to loss.type pg"));
+  EXPECT_TRUE(contains(load_error(rollouts, {"loss.type=pg", "loss.average=mean"}),
+                       "loss.average must be token or sequence, got 'mean'"));
+  EXPECT_TRUE(contains(load_error(rollouts, {"loss.type=pg", "loss.clip_eps=1.5"}),
+                       "loss.clip_eps must be in [0, 1) (0: no clipping), got 1.5"));
+  EXPECT_TRUE(contains(load_error(rollouts, {"loss.typ=pg"}),
+                       "unknown key loss.typ (did you mean loss.type?)"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"loss.type=pg"}),
+                       "loss.type pg trains on rollouts: set data.format rollouts"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"data.rollouts.supervise_first_token=true"}),
+                       "data.rollouts applies to format rollouts, not documents"));
+  EXPECT_TRUE(contains(load_error(rollouts, {"data.rollouts.supervise_first=true"}),
+                       "unknown key data.rollouts.supervise_first (did you mean "
+                       "data.rollouts.supervise_first_token?)"));
+  EXPECT_TRUE(contains(load_error(rollouts, {"data.rollouts.supervise_first_token=2"}),
+                       "data.rollouts.supervise_first_token must be true or false"));
+}
+
 TEST(TrainConfig, OutOfRangeValuesNameTheKeyAndTheValue) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"optimizer.betas=[0.9, 1.0]", "optimizer.betas must both be in [0, 1), got [0.9, 1.0]"},

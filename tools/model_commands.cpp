@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/batch.h"
 #include "data/prefix_tree.h"
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
@@ -18,6 +19,7 @@
 #include "tools/commands.h"
 #include "tools/jsonl.h"
 #include "tools/options.h"
+#include "train/batch_input.h"
 
 namespace sprig::tools {
 
@@ -44,12 +46,6 @@ std::unique_ptr<QwenForCausalLM> load_placed(const std::string& dir, const Place
   return model;
 }
 
-// One record of a score file as a model input plus its pre-shifted labels.
-struct ScoreItem {
-  QwenInput input;
-  Tensor labels;  // (1, T)
-};
-
 std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
                              const std::string& where) {
   if (!j.is_array() || j.empty())
@@ -67,69 +63,88 @@ std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
   return ids;
 }
 
+std::vector<int32_t> id_list32(const json& j, const char* what, int64_t vocab,
+                               const std::string& where) {
+  const std::vector<int64_t> ids = id_list(j, what, vocab, where);
+  return {ids.begin(), ids.end()};
+}
+
+// One record of a score file as a one-row batch without padding (data/batch.h):
 // {"input_ids"}: one causal sequence. {"documents"}: one packed row, each document causal with its
-// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of docs/semantics.md
-// §1.
-ScoreItem parse_score_record(const json& rec, const QwenConfig& config, const std::string& where,
-                             Device device) {
-  const int64_t vocab = config.vocab_size;
-  std::vector<int64_t> ids, positions, labels;
-  // The record's row as tensors on the device: (1, T).
-  auto row = [&](const std::vector<int64_t>& values) {
-    return Tensor::from_vector(values, {1, static_cast<int64_t>(values.size())}, device);
-  };
-  auto append_sequence = [&](const std::vector<int64_t>& seq) {
-    for (size_t t = 0; t < seq.size(); ++t) {
-      ids.push_back(seq[t]);
-      positions.push_back(static_cast<int64_t>(t));
-      labels.push_back(t + 1 < seq.size() ? seq[t + 1] : -100);
-    }
-  };
+// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of
+// docs/semantics.md §1.
+data::Batch parse_score_record(const json& rec, int64_t vocab, const std::string& where) {
   int layouts = 0;
   for (const char* key : {"input_ids", "documents", "prompt_ids"}) layouts += rec.contains(key);
   if (layouts > 1)
     throw std::runtime_error(where +
                              ": a record holds one layout: \"input_ids\", \"documents\", or "
                              "\"prompt_ids\" with \"completions\", not several");
+  data::Corpus corpus;
+  corpus.sources = {where};
+  // A sequence with its next-token labels (the last token predicts nothing).
+  const auto sequence = [](std::vector<int32_t> ids) {
+    data::Document doc;
+    doc.labels.assign(ids.begin() + 1, ids.end());
+    doc.labels.push_back(data::kIgnoreIndex);
+    doc.input_ids = std::move(ids);
+    return doc;
+  };
   if (rec.contains("input_ids")) {
-    append_sequence(id_list(rec["input_ids"], "input_ids", vocab, where));
-    return {causal_input(row(ids), config), row(labels)};
-  }
-  if (rec.contains("documents")) {
+    corpus.docs.push_back(sequence(id_list32(rec["input_ids"], "input_ids", vocab, where)));
+  } else if (rec.contains("documents")) {
     const json& docs = rec["documents"];
     if (!docs.is_array() || docs.empty())
       throw std::runtime_error(where + ": \"documents\" must be a non-empty list of id lists");
-    std::vector<int64_t> lens;
-    for (const json& d : docs) {
-      const std::vector<int64_t> seq = id_list(d, "documents", vocab, where);
-      lens.push_back(static_cast<int64_t>(seq.size()));
-      append_sequence(seq);
-    }
-    return {documents_input(row(ids), row(positions), {lens}, config), row(labels)};
-  }
-  if (rec.contains("prompt_ids") && rec.contains("completions")) {
+    for (const json& d : docs)
+      corpus.docs.push_back(sequence(id_list32(d, "documents", vocab, where)));
+  } else if (rec.contains("prompt_ids") && rec.contains("completions")) {
     data::RolloutGroup group;
-    for (int64_t id : id_list(rec["prompt_ids"], "prompt_ids", vocab, where))
-      group.prompt_ids.push_back(static_cast<int32_t>(id));
+    group.prompt_ids = id_list32(rec["prompt_ids"], "prompt_ids", vocab, where);
     if (!rec["completions"].is_array() || rec["completions"].empty())
       throw std::runtime_error(where + ": \"completions\" must be a non-empty list of id lists");
-    for (const json& c : rec["completions"]) {
-      group.completions.emplace_back();
-      for (int64_t id : id_list(c, "completions", vocab, where))
-        group.completions.back().push_back(static_cast<int32_t>(id));
-    }
-    const data::Document doc = data::fold(group);
-    ids.assign(doc.input_ids.begin(), doc.input_ids.end());
-    labels.assign(doc.labels.begin(), doc.labels.end());
-    positions.resize(ids.size());
-    data::write_tree_positions(doc.node_lengths, positions.data());
-    const PrefixTree tree{{doc.node_lengths.begin(), doc.node_lengths.end()},
-                          data::tree_sample_paths(doc.node_lengths)};
-    return {prefix_tree_input(row(ids), row(positions), {{tree}}, {0}, config), row(labels)};
+    for (const json& c : rec["completions"])
+      group.completions.push_back(id_list32(c, "completions", vocab, where));
+    corpus.docs.push_back(data::fold(group));
+    corpus.folded = true;
+  } else {
+    throw std::runtime_error(where +
+                             ": a record needs \"input_ids\", \"documents\", or "
+                             "\"prompt_ids\" and \"completions\"");
   }
-  throw std::runtime_error(where +
-                           ": a record needs \"input_ids\", \"documents\", or "
-                           "\"prompt_ids\" and \"completions\"");
+  data::PackPlan plan;
+  plan.rows.emplace_back();
+  for (size_t i = 0; i < corpus.docs.size(); ++i) {
+    plan.rows[0].push_back({static_cast<int64_t>(i), corpus.docs[i].size()});
+    plan.seq_len += corpus.docs[i].size();
+  }
+  return data::collate(corpus, plan, {0}, /*pad_id=*/0);
+}
+
+// `--logprobs`: the scored tokens' log-probs (and entropies) per sequence, [sequences, longest]
+// f32 with zeros past each one's length, and the lengths (I64).
+std::vector<SafetensorsEntry> logprob_entries(const std::string& prefix,
+                                              const data::ScoredTokens& scored, const Tensor& nll,
+                                              const Tensor& entropy) {
+  const int64_t n = scored.num_sequences;
+  std::vector<int64_t> lengths(static_cast<size_t>(n), 0);
+  for (int64_t s : scored.sequences) ++lengths[static_cast<size_t>(s)];
+  const int64_t longest = n ? *std::max_element(lengths.begin(), lengths.end()) : 0;
+  const auto matrix = [&](const Tensor& values, double sign) {
+    const std::vector<double> v = values.to_vector<double>();
+    std::vector<float> out(static_cast<size_t>(n * longest), 0.0f);
+    std::vector<int64_t> next(static_cast<size_t>(n), 0);
+    for (int64_t k = 0; k < scored.size(); ++k) {
+      const int64_t s = scored.sequences[k];
+      out[s * longest + next[s]++] = static_cast<float>(sign * v[k]);
+    }
+    return Tensor::from_vector(out, {n, longest});
+  };
+  std::vector<SafetensorsEntry> entries = {
+      {prefix + ".logprobs", matrix(nll, -1.0)},
+      {prefix + ".lengths", Tensor::from_vector(lengths, {n})}};
+  if (entropy.defined()) entries.push_back({prefix + ".entropy", matrix(entropy, 1.0)});
+  return entries;
 }
 
 // A progress line on stderr, ended by finish() or when its scope exits (so an error message
@@ -150,55 +165,69 @@ class ProgressLine {
   bool shown_ = false;
 };
 
+// What `sprig score` writes: the logits of every record (the default), or with `logprobs` the
+// log-probs of the scored tokens (docs/semantics.md §1.7), with their entropies under `entropy`.
+struct ScoreOptions {
+  bool logprobs = false, entropy = false, supervise_first_token = false;
+};
+
 void run_score(const std::string& model_dir, const std::string& input, const std::string& out_path,
-               bool overwrite, const Placement& placement) {
+               bool overwrite, const Placement& placement, const ScoreOptions& options) {
   Output out(out_path, kSafetensorsOutput, overwrite);
   auto model = load_placed(model_dir, placement);
   const QwenConfig& config = model->config();
   const Device device = model->head_weight().device();
   NoGradGuard no_grad;
   std::vector<SafetensorsEntry> entries;
+  int64_t records = 0;
   double nll_sum = 0;
   int64_t nll_count = 0;
   size_t out_bytes = 0;
   const size_t available = cpu_memory_available();
   ProgressLine progress;
   for_each_record(input, [&](const json& rec, const std::string& where) {
-    const ScoreItem item = parse_score_record(rec, config, where, device);
-    const int64_t T = item.labels.size(1);
-    out_bytes += static_cast<size_t>(T * config.vocab_size) * sizeof(float);
+    const data::Batch batch = parse_score_record(rec, config.vocab_size, where);
+    const int64_t T = batch.seq_len();
+    const data::ScoredTokens scored = data::scored_tokens(batch, options.supervise_first_token);
+    out_bytes += static_cast<size_t>(options.logprobs ? 2 * T : T * config.vocab_size) * 4;
     if (out_bytes > available / 2)
       throw std::runtime_error(
-          where + ": the logits would hold " + std::to_string(out_bytes >> 20) +
-          " MiB by this record, over half the " + std::to_string(available >> 20) +
-          " MiB of memory available: split the input");
+          where + ": the " + (options.logprobs ? "log-probs" : "logits") + " would hold " +
+          std::to_string(out_bytes >> 20) + " MiB by this record, over half the " +
+          std::to_string(available >> 20) + " MiB of memory available: split the input");
     if (T > config.max_position_embeddings) {
       progress.finish();
       std::cerr << where << ": warning: " << T << " tokens exceed the model's "
                 << "max_position_embeddings " << config.max_position_embeddings
                 << "; positions past it were not trained\n";
     }
-    const Var hidden = model->hidden(item.input);
-    const Tensor losses = model->token_losses(hidden, item.labels).value();
-    const std::vector<float> l = losses.to_vector<float>();
-    const std::vector<int64_t> lab = item.labels.to_vector<int64_t>();
-    for (size_t t = 0; t < l.size(); ++t)
-      if (lab[t] != -100) {
-        nll_sum += l[t];
-        ++nll_count;
-      }
-    const Tensor logits = model->logits(hidden).value();  // (1, T, V)
-    entries.push_back({"logits." + std::to_string(entries.size()),
-                       logits.select(0, 0).to(Device::cpu(), DType::f32)});
-    progress.show("scored " + std::to_string(entries.size()) + " records");
+    const Var hidden = model->hidden(batch_input(batch, config, device));
+    Tensor entropy;
+    const Tensor nll =
+        model
+            ->token_losses(hidden, scored.rows,
+                           Tensor::from_vector(scored.targets, {scored.size()}, device),
+                           options.entropy ? &entropy : nullptr)
+            .value();
+    nll_sum += scored.size() ? sum_all(nll).item() : 0.0;
+    nll_count += scored.size();
+    const std::string prefix = std::to_string(records++);
+    if (options.logprobs) {
+      for (SafetensorsEntry& e : logprob_entries(prefix, scored, nll, entropy))
+        entries.push_back(std::move(e));
+    } else {
+      const Tensor logits = model->logits(hidden).value();  // (1, T, V)
+      entries.push_back({"logits." + prefix, logits.select(0, 0).to(Device::cpu(), DType::f32)});
+    }
+    progress.show("scored " + std::to_string(records) + " records");
   });
   progress.finish();
-  if (entries.empty()) throw std::runtime_error(input + ": no records");
+  if (records == 0) throw std::runtime_error(input + ": no records");
   save_safetensors(out.temp(), entries);
   out.commit();
-  std::cout << "records: " << entries.size() << "\nscored tokens: " << nll_count
-            << "\nmean next-token NLL: " << (nll_count ? nll_sum / nll_count : 0.0)
-            << "\nlogits written to " << out.path() << "\n";
+  std::cout << "records: " << records << "\nscored tokens: " << nll_count
+            << "\nmean next-token NLL: " << (nll_count ? nll_sum / nll_count : 0.0) << "\n"
+            << (options.logprobs ? "log-probs" : "logits") << " written to " << out.path() << "\n";
 }
 
 std::vector<int64_t> parse_id_csv(const std::string& s) {
@@ -298,7 +327,9 @@ void add_model_commands(CLI::App& app) {
   });
 
   CLI::App* score = app.add_subcommand(
-      "score", "Run records through a model: logits per record and the mean next-token NLL");
+      "score",
+      "Run records through a model: logits (or the scored tokens' log-probs) per record and the "
+      "mean next-token NLL");
   score->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
   score
       ->add_option("--input", input,
@@ -306,11 +337,27 @@ void add_model_commands(CLI::App& app) {
                    "(one packed row) or {\"prompt_ids\": [...], \"completions\": [[...], ...]} "
                    "(folded prefix tree)")
       ->required();
-  score->add_option("--out", out, "safetensors file receiving logits.<i> (f32, [T_i, V])")
+  score
+      ->add_option("--out", out,
+                   "safetensors file receiving logits.<i> (f32, [T_i, V]), or with --logprobs "
+                   "<i>.logprobs and <i>.lengths")
       ->required();
+  static ScoreOptions score_options;
+  score->add_flag("--logprobs", score_options.logprobs,
+                  "Write the log-prob of each scored token instead of the logits: <i>.logprobs "
+                  "(f32, [sequences, longest]; entry [j, t] is the t-th scored token of "
+                  "completion or document j, 0 past its length) and <i>.lengths (I64)");
+  score
+      ->add_flag("--entropy", score_options.entropy,
+                 "With --logprobs: also <i>.entropy, the entropy of each scored token's "
+                 "distribution")
+      ->needs("--logprobs");
+  score->add_flag("--supervise-first-token", score_options.supervise_first_token,
+                  "Folded rollouts: also score each completion's first token, from the last prompt "
+                  "position (entry t is then token t of the completion, else token t + 1)");
   add_overwrite_flag(score, overwrite);
   add_placement_options(score, placement);
-  score->callback([] { run_score(model_dir, input, out, overwrite, placement); });
+  score->callback([] { run_score(model_dir, input, out, overwrite, placement, score_options); });
 
   CLI::App* generate = app.add_subcommand("generate", "Greedy decoding with a KV cache");
   generate->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();

@@ -1,7 +1,8 @@
 // End-to-end tests of the `sprig` executable (SPRIG_BIN) on the golden tiny Qwen3:
 // `convert --from-hf` then `score` reproduces PyTorch's logits and loss; packed documents and
-// folded rollouts score like their sequences alone; `generate` equals full-forward argmax decoding;
-// bad records and bad checkpoints stop with one sentence (file:line for records) and exit code 1.
+// folded rollouts score like their sequences alone (logits, and per-token log-probs); `generate`
+// equals full-forward argmax decoding; bad records and bad checkpoints stop with one sentence
+// (file:line for records) and exit code 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,6 +150,66 @@ TEST_F(SprigCli, FoldedRolloutsScoreLikeEachCompletionAlone) {
         << "completion " << j;
     row += n;
   }
+}
+
+// `score --logprobs`: one folded forward gives each completion token's log-prob (and entropy) as
+// scoring prompt ++ completion alone does; lengths count C_j tokens with the first one supervised,
+// C_j - 1 without.
+TEST_F(SprigCli, LogprobsOfFoldedRolloutsEqualEachCompletionScoredAlone) {
+  const std::vector<int64_t> prompt = {11, 52, 7, 3, 90, 41};
+  const std::vector<std::vector<int64_t>> completions = {
+      {6, 6, 20, 1}, {73, 2, 2, 58, 31, 8, 95}, {14}};
+  std::string text = "{\"prompt_ids\": " + ids_json(prompt) +
+                     ", \"completions\": " + nlohmann::json(completions).dump() + "}\n";
+  for (const auto& c : completions) {
+    std::vector<int64_t> seq = prompt;
+    seq.insert(seq.end(), c.begin(), c.end());
+    text += "{\"input_ids\": " + ids_json(seq) + "}\n";
+  }
+  testing::write_text(dir + "/records.jsonl", text);
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  for (bool first : {true, false}) {
+    const RunResult r = run_sprig("score --device cpu --model " + model + " --input " + dir +
+                                      "/records.jsonl --logprobs --entropy --out " + logits_path +
+                                      " --overwrite" + (first ? " --supervise-first-token" : ""),
+                                  dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const SafetensorsFile out(logits_path);
+    EXPECT_EQ(out.load("0.lengths").to_vector<int64_t>(),
+              (first ? std::vector<int64_t>{4, 7, 1} : std::vector<int64_t>{3, 6, 0}));
+    const Tensor folded = out.load("0.logprobs"), entropy = out.load("0.entropy");
+    ASSERT_EQ(folded.shape(), (Shape{3, first ? 7 : 6}));
+    EXPECT_EQ(out.tensors().size(), 12u);  // logprobs, lengths, entropy of 4 records
+    for (size_t j = 0; j < completions.size(); ++j) {
+      const std::string alone = std::to_string(j + 1);
+      EXPECT_EQ(out.load(alone + ".lengths").to_vector<int64_t>(),
+                std::vector<int64_t>{P + static_cast<int64_t>(completions[j].size()) - 1});
+      // Entry t of the sequence alone predicts its token t + 1.
+      const int64_t shift = first ? 1 : 0,
+                    n = static_cast<int64_t>(completions[j].size()) - 1 + shift;
+      const Tensor want = out.load(alone + ".logprobs").select(0, 0).narrow(0, P - shift, n);
+      const Tensor got = folded.select(0, static_cast<int64_t>(j)).narrow(0, 0, n);
+      EXPECT_TRUE(testing::all_close(got, want, 1e-5, 1e-5)) << "completion " << j;
+      EXPECT_TRUE(testing::all_close(
+          entropy.select(0, static_cast<int64_t>(j)).narrow(0, 0, n),
+          out.load(alone + ".entropy").select(0, 0).narrow(0, P - shift, n), 1e-5, 1e-5));
+      // Past its length, a completion's row holds zeros.
+      const int64_t width = folded.size(1);
+      if (n < width) {
+        const Tensor tail = folded.select(0, static_cast<int64_t>(j)).narrow(0, n, width - n);
+        EXPECT_EQ(testing::max_abs_diff(tail, Tensor::zeros({width - n})), 0.0);
+      }
+      if (n > 0) EXPECT_LT(got.to_vector<float>()[0], 0.0f);
+    }
+    EXPECT_NE(r.out.find("scored tokens: " + std::to_string((first ? 12 : 9) + 9 + 12 + 6)),
+              std::string::npos)
+        << r.out;
+  }
+  const RunResult usage = run_sprig("score --device cpu --model " + model + " --input " + dir +
+                                        "/records.jsonl --entropy --out " + logits_path,
+                                    dir);
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_NE(usage.err.find("--entropy requires --logprobs"), std::string::npos) << usage.err;
 }
 
 TEST_F(SprigCli, GenerateEqualsFullForwardArgmax) {

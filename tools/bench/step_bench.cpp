@@ -1,18 +1,23 @@
-// `sprig bench step`: one SFT training step (forward, backward, AdamW) on a shared-prefix rollout
+// `sprig bench step`: one training step (forward, backward, AdamW) on a shared-prefix rollout
 // group of N completions of C tokens after a prompt of P tokens, in two layouts with the same
-// supervised tokens: the prefix tree (the group folded into one row of P + N*C tokens, prefix-tree
-// attention) and the naive layout (N rows of P + C tokens, causal attention). Prints the median
-// step times, the speed-up against the ideal token ratio N*(P+C) / (P+N*C), and the peak memory
-// of each layout.
+// scored tokens: the prefix tree (the group folded into one row of P + N*C tokens, prefix-tree
+// attention) and the naive layout (N rows of P + C tokens, causal attention). The loss is SFT's
+// cross-entropy or the policy-gradient loss (--loss pg, random advantages; --clip-eps for PPO's
+// clipping), with or without each completion's first token (--supervise-first-token). Prints the
+// median step times, the speed-up against the ideal token ratio N*(P+C) / (P+N*C) and the peak
+// memory of each layout; then the same for scoring (`sprig score --logprobs`: one forward of the
+// tree against N forwards, one per completion).
 //
 // Defaults: CPU, a 5.25M-parameter Qwen3 ("tiny": the CPU yardstick of docs/architecture.md §9),
 // N=8, P=256, C=64; CUDA, a Qwen3-0.6B-shaped model in bf16 with fp32 masters, N=8, P=2048, C=512.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "autograd/functions.h"
 #include "data/batch.h"
 #include "data/prefix_tree.h"
 #include "nn/qwen.h"
@@ -24,79 +29,110 @@
 #include "tools/commands.h"
 #include "train/batch_input.h"
 #include "train/optimizer.h"
+#include "train/sft.h"
 
 namespace sprig::tools {
 
 namespace {
 
 struct StepOptions {
-  std::string device = "auto", model;
+  std::string device = "auto", model, loss = "sft";
   int64_t completions = 8, prompt = 0, completion = 0;  // 0: the device's default
+  bool supervise_first_token = false;
+  double clip_eps = 0;
   int reps = 5;
 };
 
-// One layout of the group: the model input and the pre-shifted labels.
+// One layout of the group: its batches (the naive layout's rows one by one for scoring) and the
+// positions the model runs over.
 struct Layout {
-  QwenInput input;
-  Tensor labels;
-  int64_t tokens = 0;  // positions the model runs over
+  data::Batch batch;
+  std::vector<data::Batch> rows;  // naive only: each completion alone
+  int64_t tokens = 0;
 };
 
-Layout prefix_tree_layout(const data::RolloutGroup& group, const QwenConfig& config,
-                          Device device) {
+data::Batch collate_all(const data::Corpus& corpus, const data::PackPlan& plan) {
+  std::vector<int64_t> rows(plan.rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  return data::collate(corpus, plan, rows, 0);
+}
+
+Layout prefix_tree_layout(const data::RolloutGroup& group) {
   data::Corpus corpus;
   corpus.folded = true;
   corpus.sources = {"bench"};
   corpus.docs.push_back(data::fold(group));
   const int64_t tokens = corpus.docs[0].size();
-  const data::PackPlan plan = data::plan_rows(corpus, {data::Packing::fold, tokens});
-  const data::Batch batch = data::collate(corpus, plan, {0}, 0);
-  return {batch_input(batch, config, device), batch.labels.to(device), tokens};
+  return {collate_all(corpus, data::plan_rows(corpus, {data::Packing::fold, tokens})), {}, tokens};
 }
 
-// Row i is prompt ++ completion i; labels -100 on the prompt and on the completion's last token.
-Layout naive_layout(const data::RolloutGroup& group, const QwenConfig& config, Device device) {
-  const int64_t P = static_cast<int64_t>(group.prompt_ids.size());
-  const int64_t N = static_cast<int64_t>(group.completions.size());
-  const int64_t C = static_cast<int64_t>(group.completions[0].size());
-  std::vector<int64_t> ids, labels;
-  for (const std::vector<int32_t>& c : group.completions) {
-    ids.insert(ids.end(), group.prompt_ids.begin(), group.prompt_ids.end());
-    ids.insert(ids.end(), c.begin(), c.end());
-    labels.insert(labels.end(), static_cast<size_t>(P), data::kIgnoreIndex);
-    labels.insert(labels.end(), c.begin() + 1, c.end());
-    labels.push_back(data::kIgnoreIndex);
+// Row i is prompt ++ completion i, labelled from the last prompt position (with `first_token`) or
+// from the completion's first token on; the advantages and old log-probs follow its tokens.
+Layout naive_layout(const data::RolloutGroup& group, bool first_token) {
+  const size_t P = group.prompt_ids.size();
+  data::Corpus corpus;
+  corpus.sources = {"bench"};
+  data::PackPlan plan;
+  for (size_t j = 0; j < group.completions.size(); ++j) {
+    const std::vector<int32_t>& c = group.completions[j];
+    data::Document doc;
+    doc.input_ids = group.prompt_ids;
+    doc.input_ids.insert(doc.input_ids.end(), c.begin(), c.end());
+    doc.labels.assign(doc.input_ids.begin() + 1, doc.input_ids.end());
+    doc.labels.push_back(data::kIgnoreIndex);
+    std::fill_n(doc.labels.begin(), first_token ? P - 1 : P, data::kIgnoreIndex);
+    doc.advantages.assign(P, 0.0f);
+    doc.advantages.insert(doc.advantages.end(), c.size(), group.advantages[j]);
+    doc.old_logprobs.assign(P, 0.0f);
+    doc.old_logprobs.insert(doc.old_logprobs.end(), group.old_logprobs[j].begin(),
+                            group.old_logprobs[j].end());
+    plan.rows.push_back({{static_cast<int64_t>(j), doc.size()}});
+    plan.seq_len = doc.size();
+    corpus.docs.push_back(std::move(doc));
   }
-  const Tensor id_tensor = Tensor::from_vector(ids, {N, P + C}).to(device);
-  return {causal_input(id_tensor, config), Tensor::from_vector(labels, {N, P + C}).to(device),
-          N * (P + C)};
+  Layout layout{collate_all(corpus, plan), {}, 0};
+  for (size_t j = 0; j < plan.rows.size(); ++j)
+    layout.rows.push_back(data::collate(corpus, plan, {static_cast<int64_t>(j)}, 0));
+  layout.tokens = layout.batch.num_tokens();
+  return layout;
 }
 
 struct Measurement {
-  double seconds = 0, loss = 0;
+  double seconds = 0, loss = 0, score_seconds = 0;
   size_t peak_bytes = 0;  // above what was allocated before the layout's first step
 };
 
-// Times the training step on `layout` (after one untimed step, whose loss it reports). The AdamW
-// step runs with lr 0: the same work, weights unchanged, so both layouts see the same model and
-// their losses must agree.
+// Times the training step on `layout` (after one untimed step, whose loss it reports), then
+// scoring: the forward and the scored tokens' log-probs, the naive layout one completion at a
+// time. The AdamW step runs with lr 0: the same work, weights unchanged, so both layouts see the
+// same model and their losses must agree.
 Measurement measure(QwenForCausalLM& model, AdamW& optimizer, const Layout& layout,
-                    double inv_tokens, Device device, int reps) {
+                    const LossConfig& loss, bool first_token, Device device, int reps) {
   const bool cuda = device.is_cuda();
   if (cuda) cuda::reset_memory_peak(device.index);
   const size_t before = cuda ? cuda::memory_allocated(device.index) : cpu_memory_allocated();
   const auto step = [&] {
-    const Var loss =
-        sum_all(model.token_losses(model.hidden(layout.input), layout.labels)) * inv_tokens;
-    loss.backward();
+    const MicroBatchLoss m = next_token_loss(model, layout.batch, loss, first_token, device);
+    const Var mean = m.sum * (1.0 / m.weight);
+    mean.backward();
     optimizer.step(0.0);
     model.zero_grad();
-    return loss;
+    return mean;
   };
   Measurement m;
   m.loss = step().value().item();
   m.seconds = bench::median_seconds(device, 0, reps, [&] { step(); });
   m.peak_bytes = (cuda ? cuda::memory_peak(device.index) : cpu_memory_peak()) - before;
+  const auto score = [&](const data::Batch& batch) {
+    const data::ScoredTokens s = data::scored_tokens(batch, first_token);
+    model.token_losses(model.hidden(batch_input(batch, model.config(), device)), s.rows,
+                       Tensor::from_vector(s.targets, {s.size()}, device));
+  };
+  NoGradGuard no_grad;
+  m.score_seconds = bench::median_seconds(device, 1, reps, [&] {
+    if (layout.rows.empty()) score(layout.batch);
+    for (const data::Batch& row : layout.rows) score(row);
+  });
   return m;
 }
 
@@ -109,6 +145,11 @@ void run_bench_step(const StepOptions& o) {
   if (N < 1 || C < 2 || P < 1)
     throw std::invalid_argument(
         "[bench] need --completions >= 1, --completion >= 2, --prompt >= 1");
+  LossConfig loss;
+  loss.type = o.loss == "pg" ? LossType::pg : LossType::sft;
+  loss.clip_eps = o.clip_eps;
+  if (loss.type == LossType::sft && o.clip_eps > 0)
+    throw std::invalid_argument("[bench] --clip-eps applies to --loss pg");
 
   const QwenConfig config = bench::model_config(model_name);
   Generator gen(0);
@@ -117,6 +158,8 @@ void run_bench_step(const StepOptions& o) {
   model.to(device, cuda ? DType::bf16 : DType::f32);
   AdamW optimizer(model.named_parameters(), {}, cuda ? masters : std::map<std::string, Tensor>{});
 
+  // Random tokens and advantages; old log-probs near a fresh model's -log V, so ratios fall on
+  // both sides of a clip.
   data::RolloutGroup group;
   const auto draw = [&](int64_t n) {
     std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -124,35 +167,48 @@ void run_bench_step(const StepOptions& o) {
     return ids;
   };
   group.prompt_ids = draw(P);
-  for (int64_t i = 0; i < N; ++i) group.completions.push_back(draw(C));
-  const Layout tree = prefix_tree_layout(group, config, device);
-  const Layout naive = naive_layout(group, config, device);
-  const double inv_tokens = 1.0 / static_cast<double>(N * (C - 1));
+  const float uniform = -static_cast<float>(std::log(static_cast<double>(config.vocab_size)));
+  for (int64_t i = 0; i < N; ++i) {
+    group.completions.push_back(draw(C));
+    group.advantages.push_back(static_cast<float>(gen.next_normal()));
+    group.old_logprobs.emplace_back();
+    for (int64_t t = 0; t < C; ++t)
+      group.old_logprobs.back().push_back(uniform + 0.2f * static_cast<float>(gen.next_normal()));
+  }
+  const Layout tree = prefix_tree_layout(group);
+  const Layout naive = naive_layout(group, o.supervise_first_token);
 
   std::printf(
-      "bench step: %s (%.2fM parameters, %s) on %s; N=%lld completions, P=%lld, C=%lld; "
+      "bench step: %s (%.2fM parameters, %s) on %s; N=%lld completions, P=%lld, C=%lld; loss "
+      "%s%s%s; "
       "median of %d steps (forward, backward, AdamW)\n",
       model_name.c_str(), static_cast<double>(model.num_parameters()) / 1e6,
       cuda ? "bf16, fp32 masters" : "f32", device.str().c_str(), static_cast<long long>(N),
-      static_cast<long long>(P), static_cast<long long>(C), o.reps);
+      static_cast<long long>(P), static_cast<long long>(C), o.loss.c_str(),
+      o.clip_eps > 0 ? (" clip " + std::to_string(o.clip_eps)).c_str() : "",
+      o.supervise_first_token ? ", first tokens supervised" : "", o.reps);
   // The prefix tree runs first: CPU peak memory cannot be reset, and the naive layout's is larger.
-  const Measurement t = measure(model, optimizer, tree, inv_tokens, device, o.reps);
-  const Measurement n = measure(model, optimizer, naive, inv_tokens, device, o.reps);
-  std::printf("%-12s %8s %11s %11s %10s %16s\n", "layout", "tokens", "step (ms)", "tokens/s",
-              "loss", "peak mem (MiB)");
+  const Measurement t =
+      measure(model, optimizer, tree, loss, o.supervise_first_token, device, o.reps);
+  const Measurement n = measure(model, optimizer, naive, loss, false, device, o.reps);
+  std::printf("%-12s %8s %11s %11s %10s %16s %11s\n", "layout", "tokens", "step (ms)", "tokens/s",
+              "loss", "peak mem (MiB)", "score (ms)");
   for (const auto& [name, layout, m] :
        {std::tuple{"prefix tree", &tree, &t}, std::tuple{"naive", &naive, &n}})
-    std::printf("%-12s %8lld %11.1f %11.0f %10.4f %16.1f\n", name,
+    std::printf("%-12s %8lld %11.1f %11.0f %10.4f %16.1f %11.1f\n", name,
                 static_cast<long long>(layout->tokens), m->seconds * 1e3,
                 static_cast<double>(layout->tokens) / m->seconds, m->loss,
-                static_cast<double>(m->peak_bytes) / (1 << 20));
+                static_cast<double>(m->peak_bytes) / (1 << 20), m->score_seconds * 1e3);
   const double ideal = static_cast<double>(naive.tokens) / static_cast<double>(tree.tokens);
   const double speedup = n.seconds / t.seconds;
   std::printf(
-      "speed-up %.2fx, ideal token ratio %.2fx: %.2f of ideal; peak memory ratio %.2fx\n"
-      "(targets: CPU >= 0.70 of ideal; GPU at N=8, P=2048, C=512 >= 2.3x with <= 0.75x memory)\n",
+      "step speed-up %.2fx, ideal token ratio %.2fx: %.2f of ideal; peak memory ratio %.2fx\n"
+      "score speed-up (one folded forward vs one forward per completion) %.2fx\n"
+      "(targets: CPU >= 0.70 of ideal and score >= 2x; GPU at N=8, P=2048, C=512 >= 2.3x with "
+      "<= 0.75x memory)\n",
       speedup, ideal, speedup / ideal,
-      static_cast<double>(t.peak_bytes) / static_cast<double>(n.peak_bytes));
+      static_cast<double>(t.peak_bytes) / static_cast<double>(n.peak_bytes),
+      n.score_seconds / t.score_seconds);
   if (!cuda)
     std::printf(
         "(CPU peak memory: each layout's peak above what was held before it; the prefix "
@@ -164,7 +220,8 @@ void run_bench_step(const StepOptions& o) {
 void add_bench_step_command(CLI::App& bench) {
   auto opt = std::make_shared<StepOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "step", "SFT step on a shared-prefix rollout group: prefix-tree layout vs naive layout");
+      "step",
+      "Training step and scoring on a shared-prefix rollout group: prefix-tree layout vs naive");
   cmd->add_option("--device", opt->device, "cpu, cuda or auto (cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
@@ -175,6 +232,14 @@ void add_bench_step_command(CLI::App& bench) {
   cmd->add_option("--prompt", opt->prompt, "P, prompt tokens (default: 256 CPU, 2048 CUDA)");
   cmd->add_option("--completion", opt->completion,
                   "C, tokens per completion (default: 64 CPU, 512 CUDA)");
+  cmd->add_option("--loss", opt->loss,
+                  "sft (cross-entropy) or pg (policy gradient, random advantages)")
+      ->check(CLI::IsMember({"sft", "pg"}))
+      ->capture_default_str();
+  cmd->add_option("--clip-eps", opt->clip_eps, "--loss pg: PPO's ratio clipping (0: none)")
+      ->check(CLI::Range(0.0, 0.99));
+  cmd->add_flag("--supervise-first-token", opt->supervise_first_token,
+                "Also train each completion's first token (from the last prompt position)");
   cmd->add_option("--reps", opt->reps, "timed steps per layout")->capture_default_str();
   cmd->callback([opt] { run_bench_step(*opt); });
 }

@@ -151,7 +151,11 @@ TEST(ScoredTokens, SeveralGroupsPerRowAndAGroupWithoutPrompt) {
 TEST(ScoredTokens, DocumentsAreTheSequencesOfAPackedBatch) {
   Corpus corpus;
   corpus.sources = {"mem"};
-  corpus.docs = {{{1, 2, 3}, {2, 3, -100}}, {{4, 5}, {5, -100}}};
+  corpus.docs.resize(2);
+  corpus.docs[0].input_ids = {1, 2, 3};
+  corpus.docs[0].labels = {2, 3, -100};
+  corpus.docs[1].input_ids = {4, 5};
+  corpus.docs[1].labels = {5, -100};
   const Batch b = collate(corpus, plan_rows(corpus, {Packing::bfd, 6}), {0}, 0);
   const ScoredTokens s = scored_tokens(b, true);  // no folded group: no first-token prediction
   EXPECT_EQ(s.rows, i64({0, 1, 3}));

@@ -199,7 +199,9 @@ TEST_F(SprigCli, LogprobsOfFoldedRolloutsEqualEachCompletionScoredAlone) {
         const Tensor tail = folded.select(0, static_cast<int64_t>(j)).narrow(0, n, width - n);
         EXPECT_EQ(testing::max_abs_diff(tail, Tensor::zeros({width - n})), 0.0);
       }
-      if (n > 0) EXPECT_LT(got.to_vector<float>()[0], 0.0f);
+      if (n > 0) {
+        EXPECT_LT(got.to_vector<float>()[0], 0.0f);
+      }
     }
     EXPECT_NE(r.out.find("scored tokens: " + std::to_string((first ? 12 : 9) + 9 + 12 + 6)),
               std::string::npos)

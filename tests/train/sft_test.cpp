@@ -338,6 +338,7 @@ TEST(PolicyGradientTraining, TinyRlRaisesTheLikelihoodOfTheRewardedCompletions) 
   const TrainConfig config =
       load_train_config(source_path("train/configs/tiny_rl.yaml"),
                         {"run_dir=" + (dir / "run"), "train.max_steps=30",
+                         "model.config=" + source_path("train/configs/tiny_qwen3.json"),
                          "data.train=" + source_path("train/configs/tiny_rl.jsonl")});
   std::vector<double> losses;
   train_sft(config, false, [&](int64_t, double loss) { losses.push_back(loss); });

@@ -46,8 +46,8 @@ class JsonlOutput {
   std::ofstream file_;
 };
 
-std::vector<int64_t> row_values(const Tensor& t, int64_t r) {
-  return t.select(0, r).contiguous().to_vector<int64_t>();
+template <class T = int64_t> std::vector<T> row_values(const Tensor& t, int64_t r) {
+  return t.select(0, r).contiguous().to_vector<T>();
 }
 
 // Row r of a batch as the reference's pack output (docs/semantics.md §4.9): dflash (§4.5)
@@ -80,7 +80,9 @@ ordered_json packed_row_json(const Batch& b, int64_t r) {
 ordered_json batch_json(const Batch& b) {
   auto rows = [&](const Tensor& t) {
     ordered_json out = ordered_json::array();
-    for (int64_t r = 0; r < t.size(0); ++r) out.push_back(row_values(t, r));
+    for (int64_t r = 0; r < t.size(0); ++r)
+      out.push_back(t.dtype() == DType::f32 ? ordered_json(row_values<float>(t, r))
+                                            : ordered_json(row_values(t, r)));
     return out;
   };
   ordered_json j;
@@ -90,6 +92,8 @@ ordered_json batch_json(const Batch& b) {
   if (b.attention_mask.defined()) j["attention_mask"] = rows(b.attention_mask);
   j["position_ids"] = rows(b.position_ids);
   if (b.doc_remaining.defined()) j["doc_remaining"] = rows(b.doc_remaining);
+  if (b.advantages.defined()) j["advantages"] = rows(b.advantages);
+  if (b.old_logprobs.defined()) j["old_logprobs"] = rows(b.old_logprobs);
   j["seq_lens"] = rows(b.seq_lens);
   j["num_pad"] = b.num_pad;
   if (!b.groups.empty()) {
@@ -155,6 +159,8 @@ void run_fold(const FoldArgs& a) {
     j["position_ids"] = positions;
     j["node_lengths"] = doc.node_lengths;
     j["sample_paths"] = tree_sample_paths(doc.node_lengths);
+    if (!doc.advantages.empty()) j["advantages"] = doc.advantages;
+    if (!doc.old_logprobs.empty()) j["old_logprobs"] = doc.old_logprobs;
     out.write(j);
     ++groups;
   });

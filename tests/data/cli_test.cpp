@@ -55,6 +55,20 @@ TEST_F(DataCli, FoldReproducesE1AndE2) {
                              {"sample_paths", Paths{{1}, {2}}}}));
 }
 
+TEST_F(DataCli, FoldSpreadsAdvantagesAndOldLogProbsOverTheTokens) {
+  json record = {{"prompt_ids", {1, 2}},
+                 {"completions", {{10, 11}, {20}}},
+                 {"advantages", {0.5, -1.0}},
+                 {"old_logprobs", {{-0.25, -1.5}, {-2.0}}}};
+  const std::string input = write("rl.jsonl", record.dump() + "\n");
+  const CliRun r = sprig_data("fold --input " + input + " --out " + path("out.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> groups = read_jsonl("out.jsonl");
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]["advantages"], json({0.0, 0.0, 0.5, 0.5, -1.0}));
+  EXPECT_EQ(groups[0]["old_logprobs"], json({0.0, 0.0, -0.25, -1.5, -2.0}));
+}
+
 // Rows of a (B, N) tensor, as the dump writes them.
 json rows_json(const Tensor& t) {
   json rows = json::array();

@@ -30,8 +30,13 @@ class Storage {
 // Bytes currently held by / at most ever held by live CPU storages.
 size_t cpu_memory_allocated();
 size_t cpu_memory_peak();
-// Memory the system could still give this process (Linux MemAvailable), for refusing outputs and
-// allocations that cannot fit before starting them.
+// Memory the system could still give this process (Linux MemAvailable, plus the freed blocks the
+// allocator keeps for reuse), for refusing outputs and allocations that cannot fit before starting
+// them.
 size_t cpu_memory_available();
+// Freed large CPU blocks kept for reuse (up to 1 GiB; none under AddressSanitizer), and handing
+// them back to the system. An allocation the system cannot satisfy releases them first.
+size_t cpu_memory_cached();
+void release_cpu_memory_cache();
 
 }  // namespace sprig

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "autograd/functions.h"
 #include "nn/loss.h"
@@ -47,10 +49,14 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   const auto delta_logits = [e, p](int64_t r0, int64_t n) {
     return matmul(e.narrow(0, r0, n), p, false, true);
   };
+  // One chunk's corrections are kept for the backward (which would otherwise recompute them).
+  auto kept_delta = std::make_shared<Tensor>();
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
-    const CrossEntropyResult ce = corrected_cross_entropy(base_logits(r0, n), delta_logits(r0, n),
-                                                          targets.narrow(0, r0, n), -100, true);
+    const Tensor delta = delta_logits(r0, n);
+    if (n == N) *kept_delta = delta;
+    const CrossEntropyResult ce =
+        corrected_cross_entropy(base_logits(r0, n), delta, targets.narrow(0, r0, n), -100, true);
     out.narrow(1, r0, n).copy_(ce.loss);
     lse.narrow(1, r0, n).copy_(ce.lse);
     argmax.narrow(1, r0, n).copy_(ce.argmax);
@@ -58,35 +64,40 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   if (base_argmax) *base_argmax = argmax.select(0, 0).contiguous();
   if (final_argmax) *final_argmax = argmax.select(0, 1).contiguous();
   const bool head_grad = head.requires_grad(), proj_grad = proj.requires_grad();
-  return record("domino_head_loss", out, {hidden, head, features, proj},
-                [h, w, e, p, targets, lse, chunk, base_logits, delta_logits, head_grad,
-                 proj_grad](const Tensor& dout) -> Grads {
-                  const int64_t rows = h.size(0);
-                  Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
-                  Tensor de = Tensor::empty(e.shape(), e.dtype(), e.device());
-                  const auto weight_grad = [rows](bool wanted, const Tensor& like) {
-                    if (!wanted) return Tensor();
-                    return rows > 0 ? Tensor::empty(like.shape(), like.dtype(), like.device())
-                                    : Tensor::zeros(like.shape(), like.dtype(), like.device());
-                  };
-                  Tensor dw = weight_grad(head_grad, w), dp = weight_grad(proj_grad, p);
-                  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-                    const int64_t n = std::min(chunk, rows - r0);
-                    // The logits' gradients replace the logits in their own buffers.
-                    const Tensor dbase = base_logits(r0, n), dcorrected = delta_logits(r0, n);
-                    corrected_cross_entropy_backward_into(dout.narrow(1, r0, n), dbase, dcorrected,
-                                                          targets.narrow(0, r0, n),
-                                                          lse.narrow(1, r0, n), dbase, dcorrected);
-                    const bool accumulate = r0 > 0;
-                    matmul_into(dbase, w, dh.narrow(0, r0, n), false, false, false);
-                    matmul_into(dcorrected, p, de.narrow(0, r0, n), false, false, false);
-                    if (head_grad)
-                      matmul_into(dbase, h.narrow(0, r0, n), dw, true, false, accumulate);
-                    if (proj_grad)
-                      matmul_into(dcorrected, e.narrow(0, r0, n), dp, true, false, accumulate);
-                  }
-                  return {dh, dw, de, dp};
-                });
+  return record(
+      "domino_head_loss", out, {hidden, head, features, proj},
+      [h, w, e, p, targets, lse, chunk, base_logits, delta_logits, kept_delta, head_grad,
+       proj_grad](const Tensor& dout) -> Grads {
+        const int64_t rows = h.size(0);
+        Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
+        Tensor de = Tensor::empty(e.shape(), e.dtype(), e.device());
+        const auto weight_grad = [rows](bool wanted, const Shape& shape, const Tensor& like) {
+          if (!wanted) return Tensor();
+          return rows > 0 ? Tensor::empty(shape, like.dtype(), like.device())
+                          : Tensor::zeros(shape, like.dtype(), like.device());
+        };
+        // dp^T (E, V) = e^T @ dcorrected reads dcorrected along its rows: faster than
+        // dcorrected^T @ e.
+        Tensor dw = weight_grad(head_grad, w.shape(), w);
+        Tensor dp_t = weight_grad(proj_grad, {p.size(1), p.size(0)}, p);
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+          const int64_t n = std::min(chunk, rows - r0);
+          // The logits' gradients replace the logits in their own buffers (the kept
+          // corrections are used once, so a second backward recomputes them).
+          const Tensor dbase = base_logits(r0, n);
+          const Tensor dcorrected =
+              kept_delta->defined() ? std::exchange(*kept_delta, {}) : delta_logits(r0, n);
+          corrected_cross_entropy_backward_into(dout.narrow(1, r0, n), dbase, dcorrected,
+                                                targets.narrow(0, r0, n), lse.narrow(1, r0, n),
+                                                dbase, dcorrected);
+          const bool accumulate = r0 > 0;
+          matmul_into(dbase, w, dh.narrow(0, r0, n), false, false, false);
+          matmul_into(dcorrected, p, de.narrow(0, r0, n), false, false, false);
+          if (head_grad) matmul_into(dbase, h.narrow(0, r0, n), dw, true, false, accumulate);
+          if (proj_grad) matmul_into(e.narrow(0, r0, n), dcorrected, dp_t, true, false, accumulate);
+        }
+        return {dh, dw, de, proj_grad ? dp_t.transpose(0, 1).contiguous() : Tensor()};
+      });
 }
 
 DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftRows& rows,

@@ -30,7 +30,12 @@ constexpr size_t kCheckedAllocation = size_t{1} << 30;
       std::to_string(cpu_memory_available() >> 20) + " MiB of memory available");
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPRIG_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(SPRIG_ASAN)
 constexpr bool kCacheBlocks = false;  // AddressSanitizer must see every block freed
 #else
 constexpr bool kCacheBlocks = true;

@@ -13,6 +13,7 @@
 // Defaults: CPU, the "tiny" target of tools/bench/models.h (f32), rows of 1024 tokens; CUDA,
 // qwen3-0.6b (bf16), rows of 4096 tokens. The draft: 1 layer, blocks of 16.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -240,36 +241,43 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
   const DType dtype = step.draft().fc.weight.dtype();
   domino.to(device, dtype);
   jetspec.to(device, dtype);
-  // One training step of each draft in turn, round after round (a machine whose speed drifts
-  // slows all three alike); the median of each draft's steps, after one untimed round.
+  // One training step of each draft in turn, round after round, after one untimed round. Each
+  // ratio is the median over rounds of the round's own ratio: a machine whose speed drifts
+  // between rounds then slows both sides of every ratio alike.
   using Loss = std::function<DraftLoss()>;
   const std::vector<std::pair<DFlashDraft*, Loss>> drafts = {
       {&step.draft(), [&] { return dflash_loss(target, step.draft(), rows, anchors, {}); }},
       {&domino, [&] { return domino_loss(target, domino, rows, anchors, {.lambda_base = 0.5}); }},
       {&jetspec, [&] { return jetspec_loss(target, jetspec, rows, anchors, {}); }}};
-  std::vector<std::vector<double>> samples(drafts.size());
-  for (int round = -1; round < std::max(o.reps, 5); ++round)
+  std::vector<std::vector<double>> samples(drafts.size()), ratios(drafts.size());
+  const int rounds = std::max(o.reps, o.quick ? 3 : 9);
+  for (int round = -1; round < rounds; ++round)
     for (size_t i = 0; i < drafts.size(); ++i) {
       const double t = bench::median_seconds(device, 0, 1, [&] {
         drafts[i].first->zero_grad();
         const DraftLoss l = drafts[i].second();
         (l.sum * (1.0 / draft_mean_denominator(l.kind, l.metrics.loss_weight))).backward();
       });
-      if (round >= 0) samples[i].push_back(t);
+      if (round < 0) continue;
+      samples[i].push_back(t);
+      ratios[i].push_back(t / samples[0].back());
     }
-  const double dflash = bench::median(samples[0]), with_head = bench::median(samples[1]),
-               with_kl = bench::median(samples[2]);
-  std::printf("\nobjectives: %lld rows of %lld tokens, %lld anchors per row, blocks of %lld\n",
-              static_cast<long long>(o.rows), static_cast<long long>(seq),
-              static_cast<long long>(anchors.blocks()), static_cast<long long>(o.block_size));
-  std::printf("%-8s %10s %8s %s\n", "draft", "step (ms)", "ratio", "");
-  std::printf("%-8s %10.1f %8s\n", "dflash", dflash * 1e3, "1.00x");
-  std::printf("%-8s %10.1f %7.2fx  GRU %lld, projection %lld (target <= 1.10x)\n", "domino",
-              with_head * 1e3, with_head / dflash,
-              static_cast<long long>(domino_config.domino->gru_hidden_dim),
-              static_cast<long long>(domino_config.domino->emb_dim));
-  std::printf("%-8s %10.1f %7.2fx  forward KL to the target's logits (target <= 1.15x)\n",
-              "jetspec", with_kl * 1e3, with_kl / dflash);
+  std::printf(
+      "\nobjectives: %lld rows of %lld tokens, %lld anchors per row, blocks of %lld; %d "
+      "rounds\n",
+      static_cast<long long>(o.rows), static_cast<long long>(seq),
+      static_cast<long long>(anchors.blocks()), static_cast<long long>(o.block_size), rounds);
+  std::printf("%-8s %10s %8s %15s %s\n", "draft", "step (ms)", "ratio", "ratio range", "");
+  const auto line = [&](size_t i, const char* name, const std::string& note) {
+    const auto [lo, hi] = std::minmax_element(ratios[i].begin(), ratios[i].end());
+    std::printf("%-8s %10.1f %7.2fx %7.2f-%.2fx  %s\n", name, bench::median(samples[i]) * 1e3,
+                bench::median(ratios[i]), *lo, *hi, note.c_str());
+  };
+  line(0, "dflash", "");
+  line(1, "domino",
+       "GRU " + std::to_string(domino_config.domino->gru_hidden_dim) + ", projection " +
+           std::to_string(domino_config.domino->emb_dim) + " (target <= 1.10x)");
+  line(2, "jetspec", "forward KL to the target's logits (target <= 1.15x)");
 
   // The objectives alone on the same slot rows, forward and backward through the frozen head:
   // DFlash's cross-entropy against JetSpec's KL to given teacher logits.

@@ -313,6 +313,42 @@ TEST(TensorCopies, CopyBroadcastsAndConverts) {
             "[copy_] undefined tensor");
 }
 
+// Strided copies run row by row over merged dimensions: every layout below must land each element
+// where the element-by-element definition puts it, in the same dtype and across dtypes.
+TEST(TensorCopies, StridedCopiesOfEveryLayoutMatchTheElementwiseDefinition) {
+  const Tensor base = Tensor::arange(2 * 3 * 4 * 5, DType::f32).reshape({2, 3, 4, 5});
+  const std::vector<std::pair<const char*, Tensor>> views = {
+      {"narrow of a middle dim", base.narrow(2, 1, 2)},
+      {"narrow of the last dim", base.narrow(3, 1, 3)},
+      {"transpose", base.transpose(1, 3)},
+      {"slice with step", base.slice(3, 0, 5, 2)},
+      {"expand", base.narrow(1, 0, 1).expand({2, 4, 4, 5})},
+      {"select then transpose", base.select(0, 1).transpose(0, 1)}};
+  for (const auto& [name, view] : views) {
+    // The definition: element i of the view is at strided offset i of its storage.
+    const std::vector<float> all = base.to_vector<float>();
+    std::vector<float> want(static_cast<size_t>(view.numel()));
+    const float* origin = base.data<float>();
+    for (int64_t i = 0; i < view.numel(); ++i) {
+      int64_t offset = view.data<float>() - origin, rest = i;
+      for (int64_t d = view.dim() - 1; d >= 0; --d) {
+        offset += (rest % view.size(d)) * view.strides()[d];
+        rest /= view.size(d);
+      }
+      want[static_cast<size_t>(i)] = all[static_cast<size_t>(offset)];
+    }
+    EXPECT_EQ(view.contiguous().to_vector<float>(), want) << name;
+    EXPECT_EQ(view.to(DType::f64).to_vector<float>(), want) << name;
+    // Into a strided destination: the transposed storage of a fresh tensor.
+    Tensor dst = Tensor::zeros(view.shape())
+                     .transpose(0, view.dim() - 1)
+                     .contiguous()
+                     .transpose(0, view.dim() - 1);
+    dst.copy_(view);
+    EXPECT_EQ(dst.to_vector<float>(), want) << name << " into a transposed destination";
+  }
+}
+
 TEST(TensorCopies, FillTouchesOnlyTheView) {
   const Tensor a = Tensor::zeros({3, 4});
   a.select(1, 2).fill_(4.5);  // one column: non-contiguous

@@ -10,13 +10,7 @@
 #include <cmath>
 #include <type_traits>
 
-// GCC 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics headers; the
-// pragma covers those headers, included first by Eigen here.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <Eigen/Core>
-#pragma GCC diagnostic pop
-
+#include "tensor/cpu/eigen_arrays.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/strided.h"
 
@@ -24,11 +18,8 @@ namespace sprig::cpu {
 
 namespace {
 
-template <class A> using ArrayMap = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
-template <class A> using ConstArrayMap = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
-
 // The row in the accumulation type A: itself, or its conversion into `buffer`.
-template <class A, class T> const A* row_in(const T* row, int64_t V, std::vector<A>& buffer) {
+template <class A, class T> const A* row_in(const T* row, int64_t V, ScratchBuffer<A>& buffer) {
   if constexpr (std::is_same_v<T, A>) {
     return row;
   } else {
@@ -51,7 +42,7 @@ template <class A> A row_lse(const A* row, int64_t V, A temperature, A* max = nu
 // A row of V values computed in A by fill(ArrayMap<A>&), stored into `out` (T): in place when T is
 // A, else through `buffer` and a conversion.
 template <class A, class T, class F>
-void write_row(T* out, int64_t V, std::vector<A>& buffer, F&& fill) {
+void write_row(T* out, int64_t V, ScratchBuffer<A>& buffer, F&& fill) {
   if constexpr (std::is_same_v<T, A>) {
     ArrayMap<A> row(out, V);
     fill(row);
@@ -92,7 +83,7 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
     int64_t* argmax_p = argmax.defined() ? argmax.data<int64_t>() : nullptr;
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local std::vector<A> buffer;
+      thread_local ScratchBuffer<A> buffer;
       const A* row = row_in<A>(lp + r * V, V, buffer);
       A max = 0;
       lse_p[r] = row_lse(row, V, A(1), &max);
@@ -121,7 +112,7 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
         for (int64_t v = 0; v < V; ++v) dp[r * V + v] = convert<T>(A(0));
         continue;
       }
-      thread_local std::vector<A> row_buffer, g_buffer;
+      thread_local ScratchBuffer<A> row_buffer, g_buffer;
       const A* row = row_in<A>(lp + r * V, V, row_buffer);
       write_row(dp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {
         g = dloss_p[r] * (ConstArrayMap<A>(row, V) - lse_p[r]).exp();
@@ -148,7 +139,7 @@ void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tens
     int64_t* argmax_p = argmax.defined() ? argmax.data<int64_t>() : nullptr;
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local std::vector<A> b_buffer, c_buffer;
+      thread_local ScratchBuffer<A> b_buffer, c_buffer;
       const A* b = row_in<A>(bp + r * V, V, b_buffer);
       c_buffer.resize(static_cast<size_t>(V));
       corrected_row(b, dp + r * V, V, c_buffer.data());
@@ -187,7 +178,7 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, c
       }
       // Both rows are read (into buffers, or as A in place) before either output row is written:
       // the outputs may be the inputs.
-      thread_local std::vector<A> b_buffer, c_buffer, g_buffer;
+      thread_local ScratchBuffer<A> b_buffer, c_buffer, g_buffer;
       const A* b = row_in<A>(bp + r * V, V, b_buffer);
       c_buffer.resize(static_cast<size_t>(V));
       corrected_row(b, dp + r * V, V, c_buffer.data());
@@ -222,7 +213,7 @@ void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
     // p == 0 contribute 0 (also when log p is -inf).
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local std::vector<A> t_buffer, s_buffer, log_p_buffer, p_buffer;
+      thread_local ScratchBuffer<A> t_buffer, s_buffer, log_p_buffer, p_buffer;
       const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
       const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
       const A t_lse = row_lse(t_row, V, temp), s_lse = row_lse(s_row, V, temp);
@@ -256,7 +247,7 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
     // dstudent = dkl * (q - p) / T.
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local std::vector<A> t_buffer, s_buffer, g_buffer;
+      thread_local ScratchBuffer<A> t_buffer, s_buffer, g_buffer;
       const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
       const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
       write_row(dp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {

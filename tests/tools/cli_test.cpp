@@ -123,17 +123,26 @@ TEST_F(SprigCli, PackedDocumentsScoreLikeEachDocumentAlone) {
   }
 }
 
-TEST_F(SprigCli, FoldedRolloutsScoreLikeEachCompletionAlone) {
-  const std::vector<int64_t> prompt = {11, 52, 7, 3, 90, 41};
-  const std::vector<std::vector<int64_t>> completions = {
-      {6, 6, 20, 1}, {73, 2, 2, 58, 31, 8, 95}, {14}};
-  std::string text = "{\"prompt_ids\": " + ids_json(prompt) +
-                     ", \"completions\": " + nlohmann::json(completions).dump() + "}\n";
-  for (const auto& c : completions) {
-    std::vector<int64_t> seq = prompt;
+// A rollout group and, after it, each of its completions as a sequence of its own: records 0
+// (folded) and 1..3 (prompt ++ completion j).
+const std::vector<int64_t> kPrompt = {11, 52, 7, 3, 90, 41};
+const std::vector<std::vector<int64_t>> kCompletions = {
+    {6, 6, 20, 1}, {73, 2, 2, 58, 31, 8, 95}, {14}};
+std::string folded_then_alone() {
+  std::string text = "{\"prompt_ids\": " + ids_json(kPrompt) +
+                     ", \"completions\": " + nlohmann::json(kCompletions).dump() + "}\n";
+  for (const auto& c : kCompletions) {
+    std::vector<int64_t> seq = kPrompt;
     seq.insert(seq.end(), c.begin(), c.end());
     text += "{\"input_ids\": " + ids_json(seq) + "}\n";
   }
+  return text;
+}
+
+TEST_F(SprigCli, FoldedRolloutsScoreLikeEachCompletionAlone) {
+  const std::vector<int64_t>& prompt = kPrompt;
+  const std::vector<std::vector<int64_t>>& completions = kCompletions;
+  const std::string text = folded_then_alone();
   const RunResult r = score(text);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const SafetensorsFile out(logits_path);
@@ -156,16 +165,9 @@ TEST_F(SprigCli, FoldedRolloutsScoreLikeEachCompletionAlone) {
 // scoring prompt ++ completion alone does; lengths count C_j tokens with the first one supervised,
 // C_j - 1 without.
 TEST_F(SprigCli, LogprobsOfFoldedRolloutsEqualEachCompletionScoredAlone) {
-  const std::vector<int64_t> prompt = {11, 52, 7, 3, 90, 41};
-  const std::vector<std::vector<int64_t>> completions = {
-      {6, 6, 20, 1}, {73, 2, 2, 58, 31, 8, 95}, {14}};
-  std::string text = "{\"prompt_ids\": " + ids_json(prompt) +
-                     ", \"completions\": " + nlohmann::json(completions).dump() + "}\n";
-  for (const auto& c : completions) {
-    std::vector<int64_t> seq = prompt;
-    seq.insert(seq.end(), c.begin(), c.end());
-    text += "{\"input_ids\": " + ids_json(seq) + "}\n";
-  }
+  const std::vector<int64_t>& prompt = kPrompt;
+  const std::vector<std::vector<int64_t>>& completions = kCompletions;
+  const std::string text = folded_then_alone();
   testing::write_text(dir + "/records.jsonl", text);
   const int64_t P = static_cast<int64_t>(prompt.size());
   for (bool first : {true, false}) {

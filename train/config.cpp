@@ -220,6 +220,7 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
 }
 
 void parse_loss(YAML::Node& root, TrainConfig& c) {
+  if (!present(root["loss"])) return;  // sft; left out of the resolved config as runs before it
   const std::string type = get<std::string>(root, "loss", "type", "sft");
   if (type != "sft" && type != "pg") fail("loss.type must be sft or pg, got '" + type + "'");
   c.loss.type = type == "sft" ? LossType::sft : LossType::pg;

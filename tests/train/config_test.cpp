@@ -190,6 +190,8 @@ TEST(TrainConfig, LossSectionAndFirstTokenSupervision) {
       "data: {train: r.jsonl, format: rollouts, seq_len: 32}\n";
   const TrainConfig sft = load(rollouts);
   EXPECT_EQ(sft.loss.type, LossType::sft);
+  // An absent loss: stays absent in the resolved config, as in runs made before the section.
+  EXPECT_FALSE(testing::contains(sft.resolved_yaml, "\nloss:"));
   EXPECT_FALSE(sft.data.supervise_first_token);
   const TrainConfig pg =
       load(rollouts, {"loss.type=pg", "loss.average=sequence", "loss.clip_eps=0.2",

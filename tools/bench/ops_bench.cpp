@@ -219,6 +219,12 @@ void run_ops_bench(Device device, bool quick, std::ostream& out) {
   bench.memory_bound("rope_backward", q.shape(), traffic({q_rot, pos}, {dq}),
                      [&] { rope_backward(q_rot, pos, theta); });
 
+  // A head transpose as attention makes ([rows, 16, d] -> [16, rows, d]): a strided copy.
+  const Tensor heads = x.reshape({c.rows, 16, c.hidden / 16}).transpose(0, 1);
+  const Tensor transposed = heads.contiguous();
+  bench.memory_bound("contiguous (transpose)", heads.shape(), traffic({transposed}, {transposed}),
+                     [&] { heads.contiguous(); });
+
   const Tensor h = swiglu(x, x2);
   bench.memory_bound("swiglu", x.shape(), traffic({x, x2}, {h}), [&] { swiglu(x, x2); });
   const auto [dgate, dup] = swiglu_backward(x, x2, h);

@@ -221,6 +221,15 @@ TEST(LinearCrossEntropyAt, GradcheckF64WithSharedRows) {
   }
 }
 
+TEST(LinearCrossEntropyAt, NoPredictionGivesNoLossAndZeroGradients) {
+  Var h(testing::rand_normal({N, H}, 20), true), w(testing::rand_normal({V, H}, 21), true);
+  const Var loss = linear_cross_entropy_at(h, w, {}, Tensor::zeros({0}, DType::i64));
+  EXPECT_EQ(loss.shape(), (Shape{0}));
+  sum_all(loss).backward();
+  EXPECT_EQ(testing::max_abs_diff(h.grad(), Tensor::zeros({N, H})), 0.0);
+  EXPECT_EQ(testing::max_abs_diff(w.grad(), Tensor::zeros({V, H})), 0.0);
+}
+
 TEST(LinearCrossEntropyAt, RejectsRowsOutOfOrderOrRange) {
   const Var h(Tensor::zeros({4, H})), w(Tensor::zeros({V, H}));
   const Tensor t = Tensor::zeros({2}, DType::i64);

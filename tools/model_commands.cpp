@@ -46,11 +46,11 @@ std::unique_ptr<QwenForCausalLM> load_placed(const std::string& dir, const Place
   return model;
 }
 
-std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
+std::vector<int32_t> id_list(const json& j, const char* what, int64_t vocab,
                              const std::string& where) {
   if (!j.is_array() || j.empty())
     throw std::runtime_error(where + ": \"" + what + "\" must be a non-empty list of token ids");
-  std::vector<int64_t> ids;
+  std::vector<int32_t> ids;
   for (const json& v : j) {
     if (!v.is_number_integer())
       throw std::runtime_error(where + ": \"" + what + "\" holds a non-integer " + v.dump());
@@ -58,15 +58,9 @@ std::vector<int64_t> id_list(const json& j, const char* what, int64_t vocab,
     if (id < 0 || id >= vocab)
       throw std::runtime_error(where + ": token id " + std::to_string(id) + " in \"" + what +
                                "\" is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    ids.push_back(id);
+    ids.push_back(static_cast<int32_t>(id));  // vocab fits 32 bits
   }
   return ids;
-}
-
-std::vector<int32_t> id_list32(const json& j, const char* what, int64_t vocab,
-                               const std::string& where) {
-  const std::vector<int64_t> ids = id_list(j, what, vocab, where);
-  return {ids.begin(), ids.end()};
 }
 
 // One record of a score file as a one-row batch without padding (data/batch.h):
@@ -91,20 +85,20 @@ data::Batch parse_score_record(const json& rec, int64_t vocab, const std::string
     return doc;
   };
   if (rec.contains("input_ids")) {
-    corpus.docs.push_back(sequence(id_list32(rec["input_ids"], "input_ids", vocab, where)));
+    corpus.docs.push_back(sequence(id_list(rec["input_ids"], "input_ids", vocab, where)));
   } else if (rec.contains("documents")) {
     const json& docs = rec["documents"];
     if (!docs.is_array() || docs.empty())
       throw std::runtime_error(where + ": \"documents\" must be a non-empty list of id lists");
     for (const json& d : docs)
-      corpus.docs.push_back(sequence(id_list32(d, "documents", vocab, where)));
+      corpus.docs.push_back(sequence(id_list(d, "documents", vocab, where)));
   } else if (rec.contains("prompt_ids") && rec.contains("completions")) {
     data::RolloutGroup group;
-    group.prompt_ids = id_list32(rec["prompt_ids"], "prompt_ids", vocab, where);
+    group.prompt_ids = id_list(rec["prompt_ids"], "prompt_ids", vocab, where);
     if (!rec["completions"].is_array() || rec["completions"].empty())
       throw std::runtime_error(where + ": \"completions\" must be a non-empty list of id lists");
     for (const json& c : rec["completions"])
-      group.completions.push_back(id_list32(c, "completions", vocab, where));
+      group.completions.push_back(id_list(c, "completions", vocab, where));
     corpus.docs.push_back(data::fold(group));
     corpus.folded = true;
   } else {

@@ -1,6 +1,9 @@
 // CPU rotary embedding (rotate-half layout), forward and its inverse rotation (the backward).
-// x, y [B, T, nH, D], pos [B, T]. cos/sin in fp32 as HF computes them, rounded to x's dtype.
+// x, y [B, T, nH, D], pos [B, T]. cos/sin in fp32 as HF computes them, rounded to x's dtype, once
+// per distinct position.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/strided.h"
@@ -11,31 +14,43 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
   const int64_t tokens = x.size(0) * x.size(1), heads = x.size(2), D = x.size(3), half = D / 2;
   const std::vector<float> inv_freq = rope_inv_freq(D, theta);
   const std::vector<int64_t> positions = pos.to_vector<int64_t>();
+  // Rows share positions (every row of a batch starts at 0, packed documents restart): the angles
+  // of each distinct position are computed once, into row `slot[t]` of the table.
+  std::vector<int64_t> distinct(positions);
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  std::vector<int64_t> slot(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t)
+    slot[t] = std::lower_bound(distinct.begin(), distinct.end(), positions[t]) - distinct.begin();
+  const int64_t P = static_cast<int64_t>(distinct.size());
   visit_floating(x.dtype(), "rope", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
-#pragma omp parallel if (x.numel() > kParallelGrain)
-    {
-      std::vector<A> cosines(half), sines(half);
-#pragma omp for
-      for (int64_t tok = 0; tok < tokens; ++tok) {
-        // HF: freqs = float(pos) * inv_freq in fp32; cos/sin in fp32 (evaluated in f64 and
-        // rounded, as the CUDA twin does), then cast to x's dtype.
+    // HF: freqs = float(pos) * inv_freq in fp32; cos/sin in fp32 (evaluated in f64 and rounded,
+    // as the CUDA twin does), then cast to x's dtype.
+    std::vector<A> cosines(static_cast<size_t>(P * half)), sines(static_cast<size_t>(P * half));
+#pragma omp parallel for if (P * half > kParallelGrain / 16)
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const float freq = static_cast<float>(distinct[p]) * inv_freq[i];
+        const A s = round_to<T>(A(static_cast<float>(std::sin(static_cast<double>(freq)))));
+        cosines[p * half + i] =
+            round_to<T>(A(static_cast<float>(std::cos(static_cast<double>(freq)))));
+        sines[p * half + i] = inverse ? -s : s;
+      }
+#pragma omp parallel for if (x.numel() > kParallelGrain)
+    for (int64_t tok = 0; tok < tokens; ++tok) {
+      const A* c = cosines.data() + slot[tok] * half;
+      const A* sn = sines.data() + slot[tok] * half;
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t base = (tok * heads + h) * D;
+#pragma omp simd  // y may be x itself: element i is read before it is written
         for (int64_t i = 0; i < half; ++i) {
-          const float freq = static_cast<float>(positions[tok]) * inv_freq[i];
-          const A s = round_to<T>(A(static_cast<float>(std::sin(static_cast<double>(freq)))));
-          cosines[i] = round_to<T>(A(static_cast<float>(std::cos(static_cast<double>(freq)))));
-          sines[i] = inverse ? -s : s;
-        }
-        for (int64_t h = 0; h < heads; ++h) {
-          const int64_t base = (tok * heads + h) * D;
-          for (int64_t i = 0; i < half; ++i) {
-            const A x1 = convert<A>(xp[base + i]), x2 = convert<A>(xp[base + half + i]);
-            yp[base + i] = convert<T>(x1 * cosines[i] - x2 * sines[i]);
-            yp[base + half + i] = convert<T>(x2 * cosines[i] + x1 * sines[i]);
-          }
+          const A x1 = convert<A>(xp[base + i]), x2 = convert<A>(xp[base + half + i]);
+          yp[base + i] = convert<T>(x1 * c[i] - x2 * sn[i]);
+          yp[base + half + i] = convert<T>(x2 * c[i] + x1 * sn[i]);
         }
       }
     }

@@ -23,6 +23,7 @@ void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& r
     for (int64_t r = 0; r < R; ++r) {
       const T* xr = xp + r * H;
       A ss = 0;
+#pragma omp simd reduction(+ : ss)  // a vectorised sum (its order differs from a serial one)
       for (int64_t h = 0; h < H; ++h) ss += convert<A>(xr[h]) * convert<A>(xr[h]);
       const A rs = A(1) / std::sqrt(ss / A(H) + A(eps));
       rp[r] = rs;
@@ -50,6 +51,7 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const
       const T* xr = xp + r * H;
       const T* dyr = dyp + r * H;
       A dot = 0;
+#pragma omp simd reduction(+ : dot)
       for (int64_t h = 0; h < H; ++h)
         dot += convert<A>(dyr[h]) * convert<A>(wp[h]) * convert<A>(xr[h]) * rp[r];
       const A mean_dot = dot / A(H);

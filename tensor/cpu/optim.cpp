@@ -25,7 +25,7 @@ namespace {
 template <class G, class C>
 void adamw_loop(float* p, const G* grad, float* m, float* v, C* copy, int64_t n,
                 const AdamWScalars& s) {
-#pragma omp parallel for if (n > kParallelGrain)
+#pragma omp parallel for simd if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     const float g = convert<float>(grad[i]);
     p[i] *= s.decay;                         // decoupled weight decay

@@ -99,8 +99,8 @@ size_t cpu_block_size(size_t bytes) {
 }
 
 void* allocate_cpu(size_t bytes) {
+  if (bytes > size_t{1} << 62) refuse_cpu_allocation(bytes);  // before any rounding can overflow
   const size_t size = cpu_block_size(bytes);
-  if (size < bytes) refuse_cpu_allocation(bytes);  // the rounding overflowed
   if (kCacheBlocks && bytes >= kCachedFrom)
     if (void* p = CpuBlockCache::instance().take(size)) return p;
   if (bytes >= kCheckedAllocation && bytes > system_memory_available()) {

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <stdexcept>
-#include <utility>
 
 #include "autograd/functions.h"
 #include "nn/loss.h"
@@ -42,21 +40,14 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   Tensor out = Tensor::empty({2, N}, stat, h.device());
   Tensor lse = Tensor::empty({2, N}, stat, h.device());
   Tensor argmax = Tensor::empty({2, N}, DType::i64, h.device());
-  // Rows [r0, r0 + n): their base logits and the corrections added to them.
+  // Rows [r0, r0 + n): their base logits. The corrections e @ P^T are added inside the loss.
   const auto base_logits = [h, w](int64_t r0, int64_t n) {
     return matmul(h.narrow(0, r0, n), w, false, true);
   };
-  const auto delta_logits = [e, p](int64_t r0, int64_t n) {
-    return matmul(e.narrow(0, r0, n), p, false, true);
-  };
-  // One chunk's corrections are kept for the backward (which would otherwise recompute them).
-  auto kept_delta = std::make_shared<Tensor>();
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
-    const Tensor delta = delta_logits(r0, n);
-    if (n == N) *kept_delta = delta;
-    const CrossEntropyResult ce =
-        corrected_cross_entropy(base_logits(r0, n), delta, targets.narrow(0, r0, n), -100, true);
+    const CrossEntropyResult ce = corrected_cross_entropy(base_logits(r0, n), e.narrow(0, r0, n), p,
+                                                          targets.narrow(0, r0, n), -100, true);
     out.narrow(1, r0, n).copy_(ce.loss);
     lse.narrow(1, r0, n).copy_(ce.lse);
     argmax.narrow(1, r0, n).copy_(ce.argmax);
@@ -66,37 +57,25 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   const bool head_grad = head.requires_grad(), proj_grad = proj.requires_grad();
   return record(
       "domino_head_loss", out, {hidden, head, features, proj},
-      [h, w, e, p, targets, lse, chunk, base_logits, delta_logits, kept_delta, head_grad,
+      [h, w, e, p, targets, lse, chunk, base_logits, head_grad,
        proj_grad](const Tensor& dout) -> Grads {
         const int64_t rows = h.size(0);
         Tensor dh = Tensor::empty(h.shape(), h.dtype(), h.device());
         Tensor de = Tensor::empty(e.shape(), e.dtype(), e.device());
-        const auto weight_grad = [rows](bool wanted, const Shape& shape, const Tensor& like) {
-          if (!wanted) return Tensor();
-          return rows > 0 ? Tensor::empty(shape, like.dtype(), like.device())
-                          : Tensor::zeros(shape, like.dtype(), like.device());
-        };
-        // dp^T (E, V) = e^T @ dcorrected reads dcorrected along its rows: faster than
-        // dcorrected^T @ e.
-        Tensor dw = weight_grad(head_grad, w.shape(), w);
-        Tensor dp_t = weight_grad(proj_grad, {p.size(1), p.size(0)}, p);
+        Tensor dw = head_grad ? Tensor::empty(w.shape(), w.dtype(), w.device()) : Tensor();
+        Tensor dp = proj_grad ? Tensor::zeros(p.shape(), p.dtype(), p.device()) : Tensor();
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
           const int64_t n = std::min(chunk, rows - r0);
-          // The logits' gradients replace the logits in their own buffers (the kept
-          // corrections are used once, so a second backward recomputes them).
+          // The base logits' gradients replace the logits in their own buffer.
           const Tensor dbase = base_logits(r0, n);
-          const Tensor dcorrected =
-              kept_delta->defined() ? std::exchange(*kept_delta, {}) : delta_logits(r0, n);
-          corrected_cross_entropy_backward_into(dout.narrow(1, r0, n), dbase, dcorrected,
+          corrected_cross_entropy_backward_into(dout.narrow(1, r0, n), dbase, e.narrow(0, r0, n), p,
                                                 targets.narrow(0, r0, n), lse.narrow(1, r0, n),
-                                                dbase, dcorrected);
-          const bool accumulate = r0 > 0;
+                                                dbase, de.narrow(0, r0, n), dp, true);
           matmul_into(dbase, w, dh.narrow(0, r0, n), false, false, false);
-          matmul_into(dcorrected, p, de.narrow(0, r0, n), false, false, false);
-          if (head_grad) matmul_into(dbase, h.narrow(0, r0, n), dw, true, false, accumulate);
-          if (proj_grad) matmul_into(e.narrow(0, r0, n), dcorrected, dp_t, true, false, accumulate);
+          if (head_grad) matmul_into(dbase, h.narrow(0, r0, n), dw, true, false, r0 > 0);
         }
-        return {dh, dw, de, proj_grad ? dp_t.transpose(0, 1).contiguous() : Tensor()};
+        if (head_grad && rows == 0) dw.zero_();
+        return {dh, dw, de, dp};
       });
 }
 

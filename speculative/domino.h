@@ -25,10 +25,10 @@ double domino_slot_weight(int64_t slot, bool shift_label, double gamma);
 
 // The base and corrected cross-entropies (2, N) f32 of the same rows, sharing one LM-head GEMM
 // per chunk: base logits = hidden @ head^T, corrected = base + features @ proj^T, both losses from
-// one pass over the two logit buffers and their gradients written over them in another
-// (corrected_cross_entropy in tensor/ops.h) (hidden (N, H),
-// head (V, H), features (N, E), proj (V, E); targets (N), -100 ignored). One autograd node; the
-// frozen head gets no gradient. With base_argmax / final_argmax, every row's argmax (N) i64.
+// one pass over the base logits and their gradients written over them in another
+// (corrected_cross_entropy in tensor/ops.h) (hidden (N, H), head (V, H), features (N, E), proj
+// (V, E); targets (N), -100 ignored). One autograd node; the frozen head gets no gradient. With
+// base_argmax / final_argmax, every row's argmax (N) i64.
 Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, const Var& proj,
                      const Tensor& targets, Tensor* base_argmax = nullptr,
                      Tensor* final_argmax = nullptr, int64_t chunk_rows = 0);

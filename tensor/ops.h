@@ -189,19 +189,24 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets,
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                               const Tensor& lse, int64_t ignore_index = -100);
 
-// Two cross-entropies with shared targets: over base logits b [R, V] and over corrected logits
-// c = b + delta, the sum rounded to the logits' dtype (as adding delta into b in place would
-// store it). One read of each buffer; the results are [2, R]: row 0 of b, row 1 of c.
-CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& delta,
-                                           const Tensor& targets, int64_t ignore_index = -100,
-                                           bool want_argmax = false);
-// Their gradients in one pass, from dloss and lse [2, R]: ddelta = dloss[1] (softmax(c) - onehot)
-// and dbase = dloss[0] (softmax(b) - onehot) + ddelta (c depends on b too); 0 on ignored rows.
-// All four [R, V] tensors contiguous; dbase may be base and ddelta may be delta (in place).
+// Domino's two cross-entropies with shared targets: over base logits b [R, V] and over corrected
+// logits c = b + e @ P^T, with features e [R, E] and the projection P [V, E]. The corrections are
+// rounded to the logits' dtype and so is their sum with b (as a GEMM's output added into b in
+// place would be). On the CPU the corrections are computed tile by tile and never stored whole; on
+// CUDA they are one GEMM into a scratch [R, V]. The results are [2, R]: row 0 of b, row 1 of c.
+CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& features,
+                                           const Tensor& proj, const Tensor& targets,
+                                           int64_t ignore_index = -100, bool want_argmax = false);
+// Their gradients from dloss and lse [2, R], with dc = dloss[1] (softmax(c) - onehot) (0 on
+// ignored rows): dbase = dloss[0] (softmax(b) - onehot) + dc (c depends on b too; dbase may be
+// base, in place), dfeatures [R, E] = dc @ P, and dproj [V, E] = dc^T @ e, written or, with
+// accumulate_dproj, added to (an undefined dproj is skipped: a frozen projection).
 void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& base,
-                                           const Tensor& delta, const Tensor& targets,
-                                           const Tensor& lse, const Tensor& dbase,
-                                           const Tensor& ddelta, int64_t ignore_index = -100);
+                                           const Tensor& features, const Tensor& proj,
+                                           const Tensor& targets, const Tensor& lse,
+                                           const Tensor& dbase, const Tensor& dfeatures,
+                                           const Tensor& dproj, bool accumulate_dproj = false,
+                                           int64_t ignore_index = -100);
 
 // Forward KL per row: KL(softmax(teacher/T) || softmax(student/T)) = sum_v p (log p - log q),
 // terms with p == 0 contribute 0. teacher, student [R, V]. Returns (kl [R] f32, s_lse, t_lse).

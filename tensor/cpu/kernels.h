@@ -79,14 +79,17 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
                    const Tensor& lse, const Tensor& argmax, int64_t ignore_index);
 void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, const Tensor& dlogits, int64_t ignore_index);
-// base, delta [R, V]; loss, lse [2, R] f32; argmax [2, R] i64 or undefined. dbase, ddelta may
-// alias base, delta.
-void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
-                             const Tensor& loss, const Tensor& lse, const Tensor& argmax,
-                             int64_t ignore_index);
-void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, const Tensor& delta,
+// base [R, V], features [R, E], proj [V, E]; loss, lse [2, R] f32; argmax [2, R] i64 or undefined.
+// dbase may alias base; dfeatures [R, E]; dproj [V, E] (written, or added to with
+// accumulate_dproj) or undefined.
+void corrected_cross_entropy(const Tensor& base, const Tensor& features, const Tensor& proj,
+                             const Tensor& targets, const Tensor& loss, const Tensor& lse,
+                             const Tensor& argmax, int64_t ignore_index);
+void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
+                                      const Tensor& features, const Tensor& proj,
                                       const Tensor& targets, const Tensor& lse, const Tensor& dbase,
-                                      const Tensor& ddelta, int64_t ignore_index);
+                                      const Tensor& dfeatures, const Tensor& dproj,
+                                      bool accumulate_dproj, int64_t ignore_index);
 // teacher, student [R, V]; kl, teacher_lse, student_lse [R] f32.
 void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
             const Tensor& teacher_lse, const Tensor& student_lse, double temperature);

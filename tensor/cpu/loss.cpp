@@ -8,6 +8,7 @@
 // rows of the same values.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "tensor/cpu/eigen_arrays.h"
@@ -59,11 +60,6 @@ template <class A> int64_t first_index_of(const A* row, int64_t V, A value) {
   for (int64_t v = 0; v < V; ++v)
     if (row[v] == value) return v;
   return 0;
-}
-
-// The corrected row c = b + d in A, each sum rounded to T as adding d into b in place stores it.
-template <class A, class T> void corrected_row(const A* b, const T* d, int64_t V, A* c) {
-  for (int64_t v = 0; v < V; ++v) c[v] = convert<A>(convert<T>(b[v] + convert<A>(d[v])));
 }
 
 }  // namespace
@@ -123,75 +119,216 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
 }
 
 // ---- Domino's pair: base and corrected logits -------------------------------------------------
+//
+// c = b + e @ P^T, with features e [R, E] and the projection P [V, E]. The corrections of one tile
+// (a block of rows by a group of vocabulary columns) are a small GEMM into a scratch tile that
+// stays in cache: the [R, V] corrections are never stored, and P's group is read once per block
+// of rows. The tiling depends on the shapes alone, so results do not depend on the thread count.
 
-void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
-                             const Tensor& loss, const Tensor& lse, const Tensor& argmax,
-                             int64_t ignore_index) {
-  const int64_t R = base.size(0), V = base.size(1);
+namespace {
+
+constexpr int64_t kCorrectedRows = 64;       // rows per tile
+constexpr int64_t kCorrectedColumns = 1024;  // vocabulary columns per tile
+
+template <class A>
+using RowMajor = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class A> using MatrixMap = Eigen::Map<RowMajor<A>>;
+template <class A> using ConstMatrixMap = Eigen::Map<const RowMajor<A>>;
+
+// The tensor's values in A: its own buffer, or a converted copy kept in `copy`.
+template <class A> const A* values_in(const Tensor& t, Tensor& copy) {
+  copy = t.dtype() == dtype_of<A>() ? t : t.to(dtype_of<A>());
+  return copy.data<A>();
+}
+
+// Rows [r0, r0 + n) of b [R, V] at columns [v0, v0 + w), in A: pointers into b itself, or rows of
+// `buffer` holding their conversion.
+template <class T, class A>
+void base_tile(const T* b, int64_t V, int64_t r0, int64_t n, int64_t v0, int64_t w,
+               ScratchBuffer<A>& buffer, std::vector<const A*>& rows) {
+  rows.resize(static_cast<size_t>(n));
+  if constexpr (!std::is_same_v<T, A>) buffer.resize(static_cast<size_t>(n * w));
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = b + (r0 + i) * V + v0;
+    if constexpr (std::is_same_v<T, A>) {
+      rows[i] = row;
+    } else {
+      A* converted = buffer.data() + i * w;
+      for (int64_t v = 0; v < w; ++v) converted[v] = convert<A>(row[v]);
+      rows[i] = converted;
+    }
+  }
+}
+
+// The corrected logits of a tile into c [n, w]: c = b + (e @ P^T rounded to T), the sum rounded to
+// T, as adding a GEMM's T output into b in place stores it. e: the tile's rows of features [n, E];
+// b_rows: the tile's rows of b (base_tile).
+template <class T, class A>
+void corrected_tile(const A* e, const A* p, int64_t E, int64_t v0, int64_t w,
+                    const std::vector<const A*>& b_rows, A* c) {
+  const auto n = static_cast<int64_t>(b_rows.size());
+  MatrixMap<A>(c, n, w).noalias() =
+      ConstMatrixMap<A>(e, n, E) * ConstMatrixMap<A>(p + v0 * E, w, E).transpose();
+  for (int64_t i = 0; i < n; ++i) {
+    const A* b = b_rows[i];
+    A* ci = c + i * w;
+    if constexpr (std::is_same_v<T, A>) {
+      ArrayMap<A>(ci, w) += ConstArrayMap<A>(b, w);
+    } else {
+      for (int64_t v = 0; v < w; ++v) ci[v] = round_to<T>(b[v] + round_to<T>(ci[v]));
+    }
+  }
+}
+
+// A row's log-sum-exp and first argmax over its columns taken group by group, in order: with one
+// group, exactly row_lse's max + log(sum(exp(x - max))).
+template <class A> struct OnlineLse {
+  A max = -std::numeric_limits<A>::infinity(), sum = 0;
+  int64_t argmax = 0;
+
+  void add(const A* x, int64_t w, int64_t v0) {
+    const A m = ConstArrayMap<A>(x, w).maxCoeff();
+    if (m > max) {
+      sum *= std::exp(max - m);
+      max = m;
+      argmax = v0 + first_index_of(x, w, m);
+    }
+    sum += (ConstArrayMap<A>(x, w) - max).exp().sum();
+  }
+  A lse() const { return max + std::log(sum); }
+};
+
+}  // namespace
+
+void corrected_cross_entropy(const Tensor& base, const Tensor& features, const Tensor& proj,
+                             const Tensor& targets, const Tensor& loss, const Tensor& lse,
+                             const Tensor& argmax, int64_t ignore_index) {
+  const int64_t R = base.size(0), V = base.size(1), E = features.size(1);
   const std::vector<int64_t> target = targets.to_vector<int64_t>();
   visit_floating(base.dtype(), "corrected_cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    Tensor e_copy, p_copy;
+    const A* e = values_in<A>(features, e_copy);
+    const A* p = values_in<A>(proj, p_copy);
     const T* bp = base.data<T>();
-    const T* dp = delta.data<T>();
     A* loss_p = loss.data<A>();
     A* lse_p = lse.data<A>();
     int64_t* argmax_p = argmax.defined() ? argmax.data<int64_t>() : nullptr;
-#pragma omp parallel for if (R * V > kParallelGrain)
-    for (int64_t r = 0; r < R; ++r) {
-      thread_local ScratchBuffer<A> b_buffer, c_buffer;
-      const A* b = row_in<A>(bp + r * V, V, b_buffer);
-      c_buffer.resize(static_cast<size_t>(V));
-      corrected_row(b, dp + r * V, V, c_buffer.data());
-      const A* rows[2] = {b, c_buffer.data()};
-      for (int64_t i = 0; i < 2; ++i) {
-        A max = 0;
-        const int64_t at = i * R + r;
-        lse_p[at] = row_lse(rows[i], V, A(1), &max);
-        loss_p[at] = target[r] == ignore_index ? A(0) : lse_p[at] - rows[i][target[r]];
-        if (argmax_p) argmax_p[at] = first_index_of(rows[i], V, max);
+    const int64_t blocks = (R + kCorrectedRows - 1) / kCorrectedRows;
+    // Each block of rows walks the vocabulary one column group at a time.
+#pragma omp parallel for schedule(dynamic, 1) if (R * V > kParallelGrain)
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t r0 = block * kCorrectedRows, n = std::min(kCorrectedRows, R - r0);
+      thread_local ScratchBuffer<A> c_buffer, b_buffer;
+      thread_local std::vector<const A*> b_rows;
+      OnlineLse<A> stats[2][kCorrectedRows];
+      A at_target[2][kCorrectedRows] = {};
+      for (int64_t v0 = 0; v0 < V; v0 += kCorrectedColumns) {
+        const int64_t w = std::min(kCorrectedColumns, V - v0);
+        c_buffer.resize(static_cast<size_t>(n * w));
+        base_tile(bp, V, r0, n, v0, w, b_buffer, b_rows);
+        corrected_tile<T>(e + r0 * E, p, E, v0, w, b_rows, c_buffer.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const A* rows[2] = {b_rows[i], c_buffer.data() + i * w};
+          const int64_t t = target[r0 + i];
+          for (int k = 0; k < 2; ++k) {
+            stats[k][i].add(rows[k], w, v0);
+            if (t >= v0 && t < v0 + w) at_target[k][i] = rows[k][t - v0];
+          }
+        }
       }
+      for (int64_t i = 0; i < n; ++i)
+        for (int k = 0; k < 2; ++k) {
+          const int64_t at = k * R + r0 + i;
+          lse_p[at] = stats[k][i].lse();
+          loss_p[at] = target[r0 + i] == ignore_index ? A(0) : lse_p[at] - at_target[k][i];
+          if (argmax_p) argmax_p[at] = stats[k][i].argmax;
+        }
     }
   });
 }
 
-void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, const Tensor& delta,
+void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
+                                      const Tensor& features, const Tensor& proj,
                                       const Tensor& targets, const Tensor& lse, const Tensor& dbase,
-                                      const Tensor& ddelta, int64_t ignore_index) {
-  const int64_t R = base.size(0), V = base.size(1);
+                                      const Tensor& dfeatures, const Tensor& dproj,
+                                      bool accumulate_dproj, int64_t ignore_index) {
+  const int64_t R = base.size(0), V = base.size(1), E = features.size(1);
   const std::vector<int64_t> target = targets.to_vector<int64_t>();
   visit_floating(base.dtype(), "corrected_cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    Tensor e_copy, p_copy;
+    const A* e = values_in<A>(features, e_copy);
+    const A* p = values_in<A>(proj, p_copy);
     const T* bp = base.data<T>();
-    const T* dp = delta.data<T>();
     T* gbp = dbase.data<T>();
-    T* gdp = ddelta.data<T>();
     const A* dloss_p = dloss.data<A>();
     const A* lse_p = lse.data<A>();
-#pragma omp parallel for if (R * V > kParallelGrain)
-    for (int64_t r = 0; r < R; ++r) {
-      if (target[r] == ignore_index) {
-        std::fill(gbp + r * V, gbp + (r + 1) * V, convert<T>(A(0)));
-        std::fill(gdp + r * V, gdp + (r + 1) * V, convert<T>(A(0)));
-        continue;
+    const int64_t groups = (V + kCorrectedColumns - 1) / kCorrectedColumns;
+    // Each column group owns its columns of dbase and its rows of dproj, and writes its share of
+    // dfeatures = dc @ P to its own partial; the partials are summed in group order below.
+    Tensor partials = Tensor::empty({groups, R, E}, dtype_of<A>());
+    A* partial_p = partials.data<A>();
+    Tensor dp_acc;  // dproj in A: dproj itself, or a copy converted back at the end
+    if (dproj.defined())
+      dp_acc = dproj.dtype() == dtype_of<A>()
+                   ? dproj
+                   : (accumulate_dproj ? dproj.to(dtype_of<A>())
+                                       : Tensor::empty(dproj.shape(), dtype_of<A>()));
+    A* dp = dp_acc.defined() ? dp_acc.data<A>() : nullptr;
+#pragma omp parallel for schedule(dynamic, 1) if (R * V > kParallelGrain)
+    for (int64_t group = 0; group < groups; ++group) {
+      const int64_t v0 = group * kCorrectedColumns, w = std::min(kCorrectedColumns, V - v0);
+      thread_local ScratchBuffer<A> c_buffer, b_buffer, g_buffer;
+      thread_local std::vector<const A*> b_rows;
+      for (int64_t r0 = 0; r0 < R; r0 += kCorrectedRows) {
+        const int64_t n = std::min(kCorrectedRows, R - r0);
+        // Every row's b is read (converted, or in place) before its dbase, which may be b, is
+        // written.
+        c_buffer.resize(static_cast<size_t>(n * w));
+        base_tile(bp, V, r0, n, v0, w, b_buffer, b_rows);
+        corrected_tile<T>(e + r0 * E, p, E, v0, w, b_rows, c_buffer.data());
+        // dc = g1 (softmax(c) - onehot) replaces c; dbase = g0 (softmax(b) - onehot) + dc.
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t r = r0 + i, t = target[r] - v0;
+          ArrayMap<A> dc(c_buffer.data() + i * w, w);
+          T* out = gbp + r * V + v0;
+          if (target[r] == ignore_index) {
+            dc.setZero();
+            std::fill(out, out + w, convert<T>(A(0)));
+            continue;
+          }
+          const A g0 = dloss_p[r], g1 = dloss_p[R + r];
+          dc = g1 * (dc - lse_p[R + r]).exp();
+          if (t >= 0 && t < w) dc(t) -= g1;
+          write_row(out, w, g_buffer, [&](ArrayMap<A>& g) {
+            g = g0 * (ConstArrayMap<A>(b_rows[i], w) - lse_p[r]).exp() + dc;
+            if (t >= 0 && t < w) g(t) -= g0;
+          });
+        }
+        const ConstMatrixMap<A> dc(c_buffer.data(), n, w), p_group(p + v0 * E, w, E);
+        MatrixMap<A>(partial_p + (group * R + r0) * E, n, E).noalias() = dc * p_group;
+        if (!dp) continue;
+        MatrixMap<A> dp_group(dp + v0 * E, w, E);
+        const auto rows_share = dc.transpose() * ConstMatrixMap<A>(e + r0 * E, n, E);
+        if (r0 == 0 && !accumulate_dproj)
+          dp_group.noalias() = rows_share;
+        else
+          dp_group.noalias() += rows_share;
       }
-      // Both rows are read (into buffers, or as A in place) before either output row is written:
-      // the outputs may be the inputs.
-      thread_local ScratchBuffer<A> b_buffer, c_buffer, g_buffer;
-      const A* b = row_in<A>(bp + r * V, V, b_buffer);
-      c_buffer.resize(static_cast<size_t>(V));
-      corrected_row(b, dp + r * V, V, c_buffer.data());
-      ArrayMap<A> dc(c_buffer.data(), V);
-      const A g0 = dloss_p[r], g1 = dloss_p[R + r];
-      dc = g1 * (dc - lse_p[R + r]).exp();
-      dc(target[r]) -= g1;
-      write_row(gbp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {
-        g = g0 * (ConstArrayMap<A>(b, V) - lse_p[r]).exp() + dc;
-        g(target[r]) -= g0;
-      });
-      write_row(gdp + r * V, V, g_buffer, [&](ArrayMap<A>& g) { g = dc; });
     }
+    // dfeatures = the partials summed in group order.
+    T* gf = dfeatures.data<T>();
+#pragma omp parallel for if (R * E * groups > kParallelGrain)
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t k = 0; k < E; ++k) {
+        A sum = 0;
+        for (int64_t group = 0; group < groups; ++group) sum += partial_p[(group * R + r) * E + k];
+        gf[r * E + k] = convert<T>(sum);
+      }
+    if (dp && !dp_acc.shares_storage(dproj)) dproj.copy_(dp_acc);
   });
 }
 

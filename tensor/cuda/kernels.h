@@ -89,12 +89,14 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
 void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, const Tensor& dlogits, int64_t ignore_index,
                             cudaStream_t stream);
-void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
-                             const Tensor& loss, const Tensor& lse, const Tensor& argmax,
-                             int64_t ignore_index, cudaStream_t stream);
-void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, const Tensor& delta,
+void corrected_cross_entropy(const Tensor& base, const Tensor& features, const Tensor& proj,
+                             const Tensor& targets, const Tensor& loss, const Tensor& lse,
+                             const Tensor& argmax, int64_t ignore_index, cudaStream_t stream);
+void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
+                                      const Tensor& features, const Tensor& proj,
                                       const Tensor& targets, const Tensor& lse, const Tensor& dbase,
-                                      const Tensor& ddelta, int64_t ignore_index,
+                                      const Tensor& dfeatures, const Tensor& dproj,
+                                      bool accumulate_dproj, int64_t ignore_index,
                                       cudaStream_t stream);
 void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
             const Tensor& teacher_lse, const Tensor& student_lse, double temperature,

@@ -304,9 +304,11 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
   CUDA_CHECK(cudaGetLastError());
 }
 
-void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
-                             const Tensor& loss, const Tensor& lse, const Tensor& argmax,
-                             int64_t ignore_index, cudaStream_t stream) {
+namespace {
+
+void launch_corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tensor& targets,
+                                    const Tensor& loss, const Tensor& lse, const Tensor& argmax,
+                                    int64_t ignore_index, cudaStream_t stream) {
   const int64_t R = base.size(0), V = base.size(1);
   visit_floating(base.dtype(), "corrected_cross_entropy", [&](auto tag) {
     using T = decltype(tag);
@@ -325,10 +327,11 @@ void corrected_cross_entropy(const Tensor& base, const Tensor& delta, const Tens
   CUDA_CHECK(cudaGetLastError());
 }
 
-void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, const Tensor& delta,
-                                      const Tensor& targets, const Tensor& lse, const Tensor& dbase,
-                                      const Tensor& ddelta, int64_t ignore_index,
-                                      cudaStream_t stream) {
+void launch_corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
+                                             const Tensor& delta, const Tensor& targets,
+                                             const Tensor& lse, const Tensor& dbase,
+                                             const Tensor& ddelta, int64_t ignore_index,
+                                             cudaStream_t stream) {
   const int64_t R = base.size(0), V = base.size(1);
   visit_floating(base.dtype(), "corrected_cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -347,6 +350,43 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base, c
     });
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+// The corrections delta [R, V] = features @ proj^T, one GEMM into a scratch buffer.
+Tensor corrections(const Tensor& features, const Tensor& proj, cudaStream_t stream) {
+  const int64_t R = features.size(0), V = proj.size(0), E = features.size(1);
+  Tensor delta = Tensor::empty({R, V}, features.dtype(), features.device());
+  matmul(features.view({1, R, E}), proj.view({1, V, E}), delta.view({1, R, V}), false, true, false,
+         stream);
+  return delta;
+}
+
+}  // namespace
+
+void corrected_cross_entropy(const Tensor& base, const Tensor& features, const Tensor& proj,
+                             const Tensor& targets, const Tensor& loss, const Tensor& lse,
+                             const Tensor& argmax, int64_t ignore_index, cudaStream_t stream) {
+  launch_corrected_cross_entropy(base, corrections(features, proj, stream), targets, loss, lse,
+                                 argmax, ignore_index, stream);
+}
+
+// ddelta replaces the corrections in their buffer; dfeatures = ddelta @ proj and
+// dproj (+)= ddelta^T @ features are two GEMMs.
+void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
+                                      const Tensor& features, const Tensor& proj,
+                                      const Tensor& targets, const Tensor& lse, const Tensor& dbase,
+                                      const Tensor& dfeatures, const Tensor& dproj,
+                                      bool accumulate_dproj, int64_t ignore_index,
+                                      cudaStream_t stream) {
+  const int64_t R = base.size(0), V = base.size(1), E = features.size(1);
+  const Tensor delta = corrections(features, proj, stream);
+  launch_corrected_cross_entropy_backward(dloss, base, delta, targets, lse, dbase, delta,
+                                          ignore_index, stream);
+  matmul(delta.view({1, R, V}), proj.view({1, V, E}), dfeatures.view({1, R, E}), false, false,
+         false, stream);
+  if (dproj.defined())
+    matmul(delta.view({1, R, V}), features.view({1, R, E}), dproj.view({1, V, E}), true, false,
+           accumulate_dproj, stream);
 }
 
 void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,

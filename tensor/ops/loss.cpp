@@ -98,27 +98,32 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
 
 namespace {
 
-// base and delta: [R, V] of one floating dtype on one device, contiguous (the backward may write
-// over them).
-void check_corrected(const char* op, const Tensor& base, const Tensor& delta,
+// base [R, V], features [R, E] and proj [V, E]: one floating dtype on one device, contiguous (the
+// backward may write over base).
+void check_corrected(const char* op, const Tensor& base, const Tensor& features, const Tensor& proj,
                      const Tensor& targets) {
   check_logits(op, base, "base");
-  check_logits(op, delta, "delta");
-  check_shape(op, delta, base.shape(), "delta");
-  check_same_dtype(op, base, delta);
-  check_same_device(op, {&base, &delta});
+  check_logits(op, features, "features");
+  check_logits(op, proj, "proj");
+  if (features.size(0) != base.size(0) || proj.size(0) != base.size(1) ||
+      proj.size(1) != features.size(1))
+    fail(op, "base " + shape_str(base.shape()) + ", features " + shape_str(features.shape()) +
+                 " and proj " + shape_str(proj.shape()) + " must be [R, V], [R, E] and [V, E]");
+  check_same_dtype(op, base, features);
+  check_same_dtype(op, base, proj);
+  check_same_device(op, {&base, &features, &proj});
   check_targets(op, targets, base);
-  for (const Tensor* t : {&base, &delta})
-    if (!t->is_contiguous()) fail(op, "base and delta must be contiguous");
+  for (const Tensor* t : {&base, &features, &proj})
+    if (!t->is_contiguous()) fail(op, "base, features and proj must be contiguous");
 }
 
 }  // namespace
 
-CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& delta,
-                                           const Tensor& targets, int64_t ignore_index,
-                                           bool want_argmax) {
+CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& features,
+                                           const Tensor& proj, const Tensor& targets,
+                                           int64_t ignore_index, bool want_argmax) {
   const char* op = "corrected_cross_entropy";
-  check_corrected(op, base, delta, targets);
+  check_corrected(op, base, features, proj, targets);
   const int64_t R = base.size(0);
   check_target_range(op, targets, base.size(1), ignore_index);
   CrossEntropyResult res;
@@ -126,17 +131,19 @@ CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& del
   res.lse = Tensor::empty({2, R}, stat_dtype(base), base.device());
   if (want_argmax) res.argmax = Tensor::empty({2, R}, DType::i64, base.device());
   if (R > 0)
-    SPRIG_DISPATCH(base.device(), corrected_cross_entropy, base, delta, targets.contiguous(),
-                   res.loss, res.lse, res.argmax, ignore_index);
+    SPRIG_DISPATCH(base.device(), corrected_cross_entropy, base, features, proj,
+                   targets.contiguous(), res.loss, res.lse, res.argmax, ignore_index);
   return res;
 }
 
 void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& base,
-                                           const Tensor& delta, const Tensor& targets,
-                                           const Tensor& lse, const Tensor& dbase,
-                                           const Tensor& ddelta, int64_t ignore_index) {
+                                           const Tensor& features, const Tensor& proj,
+                                           const Tensor& targets, const Tensor& lse,
+                                           const Tensor& dbase, const Tensor& dfeatures,
+                                           const Tensor& dproj, bool accumulate_dproj,
+                                           int64_t ignore_index) {
   const char* op = "corrected_cross_entropy_backward";
-  check_corrected(op, base, delta, targets);
+  check_corrected(op, base, features, proj, targets);
   const int64_t R = base.size(0);
   check_float_input(op, dloss, "dloss");
   check_shape(op, dloss, {2, R}, "dloss");
@@ -145,17 +152,24 @@ void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& ba
   if (lse.dtype() != stat_dtype(base))
     fail(op, std::string("lse must be ") + dtype_name(stat_dtype(base)) + ", got " +
                  dtype_name(lse.dtype()));
-  for (const Tensor* out : {&dbase, &ddelta}) {
-    check_defined(op, *out, out == &dbase ? "dbase" : "ddelta");
-    check_shape(op, *out, base.shape(), out == &dbase ? "dbase" : "ddelta");
-    check_same_dtype(op, base, *out);
-    if (!out->is_contiguous()) fail(op, "dbase and ddelta must be contiguous");
-  }
-  check_same_device(op, {&base, &dloss, &lse, &dbase, &ddelta});
+  const auto check_out = [&](const Tensor& out, const Tensor& like, const char* name) {
+    check_defined(op, out, name);
+    check_shape(op, out, like.shape(), name);
+    check_same_dtype(op, base, out);
+    if (!out.is_contiguous()) fail(op, std::string(name) + " must be contiguous");
+    check_same_device(op, {&base, &out});
+  };
+  check_out(dbase, base, "dbase");
+  check_out(dfeatures, features, "dfeatures");
+  if (dproj.defined()) check_out(dproj, proj, "dproj");
+  check_same_device(op, {&base, &dloss, &lse});
   if (R > 0)
     SPRIG_DISPATCH(base.device(), corrected_cross_entropy_backward,
-                   dloss.to(stat_dtype(base)).contiguous(), base, delta, targets.contiguous(),
-                   lse.contiguous(), dbase, ddelta, ignore_index);
+                   dloss.to(stat_dtype(base)).contiguous(), base, features, proj,
+                   targets.contiguous(), lse.contiguous(), dbase, dfeatures, dproj,
+                   accumulate_dproj, ignore_index);
+  else if (dproj.defined() && !accumulate_dproj)
+    dproj.zero_();
 }
 
 KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature) {

@@ -1,5 +1,5 @@
 // GPU parity tests of the row losses: cross-entropy (loss, lse, argmax, dlogits), Domino's
-// corrected pair (also in place) and forward KL
+// corrected pair (also in place, with the gradients of its features and projection) and forward KL
 // (kl, lses, dstudent), CUDA against the CPU reference in f32 and bf16 on awkward row counts and
 // vocabulary sizes (scalar and 16-byte vector paths), huge and -inf logits, non-contiguous input.
 #include <gtest/gtest.h>
@@ -56,30 +56,49 @@ TEST(CrossEntropyGpu, MatchesCpuOnAwkwardShapes) {
     }
 }
 
+// Features and projection of small multiples of 1/4 with E = 4: every correction is exact in
+// both GEMMs, so both devices add the same corrections and agree on the argmax exactly.
+Tensor quarter_steps(const Shape& shape, uint64_t seed, DType dtype) {
+  std::vector<float> v(static_cast<size_t>(shape[0] * shape[1]));
+  Generator gen(seed);
+  for (float& x : v) x = 0.25f * static_cast<float>(gen.next_int(-4, 5));
+  return Tensor::from_vector(v, shape).to(dtype);
+}
+
 TEST(CorrectedCrossEntropyGpu, MatchesCpuOnAwkwardShapesAndInPlace) {
   SPRIG_REQUIRE_CUDA();
   uint64_t seed = 100;
+  constexpr int64_t E = 4;
   for (DType dt : {DType::f32, DType::bf16})
     for (const RowsVocab& s : kShapes) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
                    " V=" + std::to_string(s.vocab));
       const Tensor b = rand_normal({s.rows, s.vocab}, ++seed, dt);
-      const Tensor d = rand_normal({s.rows, s.vocab}, ++seed, dt);
+      const Tensor e = quarter_steps({s.rows, E}, ++seed, dt);
+      const Tensor p = quarter_steps({s.vocab, E}, ++seed, dt);
       const Tensor t = some_targets(s.rows, s.vocab, ++seed);
-      const CrossEntropyResult cpu = corrected_cross_entropy(b, d, t, -100, true);
+      const CrossEntropyResult cpu = corrected_cross_entropy(b, e, p, t, -100, true);
       const CrossEntropyResult gpu =
-          corrected_cross_entropy(to_cuda(b), to_cuda(d), to_cuda(t), -100, true);
+          corrected_cross_entropy(to_cuda(b), to_cuda(e), to_cuda(p), to_cuda(t), -100, true);
       EXPECT_PARITY(gpu.loss, cpu.loss);
       EXPECT_PARITY(gpu.lse, cpu.lse);
       EXPECT_EQ(gpu.argmax.to_vector<int64_t>(), cpu.argmax.to_vector<int64_t>());
       const Tensor dloss = rand_normal({2, s.rows}, ++seed);
-      Tensor gb = Tensor::empty(b.shape(), dt), gd = Tensor::empty(b.shape(), dt);
-      corrected_cross_entropy_backward_into(dloss, b, d, t, cpu.lse, gb, gd);
-      // On the GPU in place: the gradients overwrite the logits.
-      const Tensor cb = to_cuda(b), cd = to_cuda(d);
-      corrected_cross_entropy_backward_into(to_cuda(dloss), cb, cd, to_cuda(t), gpu.lse, cb, cd);
+      Tensor gb = Tensor::empty(b.shape(), dt), ge = Tensor::empty(e.shape(), dt);
+      Tensor gp = Tensor::empty(p.shape(), dt);
+      corrected_cross_entropy_backward_into(dloss, b, e, p, t, cpu.lse, gb, ge, gp);
+      // On the GPU in place: the base gradients overwrite the logits.
+      const Tensor cb = to_cuda(b), cge = to_cuda(ge), cgp = to_cuda(gp);
+      corrected_cross_entropy_backward_into(to_cuda(dloss), cb, to_cuda(e), to_cuda(p), to_cuda(t),
+                                            gpu.lse, cb, cge, cgp);
       EXPECT_PARITY(cb, gb, 1, 1.0 / static_cast<double>(s.vocab));
-      EXPECT_PARITY(cd, gd, 1, 1.0 / static_cast<double>(s.vocab));
+      // dfeatures sums V terms of size about 1 / V, dproj R such terms. In bf16 the GPU rounds dc
+      // to bf16 before its GEMMs (the CPU keeps it in f32): each term carries a bf16 rounding, and
+      // they add up like sqrt(terms).
+      const auto V = static_cast<double>(s.vocab), R = static_cast<double>(s.rows);
+      const bool bf16 = dt == DType::bf16;
+      EXPECT_PARITY(cge, ge, s.vocab, bf16 ? 1.0 / std::sqrt(V) : 1.0 / V);
+      EXPECT_PARITY(cgp, gp, s.rows, bf16 ? std::sqrt(R) / V : 1.0 / V);
     }
 }
 

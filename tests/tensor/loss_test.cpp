@@ -2,6 +2,7 @@
 // numerical stability, argmax, bf16 input) and forward KL (docs/semantics.md E14 values,
 // zero-probability terms), each backward against central differences in f64, and argument errors.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <vector>
@@ -123,87 +124,162 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(all_close(dlogits, numeric_gradient(loss, logits), 1e-8));
 }
 
-// Domino's pair equals two plain cross-entropies: of b, and of c = b + delta rounded to the dtype.
+// Domino's pair equals two plain cross-entropies: of b, and of c = b + e @ P^T rounded to the
+// dtype. One tile (5 x 37) reproduces them exactly; several tiles (130 rows, 2100 columns: three
+// row blocks and three column groups, both with ragged tails) merge the groups' log-sum-exps, so
+// the values agree to rounding and the argmax exactly.
 TEST(CorrectedCrossEntropy, EqualsTwoCrossEntropiesForwardAndBackward) {
-  for (DType dt : {DType::f64, DType::f32, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    const Tensor b = rand_normal({5, 37}, 11, dt), d = rand_normal({5, 37}, 12, dt);
-    const Tensor c = add(b, d);  // rounded to dt, as in place
-    const Tensor t = targets_of({3, -100, 0, 36, 7});
-    const CorrectedResultCheck expect{cross_entropy(b, t, -100, true),
-                                      cross_entropy(c, t, -100, true)};
-    const CrossEntropyResult got = corrected_cross_entropy(b, d, t, -100, true);
-    ASSERT_EQ(got.loss.shape(), (Shape{2, 5}));
-    for (int i = 0; i < 2; ++i) {
-      EXPECT_TRUE(all_close(got.loss.select(0, i), expect.of[i].loss, 0.0));
-      EXPECT_TRUE(all_close(got.lse.select(0, i), expect.of[i].lse, 0.0));
-      EXPECT_EQ(got.argmax.select(0, i).to_vector<int64_t>(),
-                expect.of[i].argmax.to_vector<int64_t>());
+  struct Case {
+    int64_t rows, vocab, width;
+    std::vector<int64_t> targets;
+  };
+  std::vector<int64_t> many(130);
+  for (int64_t r = 0; r < 130; ++r) many[r] = r % 7 == 3 ? -100 : (r * 331) % 2100;
+  const std::vector<Case> cases = {{5, 37, 3, {3, -100, 0, 36, 7}}, {130, 2100, 5, many}};
+  for (const Case& k : cases)
+    for (DType dt : {DType::f64, DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " V=" + std::to_string(k.vocab));
+      const bool one_tile = k.vocab <= 1024;
+      const Tensor b = rand_normal({k.rows, k.vocab}, 11, dt);
+      const Tensor e = rand_normal({k.rows, k.width}, 12, dt);
+      const Tensor p = rand_normal({k.vocab, k.width}, 14, dt);
+      const Tensor c = add(b, matmul(e, p, false, true));  // rounded to dt, as in place
+      const Tensor t = targets_of(k.targets);
+      const CorrectedResultCheck expect{cross_entropy(b, t, -100, true),
+                                        cross_entropy(c, t, -100, true)};
+      const CrossEntropyResult got = corrected_cross_entropy(b, e, p, t, -100, true);
+      ASSERT_EQ(got.loss.shape(), (Shape{2, k.rows}));
+      const double merged = one_tile ? 0.0 : dt == DType::f64 ? 1e-13 : 1e-6;
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_TRUE(all_close(got.loss.select(0, i), expect.of[i].loss, merged, merged));
+        EXPECT_TRUE(all_close(got.lse.select(0, i), expect.of[i].lse, merged, merged));
+        EXPECT_EQ(got.argmax.select(0, i).to_vector<int64_t>(),
+                  expect.of[i].argmax.to_vector<int64_t>());
+      }
+      // Backward: dc = g1 (softmax(c) - onehot), db = g0 (softmax(b) - onehot) + dc,
+      // de = dc @ P, dP = dc^T @ e.
+      const Tensor dloss = rand_normal({2, k.rows}, 13, DType::f32).to(got.lse.dtype());
+      const Tensor dc =
+          cross_entropy_backward(dloss.select(0, 1), c, t, expect.of[1].lse).to(DType::f64);
+      const Tensor db = add(
+          cross_entropy_backward(dloss.select(0, 0), b, t, expect.of[0].lse).to(DType::f64), dc);
+      const Tensor de = matmul(dc, p.to(DType::f64)), dp = matmul(dc, e.to(DType::f64), true);
+      Tensor gb = Tensor::empty(b.shape(), dt), ge = Tensor::empty(e.shape(), dt);
+      Tensor gp = Tensor::empty(p.shape(), dt);
+      corrected_cross_entropy_backward_into(dloss, b, e, p, t, got.lse, gb, ge, gp);
+      const double tol = dt == DType::bf16 ? 1.0 / 64 : dt == DType::f32 ? 1e-6 : 1e-13;
+      EXPECT_TRUE(all_close(gb.to(DType::f64), db, tol, tol));
+      EXPECT_TRUE(all_close(ge.to(DType::f64), de, tol * std::sqrt(k.vocab), tol));
+      EXPECT_TRUE(all_close(gp.to(DType::f64), dp, tol * std::sqrt(k.rows), tol));
+      // In place: dbase replaces the base logits, with the same values; accumulate_dproj adds
+      // (block by block: exactly 2 gp with one block of rows).
+      const Tensor b2 = b.clone(), gp2 = gp.clone();
+      corrected_cross_entropy_backward_into(dloss, b2, e, p, t, got.lse, b2, ge, gp2, true);
+      EXPECT_TRUE(all_close(b2, gb, 0.0));
+      const double blocks = k.rows <= 64 ? 0.0 : tol;
+      EXPECT_TRUE(all_close(gp2.to(DType::f64), mul(gp, 2.0).to(DType::f64), blocks, blocks));
+      // An ignored row's base gradient is exactly 0.
+      const int64_t ignored = k.targets[1] == -100 ? 1 : 3;
+      EXPECT_EQ(max_abs(gb.select(0, ignored)), 0.0);
     }
-    // Backward: dc = g1 (softmax(c) - onehot), db = g0 (softmax(b) - onehot) + dc.
-    const Tensor dloss = rand_normal({2, 5}, 13, DType::f32).to(got.lse.dtype());
-    const Tensor dc = cross_entropy_backward(dloss.select(0, 1), c, t, expect.of[1].lse);
-    const Tensor db =
-        add(cross_entropy_backward(dloss.select(0, 0), b, t, expect.of[0].lse).to(DType::f64),
-            dc.to(DType::f64));
-    Tensor gb = Tensor::empty(b.shape(), dt), gd = Tensor::empty(b.shape(), dt);
-    corrected_cross_entropy_backward_into(dloss, b, d, t, got.lse, gb, gd);
-    const double tol = dt == DType::bf16 ? 1.0 / 128 : dt == DType::f32 ? 1e-7 : 1e-15;
-    // The same formula; Eigen's vectorised and scalar exp may differ in the last bit.
-    const double ulp = dt == DType::bf16 ? 1.0 / 128 : dt == DType::f32 ? 1e-6 : 0.0;
-    EXPECT_TRUE(all_close(gd, dc, 0.0, ulp));
-    EXPECT_TRUE(all_close(gb.to(DType::f64), db, tol, tol));
-    // In place: the gradients replace the logits, with the same values.
-    const Tensor b2 = b.clone(), d2 = d.clone();
-    corrected_cross_entropy_backward_into(dloss, b2, d2, t, got.lse, b2, d2);
-    EXPECT_TRUE(all_close(b2, gb, 0.0));
-    EXPECT_TRUE(all_close(d2, gd, 0.0));
-    // The ignored row's gradients are exactly 0.
-    EXPECT_EQ(max_abs(gb.select(0, 1)), 0.0);
-    EXPECT_EQ(max_abs(gd.select(0, 1)), 0.0);
-  }
+}
+
+// The tiling follows the shapes, never the thread count: one thread and all of them give the
+// same bits.
+TEST(CorrectedCrossEntropy, BitwiseTheSameOnOneThread) {
+  const Tensor b = rand_normal({200, 3000}, 31), e = rand_normal({200, 8}, 32);
+  const Tensor p = rand_normal({3000, 8}, 33), dloss = rand_normal({2, 200}, 34);
+  std::vector<int64_t> t(200);
+  for (int64_t r = 0; r < 200; ++r) t[r] = (r * 97) % 3000;
+  const auto run = [&] {
+    const CrossEntropyResult res = corrected_cross_entropy(b, e, p, targets_of(t), -100, true);
+    std::vector<Tensor> out = {res.loss, res.lse, Tensor::empty(b.shape()),
+                               Tensor::empty(e.shape()), Tensor::empty(p.shape())};
+    corrected_cross_entropy_backward_into(dloss, b, e, p, targets_of(t), res.lse, out[2], out[3],
+                                          out[4]);
+    return out;
+  };
+  const std::vector<Tensor> all = run();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<Tensor> one = run();
+  omp_set_num_threads(threads);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(all_close(one[i], all[i], 0.0)) << i;
 }
 
 TEST(CorrectedCrossEntropy, BackwardMatchesFiniteDifferences) {
-  const Tensor b = rand_normal({4, 6}, 21, DType::f64), d = rand_normal({4, 6}, 22, DType::f64);
+  const Tensor b = rand_normal({4, 6}, 21, DType::f64), e = rand_normal({4, 2}, 22, DType::f64);
+  const Tensor p = rand_normal({6, 2}, 24, DType::f64);
   const Tensor dloss = rand_normal({2, 4}, 23, DType::f64);
   const Tensor t = targets_of({5, 0, -100, 2});
-  const auto loss = [&] { return dot(corrected_cross_entropy(b, d, t).loss, dloss); };
-  Tensor gb = Tensor::empty(b.shape(), DType::f64), gd = Tensor::empty(b.shape(), DType::f64);
-  corrected_cross_entropy_backward_into(dloss, b, d, t, corrected_cross_entropy(b, d, t).lse, gb,
-                                        gd);
+  const auto loss = [&] { return dot(corrected_cross_entropy(b, e, p, t).loss, dloss); };
+  Tensor gb = Tensor::empty(b.shape(), DType::f64), ge = Tensor::empty(e.shape(), DType::f64);
+  Tensor gp = Tensor::empty(p.shape(), DType::f64);
+  corrected_cross_entropy_backward_into(dloss, b, e, p, t, corrected_cross_entropy(b, e, p, t).lse,
+                                        gb, ge, gp);
   EXPECT_TRUE(all_close(gb, numeric_gradient(loss, b), 1e-8));
-  EXPECT_TRUE(all_close(gd, numeric_gradient(loss, d), 1e-8));
+  EXPECT_TRUE(all_close(ge, numeric_gradient(loss, e), 1e-8));
+  EXPECT_TRUE(all_close(gp, numeric_gradient(loss, p), 1e-8));
+  // A frozen projection: no dproj, the same other gradients.
+  Tensor gb2 = Tensor::empty(b.shape(), DType::f64), ge2 = Tensor::empty(e.shape(), DType::f64);
+  corrected_cross_entropy_backward_into(dloss, b, e, p, t, corrected_cross_entropy(b, e, p, t).lse,
+                                        gb2, ge2, Tensor());
+  EXPECT_TRUE(all_close(gb2, gb, 0.0));
+  EXPECT_TRUE(all_close(ge2, ge, 0.0));
+}
+
+// No rows: dproj is written as zeros (or left alone when accumulating).
+TEST(CorrectedCrossEntropy, NoRows) {
+  const Tensor b = Tensor::zeros({0, 5}), e = Tensor::zeros({0, 2}), p = rand_normal({5, 2}, 41);
+  const Tensor t = targets_of({});
+  const CrossEntropyResult res = corrected_cross_entropy(b, e, p, t);
+  EXPECT_EQ(res.loss.shape(), (Shape{2, 0}));
+  Tensor gp = Tensor::full({5, 2}, 3.0), ge = Tensor::empty({0, 2});
+  corrected_cross_entropy_backward_into(Tensor::zeros({2, 0}), b, e, p, t, res.lse, b, ge, gp,
+                                        true);
+  EXPECT_EQ(max_abs(sub(gp, Tensor::full({5, 2}, 3.0))), 0.0);
+  corrected_cross_entropy_backward_into(Tensor::zeros({2, 0}), b, e, p, t, res.lse, b, ge, gp);
+  EXPECT_EQ(max_abs(gp), 0.0);
 }
 
 TEST(CorrectedCrossEntropy, RejectsBadInputs) {
-  const Tensor b = Tensor::zeros({3, 7}), t = targets_of({0, 1, 2});
+  const Tensor b = Tensor::zeros({3, 7}), e = Tensor::zeros({3, 2}), p = Tensor::zeros({7, 2});
+  const Tensor t = targets_of({0, 1, 2});
   EXPECT_TRUE(throws_invalid(
       [&] {
-        corrected_cross_entropy(b, Tensor::zeros({3, 6}), t);
+        corrected_cross_entropy(b, e, Tensor::zeros({6, 2}), t);
       },
-      "[corrected_cross_entropy] delta must have shape [3, 7], got [3, 6]"));
+      "[corrected_cross_entropy] base [3, 7], features [3, 2] and proj [6, 2] must be [R, V], "
+      "[R, E] and [V, E]"));
   EXPECT_TRUE(throws_invalid(
       [&] {
-        corrected_cross_entropy(b, b, targets_of({0, 1, 9}));
+        corrected_cross_entropy(b, e, p, targets_of({0, 1, 9}));
       },
       "[corrected_cross_entropy] target 9 out of range [0, 7) at row 2"));
   EXPECT_TRUE(throws_invalid(
       [&] {
-        corrected_cross_entropy(Tensor::zeros({7, 3}).transpose(0, 1), b, t);
+        corrected_cross_entropy(b, Tensor::zeros({2, 3}).transpose(0, 1), p, t);
       },
-      "[corrected_cross_entropy] base and delta must be contiguous"));
-  const Tensor lse = corrected_cross_entropy(b, b, t).lse;
-  Tensor g = Tensor::empty({3, 7});
+      "[corrected_cross_entropy] base, features and proj must be contiguous"));
+  EXPECT_TRUE(throws_invalid([&] { corrected_cross_entropy(b, e.to(DType::bf16), p, t); },
+                             "[corrected_cross_entropy] dtype mismatch: f32 and bf16"));
+  const Tensor lse = corrected_cross_entropy(b, e, p, t).lse;
+  Tensor g = Tensor::empty({3, 7}), ge = Tensor::empty({3, 2});
   EXPECT_TRUE(throws_invalid(
-      [&] { corrected_cross_entropy_backward_into(Tensor::ones({3}), b, b, t, lse, g, g); },
+      [&] { corrected_cross_entropy_backward_into(Tensor::ones({3}), b, e, p, t, lse, g, ge, p); },
       "[corrected_cross_entropy_backward] dloss must have shape [2, 3], got [3]"));
   EXPECT_TRUE(throws_invalid(
       [&] {
-        corrected_cross_entropy_backward_into(Tensor::ones({2, 3}), b, b, t, lse,
-                                              Tensor::empty({3, 7}, DType::bf16), g);
+        corrected_cross_entropy_backward_into(Tensor::ones({2, 3}), b, e, p, t, lse,
+                                              Tensor::empty({3, 7}, DType::bf16), ge, Tensor());
       },
       "[corrected_cross_entropy_backward] dtype mismatch: f32 and bf16"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        corrected_cross_entropy_backward_into(Tensor::ones({2, 3}), b, e, p, t, lse, g, ge,
+                                              Tensor::empty({2, 7}));
+      },
+      "[corrected_cross_entropy_backward] dproj must have shape [7, 2], got [2, 7]"));
 }
 
 TEST(CrossEntropy, RejectsBadInputs) {

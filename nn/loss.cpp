@@ -60,24 +60,28 @@ class KLRows : public RowLoss {
 
   Tensor forward(const Tensor& logits, int64_t r0) override {
     const int64_t n = logits.size(0);
-    KLResult kl = kl_div(teacher(r0, n), logits, temperature_);
+    KLResult kl = kl_div(teacher(r0, n), logits, temperature_, rows(r0, n), argmax.defined());
     teacher_lse_.narrow(0, r0, n).copy_(kl.teacher_lse);
     student_lse_.narrow(0, r0, n).copy_(kl.student_lse);
-    if (argmax.defined()) argmax.narrow(0, r0, n).copy_(sprig::argmax(logits, 1));
+    if (argmax.defined()) argmax.narrow(0, r0, n).copy_(kl.student_argmax);
     return kl.kl;
   }
   Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
     const int64_t n = logits.size(0);
-    const KLResult saved{Tensor(), teacher_lse_.narrow(0, r0, n), student_lse_.narrow(0, r0, n)};
-    return kl_div_backward(dloss, teacher(r0, n), logits, saved, temperature_);
+    const KLResult saved{Tensor(), teacher_lse_.narrow(0, r0, n), student_lse_.narrow(0, r0, n),
+                         Tensor()};
+    return kl_div_backward(dloss, teacher(r0, n), logits, saved, temperature_, rows(r0, n));
   }
 
   Tensor argmax;  // (N) i64, filled by forward when asked for
 
  private:
+  // Rows [r0, r0 + n)'s teachers: the rows teacher_rows names, read in place, or a slice.
   Tensor teacher(int64_t r0, int64_t n) const {
-    return teacher_rows_.defined() ? index_select(teacher_, 0, teacher_rows_.narrow(0, r0, n))
-                                   : teacher_.narrow(0, r0, n);
+    return teacher_rows_.defined() ? teacher_ : teacher_.narrow(0, r0, n);
+  }
+  Tensor rows(int64_t r0, int64_t n) const {
+    return teacher_rows_.defined() ? teacher_rows_.narrow(0, r0, n) : Tensor();
   }
 
   Tensor teacher_, teacher_rows_;

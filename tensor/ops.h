@@ -209,16 +209,21 @@ void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& ba
                                            int64_t ignore_index = -100);
 
 // Forward KL per row: KL(softmax(teacher/T) || softmax(student/T)) = sum_v p (log p - log q),
-// terms with p == 0 contribute 0. teacher, student [R, V]. Returns (kl [R] f32, s_lse, t_lse).
+// terms with p == 0 contribute 0. student [R, V]; teacher [R, V], or with teacher_rows (i32/i64
+// [R]) any [Rt, V] whose row teacher_rows[r] is row r's teacher (read in place, never gathered).
+// With want_argmax, also each student row's first maximum.
 struct KLResult {
-  Tensor kl;           // [R] f32
-  Tensor teacher_lse;  // [R] f32, of teacher / T
-  Tensor student_lse;  // [R] f32, of student / T
+  Tensor kl;              // [R] f32
+  Tensor teacher_lse;     // [R] f32, of teacher / T
+  Tensor student_lse;     // [R] f32, of student / T
+  Tensor student_argmax;  // [R] i64 when asked for
 };
-KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature = 1.0);
-// dstudent [R, V] = dkl[r] * (q - p) / T.
+KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature = 1.0,
+                const Tensor& teacher_rows = {}, bool want_argmax = false);
+// dstudent [R, V] = dkl[r] * (q - p) / T, teacher and teacher_rows as the forward's.
 Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                       const KLResult& fwd, double temperature = 1.0);
+                       const KLResult& fwd, double temperature = 1.0,
+                       const Tensor& teacher_rows = {});
 
 // ---- optimizer
 // ------------------------------------------------------------------------------------ Global L2

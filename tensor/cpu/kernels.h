@@ -90,12 +90,14 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
                                       const Tensor& targets, const Tensor& lse, const Tensor& dbase,
                                       const Tensor& dfeatures, const Tensor& dproj,
                                       bool accumulate_dproj, int64_t ignore_index);
-// teacher, student [R, V]; kl, teacher_lse, student_lse [R] f32.
-void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
-            const Tensor& teacher_lse, const Tensor& student_lse, double temperature);
+// student [R, V]; teacher [R, V], or [Rt, V] with teacher_rows (i32/i64 [R]) naming row r's
+// teacher; kl, teacher_lse, student_lse [R] f32; student_argmax [R] i64 or undefined.
+void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_rows,
+            const Tensor& kl, const Tensor& teacher_lse, const Tensor& student_lse,
+            const Tensor& student_argmax, double temperature);
 void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                     const Tensor& teacher_lse, const Tensor& student_lse, const Tensor& dstudent,
-                     double temperature);
+                     const Tensor& teacher_rows, const Tensor& teacher_lse,
+                     const Tensor& student_lse, const Tensor& dstudent, double temperature);
 
 // out (one element, f64 on CPU / f32 on CUDA) = sum of squares of x (any floating dtype).
 void sum_squares(const Tensor& x, const Tensor& out);

@@ -334,9 +334,23 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
 
 // ---- KL divergence ------------------------------------------------------------------------------
 
-void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
-            const Tensor& teacher_lse, const Tensor& student_lse, double temperature) {
-  const int64_t R = teacher.size(0), V = teacher.size(1);
+namespace {
+
+// Row r's teacher row: teacher_rows[r], or r itself.
+std::vector<int64_t> teacher_row_of(const Tensor& teacher_rows, int64_t R) {
+  if (teacher_rows.defined()) return teacher_rows.to_vector<int64_t>();
+  std::vector<int64_t> rows(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) rows[static_cast<size_t>(r)] = r;
+  return rows;
+}
+
+}  // namespace
+
+void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_rows,
+            const Tensor& kl, const Tensor& teacher_lse, const Tensor& student_lse,
+            const Tensor& student_argmax, double temperature) {
+  const int64_t R = student.size(0), V = student.size(1);
+  const std::vector<int64_t> t_of = teacher_row_of(teacher_rows, R);
   visit_floating(teacher.dtype(), "kl_div", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -346,31 +360,37 @@ void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
     A* kl_p = kl.data<A>();
     A* tl_p = teacher_lse.data<A>();
     A* sl_p = student_lse.data<A>();
+    int64_t* argmax_p = student_argmax.defined() ? student_argmax.data<int64_t>() : nullptr;
     // kl = sum_v p (log p - log q), p = softmax(teacher / T), q = softmax(student / T); terms with
-    // p == 0 contribute 0 (also when log p is -inf).
+    // p == 0 contribute 0 (also when log p is -inf). p comes from the exponentials of the
+    // teacher's log-sum-exp, so each logit takes one exponential.
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local ScratchBuffer<A> t_buffer, s_buffer, log_p_buffer, p_buffer;
-      const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
+      thread_local ScratchBuffer<A> t_buffer, s_buffer, p_buffer;
+      const A* t_row = row_in<A>(tp + t_of[static_cast<size_t>(r)] * V, V, t_buffer);
       const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
-      const A t_lse = row_lse(t_row, V, temp), s_lse = row_lse(s_row, V, temp);
-      log_p_buffer.resize(static_cast<size_t>(V));
+      const ConstArrayMap<A> t(t_row, V), s(s_row, V);
       p_buffer.resize(static_cast<size_t>(V));
-      ArrayMap<A> log_p(log_p_buffer.data(), V), p(p_buffer.data(), V);
-      log_p = ConstArrayMap<A>(t_row, V) / temp - t_lse;
-      p = log_p.exp();
-      const auto log_q = ConstArrayMap<A>(s_row, V) / temp - s_lse;
-      kl_p[r] = (p > A(0)).select(p * (log_p - log_q), A(0)).sum();
+      ArrayMap<A> p(p_buffer.data(), V);
+      const A t_max = t.maxCoeff() / temp;
+      p = (t / temp - t_max).exp();
+      const A t_sum = p.sum(), t_lse = t_max + std::log(t_sum);
+      A s_max = 0;
+      const A s_lse = row_lse(s_row, V, temp, &s_max);
+      p /= t_sum;
+      kl_p[r] = (p > A(0)).select(p * ((t / temp - t_lse) - (s / temp - s_lse)), A(0)).sum();
       tl_p[r] = t_lse;
       sl_p[r] = s_lse;
+      if (argmax_p) argmax_p[r] = first_index_of(s_row, V, s_max);
     }
   });
 }
 
 void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                     const Tensor& teacher_lse, const Tensor& student_lse, const Tensor& dstudent,
-                     double temperature) {
-  const int64_t R = teacher.size(0), V = teacher.size(1);
+                     const Tensor& teacher_rows, const Tensor& teacher_lse,
+                     const Tensor& student_lse, const Tensor& dstudent, double temperature) {
+  const int64_t R = student.size(0), V = student.size(1);
+  const std::vector<int64_t> t_of = teacher_row_of(teacher_rows, R);
   visit_floating(teacher.dtype(), "kl_div_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -385,7 +405,7 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
       thread_local ScratchBuffer<A> t_buffer, s_buffer, g_buffer;
-      const A* t_row = row_in<A>(tp + r * V, V, t_buffer);
+      const A* t_row = row_in<A>(tp + t_of[static_cast<size_t>(r)] * V, V, t_buffer);
       const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
       write_row(dp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {
         g = (dkl_p[r] / temp) * ((ConstArrayMap<A>(s_row, V) / temp - sl_p[r]).exp() -

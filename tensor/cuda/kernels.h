@@ -98,12 +98,13 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
                                       const Tensor& dfeatures, const Tensor& dproj,
                                       bool accumulate_dproj, int64_t ignore_index,
                                       cudaStream_t stream);
-void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
-            const Tensor& teacher_lse, const Tensor& student_lse, double temperature,
-            cudaStream_t stream);
+void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_rows,
+            const Tensor& kl, const Tensor& teacher_lse, const Tensor& student_lse,
+            const Tensor& student_argmax, double temperature, cudaStream_t stream);
 void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                     const Tensor& teacher_lse, const Tensor& student_lse, const Tensor& dstudent,
-                     double temperature, cudaStream_t stream);
+                     const Tensor& teacher_rows, const Tensor& teacher_lse,
+                     const Tensor& student_lse, const Tensor& dstudent, double temperature,
+                     cudaStream_t stream);
 
 void sum_squares(const Tensor& x, const Tensor& out, cudaStream_t stream);
 void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

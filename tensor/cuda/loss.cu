@@ -204,24 +204,33 @@ __global__ void corrected_cross_entropy_backward_kernel(
 // ---- KL divergence ------------------------------------------------------------------------------
 
 // kl = sum_v p (log p - log q), p = softmax(teacher / temp), q = softmax(student / temp); terms
-// with p == 0 contribute 0.
+// with p == 0 contribute 0. Row r's teacher is row teacher_rows[r] (or r without them); with
+// argmax, the student row's first maximum.
 template <class T, int N>
 __global__ void kl_div_kernel(const T* __restrict__ teacher, const T* __restrict__ student,
+                              const void* __restrict__ teacher_rows, bool rows64,
                               acc_t<T>* __restrict__ kl, acc_t<T>* __restrict__ teacher_lse,
-                              acc_t<T>* __restrict__ student_lse, int64_t V, acc_t<T> temp) {
+                              acc_t<T>* __restrict__ student_lse, int64_t* __restrict__ argmax,
+                              int64_t V, acc_t<T> temp) {
   using A = acc_t<T>;
-  const Vec<T, N>* t_row = reinterpret_cast<const Vec<T, N>*>(teacher + blockIdx.x * V);
+  const int64_t t_row_index =
+      teacher_rows ? load_index(teacher_rows, rows64, blockIdx.x) : int64_t{blockIdx.x};
+  const Vec<T, N>* t_row = reinterpret_cast<const Vec<T, N>*>(teacher + t_row_index * V);
   const Vec<T, N>* s_row = reinterpret_cast<const Vec<T, N>*>(student + blockIdx.x * V);
   MaxSum<A> t_st{-INFINITY, A(0)}, s_st{-INFINITY, A(0)};
+  ArgMax<A> best{-INFINITY, kNoIndex};
   for (int64_t p = threadIdx.x; p < V / N; p += blockDim.x) {
     const Vec<T, N> a = t_row[p], b = s_row[p];
     for (int j = 0; j < N; ++j) {
+      const A x = to_acc(b.v[j]);
       add(t_st, to_acc(a.v[j]) / temp);
-      add(s_st, to_acc(b.v[j]) / temp);
+      add(s_st, x / temp);
+      if (x > best.value || best.index == kNoIndex) best = {x, p * N + j};
     }
   }
   t_st = block_combine(t_st);
   s_st = block_combine(s_st);
+  if (argmax) best = block_combine(best);  // argmax is the same for the whole block
   const A t_lse = t_st.max + ::log(t_st.sum), s_lse = s_st.max + ::log(s_st.sum);
   A sum = 0;
   for (int64_t p = threadIdx.x; p < V / N; p += blockDim.x) {
@@ -236,19 +245,23 @@ __global__ void kl_div_kernel(const T* __restrict__ teacher, const T* __restrict
   kl[blockIdx.x] = sum;
   teacher_lse[blockIdx.x] = t_lse;
   student_lse[blockIdx.x] = s_lse;
+  if (argmax) argmax[blockIdx.x] = best.index;
 }
 
 // dstudent = dkl * (q - p) / temp.
 template <class T, int N>
 __global__ void kl_div_backward_kernel(const acc_t<T>* __restrict__ dkl,
                                        const T* __restrict__ teacher, const T* __restrict__ student,
+                                       const void* __restrict__ teacher_rows, bool rows64,
                                        const acc_t<T>* __restrict__ teacher_lse,
                                        const acc_t<T>* __restrict__ student_lse,
                                        T* __restrict__ dstudent, int64_t V, acc_t<T> temp) {
   using A = acc_t<T>;
   const A scale = dkl[blockIdx.x] / temp, t_lse = teacher_lse[blockIdx.x];
   const A s_lse = student_lse[blockIdx.x];
-  const Vec<T, N>* t_row = reinterpret_cast<const Vec<T, N>*>(teacher + blockIdx.x * V);
+  const int64_t t_row_index =
+      teacher_rows ? load_index(teacher_rows, rows64, blockIdx.x) : int64_t{blockIdx.x};
+  const Vec<T, N>* t_row = reinterpret_cast<const Vec<T, N>*>(teacher + t_row_index * V);
   const Vec<T, N>* s_row = reinterpret_cast<const Vec<T, N>*>(student + blockIdx.x * V);
   Vec<T, N>* out = reinterpret_cast<Vec<T, N>*>(dstudent + blockIdx.x * V);
   for (int64_t p = threadIdx.x; p < V / N; p += blockDim.x) {
@@ -389,29 +402,34 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
            accumulate_dproj, stream);
 }
 
-void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& kl,
-            const Tensor& teacher_lse, const Tensor& student_lse, double temperature,
-            cudaStream_t stream) {
-  const int64_t R = teacher.size(0), V = teacher.size(1);
+void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_rows,
+            const Tensor& kl, const Tensor& teacher_lse, const Tensor& student_lse,
+            const Tensor& student_argmax, double temperature, cudaStream_t stream) {
+  const int64_t R = student.size(0), V = student.size(1);
   visit_floating(teacher.dtype(), "kl_div", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const T* tp = static_cast<const T*>(teacher.data_ptr());
     const T* sp = static_cast<const T*>(student.data_ptr());
+    int64_t* ap =
+        student_argmax.defined() ? static_cast<int64_t*>(student_argmax.data_ptr()) : nullptr;
     with_vec_width<T>(V, {tp, sp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
       kl_div_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-          tp, sp, static_cast<A*>(kl.data_ptr()), static_cast<A*>(teacher_lse.data_ptr()),
-          static_cast<A*>(student_lse.data_ptr()), V, A(temperature));
+          tp, sp, teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
+          teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
+          static_cast<A*>(kl.data_ptr()), static_cast<A*>(teacher_lse.data_ptr()),
+          static_cast<A*>(student_lse.data_ptr()), ap, V, A(temperature));
     });
   });
   CUDA_CHECK(cudaGetLastError());
 }
 
 void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                     const Tensor& teacher_lse, const Tensor& student_lse, const Tensor& dstudent,
-                     double temperature, cudaStream_t stream) {
-  const int64_t R = teacher.size(0), V = teacher.size(1);
+                     const Tensor& teacher_rows, const Tensor& teacher_lse,
+                     const Tensor& student_lse, const Tensor& dstudent, double temperature,
+                     cudaStream_t stream) {
+  const int64_t R = student.size(0), V = student.size(1);
   visit_floating(teacher.dtype(), "kl_div_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -422,6 +440,8 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
       constexpr int N = decltype(width)::value;
       kl_div_backward_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
           static_cast<const A*>(dkl.data_ptr()), tp, sp,
+          teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
+          teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
           static_cast<const A*>(teacher_lse.data_ptr()),
           static_cast<const A*>(student_lse.data_ptr()), dp, V, A(temperature));
     });

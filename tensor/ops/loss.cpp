@@ -50,13 +50,30 @@ void check_logits(const char* op, const Tensor& logits, const char* name) {
   check_dim(op, logits, 2, name);
 }
 
-void check_kl(const char* op, const Tensor& teacher, const Tensor& student, double temperature) {
+// teacher [Rt, V] and student [R, V] of one dtype and device; teacher_rows (i32/i64 [R], each in
+// [0, Rt), read on the host), or none and Rt == R.
+void check_kl(const char* op, const Tensor& teacher, const Tensor& student, double temperature,
+              const Tensor& teacher_rows) {
   check_logits(op, teacher, "teacher");
   check_logits(op, student, "student");
-  check_shape(op, student, teacher.shape(), "student");
   check_same_dtype(op, teacher, student);
   check_same_device(op, {&teacher, &student});
   if (!(temperature > 0)) fail(op, "temperature must be positive, got " + num_str(temperature));
+  if (!teacher_rows.defined()) {
+    check_shape(op, student, teacher.shape(), "student");
+    return;
+  }
+  if (student.size(1) != teacher.size(1))
+    fail(op, "student " + shape_str(student.shape()) + " and teacher " +
+                 shape_str(teacher.shape()) + " must have the same vocabulary");
+  check_index(op, teacher_rows, "teacher_rows");
+  check_shape(op, teacher_rows, {student.size(0)}, "teacher_rows");
+  check_same_device(op, {&teacher, &teacher_rows});
+  const std::vector<int64_t> rows = teacher_rows.to_vector<int64_t>();
+  for (size_t r = 0; r < rows.size(); ++r)
+    if (rows[r] < 0 || rows[r] >= teacher.size(0))
+      fail(op, "teacher row " + std::to_string(rows[r]) + " out of range [0, " +
+                   std::to_string(teacher.size(0)) + ") at row " + std::to_string(r));
 }
 
 }  // namespace
@@ -172,33 +189,37 @@ void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& ba
     dproj.zero_();
 }
 
-KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature) {
-  check_kl("kl_div", teacher, student, temperature);
-  const int64_t R = teacher.size(0);
+KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature,
+                const Tensor& teacher_rows, bool want_argmax) {
+  check_kl("kl_div", teacher, student, temperature, teacher_rows);
+  const int64_t R = student.size(0);
   const DType stat = stat_dtype(teacher);
   const Device dev = teacher.device();
   KLResult res{Tensor::empty({R}, stat, dev), Tensor::empty({R}, stat, dev),
-               Tensor::empty({R}, stat, dev)};
+               Tensor::empty({R}, stat, dev), Tensor()};
+  if (want_argmax) res.student_argmax = Tensor::empty({R}, DType::i64, dev);
+  const Tensor rows = teacher_rows.defined() ? teacher_rows.contiguous() : Tensor();
   if (R > 0)
-    SPRIG_DISPATCH(teacher.device(), kl_div, teacher.contiguous(), student.contiguous(), res.kl,
-                   res.teacher_lse, res.student_lse, temperature);
+    SPRIG_DISPATCH(teacher.device(), kl_div, teacher.contiguous(), student.contiguous(), rows,
+                   res.kl, res.teacher_lse, res.student_lse, res.student_argmax, temperature);
   return res;
 }
 
 Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                       const KLResult& fwd, double temperature) {
+                       const KLResult& fwd, double temperature, const Tensor& teacher_rows) {
   const char* op = "kl_div_backward";
-  check_kl(op, teacher, student, temperature);
-  const int64_t R = teacher.size(0);
-  check_stat(op, fwd.teacher_lse, teacher, R, "teacher_lse");
-  check_stat(op, fwd.student_lse, teacher, R, "student_lse");
+  check_kl(op, teacher, student, temperature, teacher_rows);
+  const int64_t R = student.size(0);
+  check_stat(op, fwd.teacher_lse, student, R, "teacher_lse");
+  check_stat(op, fwd.student_lse, student, R, "student_lse");
   check_row_grad(op, dkl, R, "dkl");
   check_same_device(op, {&teacher, &fwd.teacher_lse, &fwd.student_lse, &dkl});
   Tensor dstudent = Tensor::empty(student.shape(), student.dtype(), student.device());
+  const Tensor rows = teacher_rows.defined() ? teacher_rows.contiguous() : Tensor();
   if (R > 0)
     SPRIG_DISPATCH(teacher.device(), kl_div_backward, dkl.to(stat_dtype(teacher)).contiguous(),
-                   teacher.contiguous(), student.contiguous(), fwd.teacher_lse, fwd.student_lse,
-                   dstudent, temperature);
+                   teacher.contiguous(), student.contiguous(), rows, fwd.teacher_lse,
+                   fwd.student_lse, dstudent, temperature);
   return dstudent;
 }
 

@@ -140,6 +140,32 @@ TEST(KlDivGpu, MatchesCpuOnAwkwardShapes) {
       }
 }
 
+// Teachers named by row (the rows reversed, every other one repeated) and the student argmax.
+TEST(KlDivGpu, TeacherRowsAndArgmaxMatchCpu) {
+  SPRIG_REQUIRE_CUDA();
+  uint64_t seed = 200;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const RowsVocab& s : {kShapes[1], kShapes[2]}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
+                   " V=" + std::to_string(s.vocab));
+      const Tensor teachers = rand_normal({s.rows, s.vocab}, ++seed, dt);
+      const Tensor student = rand_normal({s.rows, s.vocab}, ++seed, dt);
+      std::vector<int32_t> index(static_cast<size_t>(s.rows));
+      for (int64_t r = 0; r < s.rows; ++r) index[r] = static_cast<int32_t>((s.rows - 1 - r) & ~1);
+      const Tensor rows = Tensor::from_vector(index, {s.rows});
+      const KLResult cpu = kl_div(teachers, student, 1.5, rows, true);
+      const KLResult gpu = kl_div(to_cuda(teachers), to_cuda(student), 1.5, to_cuda(rows), true);
+      EXPECT_PARITY(gpu.kl, cpu.kl, s.vocab, 1.0 / static_cast<double>(s.vocab));
+      EXPECT_PARITY(gpu.teacher_lse, cpu.teacher_lse);
+      EXPECT_EQ(gpu.student_argmax.to_vector<int64_t>(), cpu.student_argmax.to_vector<int64_t>());
+      const Tensor dkl = rand_normal({s.rows}, ++seed);
+      const Tensor ds = kl_div_backward(dkl, teachers, student, cpu, 1.5, rows);
+      const Tensor gds = kl_div_backward(to_cuda(dkl), to_cuda(teachers), to_cuda(student), gpu,
+                                         1.5, to_cuda(rows));
+      EXPECT_PARITY(gds, ds, 1, 1.0 / static_cast<double>(s.vocab));
+    }
+}
+
 TEST(KlDivGpu, ZeroProbabilityTermsAndSpecE14) {
   SPRIG_REQUIRE_CUDA();
   const Tensor teacher =

@@ -387,6 +387,30 @@ TEST(KlDiv, Bf16ComputesLikeF32OfTheSameValues) {
       0.0));
 }
 
+// Teachers named by row (read in place) equal the gathered teachers, forward and backward; the
+// student argmax is each row's first maximum.
+TEST(KlDiv, TeacherRowsEqualGatheredTeachersAndArgmaxIsTheFirstMaximum) {
+  for (DType dt : {DType::f64, DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor teachers = rand_normal({4, 300}, 18, dt);
+    Tensor student = rand_normal({6, 300}, 19, dt);
+    student.narrow(0, 5, 1).fill_(1.0);  // all tied: the first index wins
+    const Tensor rows = Tensor::from_vector<int64_t>({3, 0, 3, 1, 2, 0}, {6});
+    const Tensor gathered = index_select(teachers, 0, rows);
+    const KLResult a = kl_div(teachers, student, 2.0, rows, true);
+    const KLResult b = kl_div(gathered, student, 2.0);
+    EXPECT_TRUE(all_close(a.kl, b.kl, 0.0));
+    EXPECT_TRUE(all_close(a.teacher_lse, b.teacher_lse, 0.0));
+    EXPECT_TRUE(all_close(a.student_lse, b.student_lse, 0.0));
+    const std::vector<int64_t> first = a.student_argmax.to_vector<int64_t>();
+    EXPECT_EQ(first, argmax(student, 1).to_vector<int64_t>());
+    EXPECT_EQ(first[5], 0);
+    const Tensor dkl = rand_normal({6}, 20, DType::f32).to(a.kl.dtype());
+    EXPECT_TRUE(all_close(kl_div_backward(dkl, teachers, student, a, 2.0, rows),
+                          kl_div_backward(dkl, gathered, student, b, 2.0), 0.0));
+  }
+}
+
 TEST(KlDiv, RejectsBadInputs) {
   const Tensor x = Tensor::zeros({2, 3});
   EXPECT_TRUE(throws_invalid(
@@ -403,6 +427,22 @@ TEST(KlDiv, RejectsBadInputs) {
       throws_invalid([&] { kl_div(x, x, 0.0); }, "[kl_div] temperature must be positive, got 0"));
   EXPECT_TRUE(throws_invalid([&] { kl_div_backward(Tensor::ones({3}), x, x, kl_div(x, x)); },
                              "[kl_div_backward] dkl must have shape [2], got [3]"));
+  const Tensor student = Tensor::zeros({3, 3});
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        kl_div(x, student, 1.0, Tensor::from_vector<int64_t>({0, 2, 1}, {3}));
+      },
+      "[kl_div] teacher row 2 out of range [0, 2) at row 1"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        kl_div(x, student, 1.0, Tensor::from_vector<int64_t>({0, 1}, {2}));
+      },
+      "[kl_div] teacher_rows must have shape [3], got [2]"));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        kl_div(x, Tensor::zeros({3, 4}), 1.0, Tensor::zeros({3}, DType::i64));
+      },
+      "[kl_div] student [3, 4] and teacher [2, 3] must have the same vocabulary"));
 }
 
 }  // namespace

@@ -55,9 +55,16 @@ void write_row(T* out, int64_t V, ScratchBuffer<A>& buffer, F&& fill) {
   }
 }
 
-// Index of the first entry of a row equal to `value` (its maximum: the first argmax).
+// Index of the first entry of a row equal to `value`, its maximum (the first argmax; 0 when none
+// is, as for a NaN maximum). Runs of 64 whose maximum is below `value` are skipped with vectorised
+// maxima; the first run that reaches it holds the index.
 template <class A> int64_t first_index_of(const A* row, int64_t V, A value) {
-  for (int64_t v = 0; v < V; ++v)
+  constexpr int64_t kRun = 64;
+  int64_t v0 = 0;
+  while (v0 + kRun <= V &&
+         ConstArrayMap<A>(row + v0, kRun).template maxCoeff<Eigen::PropagateNumbers>() != value)
+    v0 += kRun;
+  for (int64_t v = v0; v < V; ++v)
     if (row[v] == value) return v;
   return 0;
 }

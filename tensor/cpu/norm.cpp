@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/cpu/eigen_arrays.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/strided.h"
 
@@ -45,36 +46,41 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const
     const T* wp = w.data<T>();
     const A* rp = rstd.data<A>();
     T* dxp = dx.data<T>();
-    // dx = rstd * (dn - n * mean(dn * n)) with n = x * rstd, dn = dy * w.
+    // dx = rstd * (dn - n * mean(dn * n)) with n = x * rstd, dn = dy * w; dw += sum over rows of
+    // dy * n. Each fixed block of rows sums its share of dw into its own partial while its rows
+    // are in cache; the partials are added in block order, so dw is deterministic whatever the
+    // thread count.
+    constexpr int64_t kRows = 16;
+    const int64_t blocks = (R + kRows - 1) / kRows;
+    ScratchBuffer<A> partials(static_cast<size_t>(blocks * H), A(0));
 #pragma omp parallel for if (R * H > kParallelGrain)
-    for (int64_t r = 0; r < R; ++r) {
-      const T* xr = xp + r * H;
-      const T* dyr = dyp + r * H;
-      A dot = 0;
+    for (int64_t block = 0; block < blocks; ++block) {
+      A* dw_share = partials.data() + block * H;
+      for (int64_t r = block * kRows; r < std::min(R, (block + 1) * kRows); ++r) {
+        const T* xr = xp + r * H;
+        const T* dyr = dyp + r * H;
+        const A rs = rp[r];
+        A dot = 0;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t h = 0; h < H; ++h)
-        dot += convert<A>(dyr[h]) * convert<A>(wp[h]) * convert<A>(xr[h]) * rp[r];
-      const A mean_dot = dot / A(H);
-      for (int64_t h = 0; h < H; ++h) {
-        const A n = convert<A>(xr[h]) * rp[r];
-        const A dn = convert<A>(dyr[h]) * convert<A>(wp[h]);
-        dxp[r * H + h] = convert<T>(rp[r] * (dn - n * mean_dot));
+        for (int64_t h = 0; h < H; ++h)
+          dot += convert<A>(dyr[h]) * convert<A>(wp[h]) * convert<A>(xr[h]) * rs;
+        const A mean_dot = dot / A(H);
+#pragma omp simd
+        for (int64_t h = 0; h < H; ++h) {
+          const A n = convert<A>(xr[h]) * rs, dyh = convert<A>(dyr[h]);
+          dxp[r * H + h] = convert<T>(rs * (dyh * convert<A>(wp[h]) - n * mean_dot));
+          dw_share[h] += dyh * n;
+        }
       }
     }
-    // dw += sum over rows of dy * n. Each thread owns a block of whole columns, so the sums are
-    // deterministic whatever the thread count.
-    constexpr int64_t kCols = 64;
     visit_floating(dw.dtype(), "rms_norm_backward", [&](auto dw_tag) {
       using D = decltype(dw_tag);
       D* dwp = dw.data<D>();
-#pragma omp parallel for if (R * H > kParallelGrain)
-      for (int64_t h0 = 0; h0 < H; h0 += kCols) {
-        const int64_t h1 = std::min(H, h0 + kCols);
-        A acc[kCols] = {};
-        for (int64_t r = 0; r < R; ++r)
-          for (int64_t h = h0; h < h1; ++h)
-            acc[h - h0] += convert<A>(dyp[r * H + h]) * (convert<A>(xp[r * H + h]) * rp[r]);
-        for (int64_t h = h0; h < h1; ++h) dwp[h] = convert<D>(convert<A>(dwp[h]) + acc[h - h0]);
+#pragma omp parallel for simd if (blocks * H > kParallelGrain)
+      for (int64_t h = 0; h < H; ++h) {
+        A sum = 0;
+        for (int64_t block = 0; block < blocks; ++block) sum += partials[block * H + h];
+        dwp[h] = convert<D>(convert<A>(dwp[h]) + sum);
       }
     });
   });

@@ -32,7 +32,7 @@ void adamw_loop(float* __restrict p, const G* __restrict grad, float* __restrict
 #pragma omp parallel for simd if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     const float g = convert<float>(grad[i]);
-    const float decayed = p[i] * s.decay;                     // decoupled weight decay
+    const float decayed = p[i] * s.decay;                    // decoupled weight decay
     const float mi = m[i] + s.one_minus_beta1 * (g - m[i]);  // torch's lerp(m, g, 1 - beta1)
     const float vi = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
     const float denom = std::sqrt(vi) / s.bias2_sqrt + s.eps;

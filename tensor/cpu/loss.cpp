@@ -37,7 +37,10 @@ template <class A> A row_lse(const A* row, int64_t V, A temperature, A* max = nu
   const A top = ConstArrayMap<A>(row, V).maxCoeff();
   if (max) *max = top;
   const A m = top / temperature;
-  return m + std::log((ConstArrayMap<A>(row, V) / temperature - m).exp().sum());
+  const ConstArrayMap<A> x(row, V);
+  // x / 1 == x exactly: the division (a slow vector instruction) only when it changes something.
+  if (temperature == A(1)) return m + std::log((x - m).exp().sum());
+  return m + std::log((x / temperature - m).exp().sum());
 }
 
 // A row of V values computed in A by fill(ArrayMap<A>&), stored into `out` (T): in place when T is

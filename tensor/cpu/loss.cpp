@@ -354,6 +354,16 @@ std::vector<int64_t> teacher_row_of(const Tensor& teacher_rows, int64_t R) {
   return rows;
 }
 
+// The row divided by the temperature, in A: the row itself at temperature 1 (x / 1 == x), else
+// the quotients in `buffer`, so the math after it divides nothing.
+template <class A>
+const A* over_temperature(const A* row, int64_t V, A temperature, ScratchBuffer<A>& buffer) {
+  if (temperature == A(1)) return row;
+  buffer.resize(static_cast<size_t>(V));
+  ArrayMap<A>(buffer.data(), V) = ConstArrayMap<A>(row, V) / temperature;
+  return buffer.data();
+}
+
 }  // namespace
 
 void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_rows,
@@ -376,22 +386,27 @@ void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_
     // teacher's log-sum-exp, so each logit takes one exponential.
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local ScratchBuffer<A> t_buffer, s_buffer, p_buffer;
-      const A* t_row = row_in<A>(tp + t_of[static_cast<size_t>(r)] * V, V, t_buffer);
-      const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
-      const ConstArrayMap<A> t(t_row, V), s(s_row, V);
+      thread_local ScratchBuffer<A> t_buffer, s_buffer, t_scaled, s_scaled, p_buffer;
+      const A* t_raw = row_in<A>(tp + t_of[static_cast<size_t>(r)] * V, V, t_buffer);
+      const A* s_raw = row_in<A>(sp + r * V, V, s_buffer);
+      const ConstArrayMap<A> t(over_temperature(t_raw, V, temp, t_scaled), V);
+      const ConstArrayMap<A> s(over_temperature(s_raw, V, temp, s_scaled), V);
       p_buffer.resize(static_cast<size_t>(V));
       ArrayMap<A> p(p_buffer.data(), V);
-      const A t_max = t.maxCoeff() / temp;
-      p = (t / temp - t_max).exp();
+      const A t_max = t.maxCoeff();
+      p = (t - t_max).exp();
       const A t_sum = p.sum(), t_lse = t_max + std::log(t_sum);
       A s_max = 0;
-      const A s_lse = row_lse(s_row, V, temp, &s_max);
+      const A s_lse = row_lse(s.data(), V, A(1), &s_max);
       p /= t_sum;
-      kl_p[r] = (p > A(0)).select(p * ((t / temp - t_lse) - (s / temp - s_lse)), A(0)).sum();
+      kl_p[r] = (p > A(0)).select(p * ((t - t_lse) - (s - s_lse)), A(0)).sum();
       tl_p[r] = t_lse;
       sl_p[r] = s_lse;
-      if (argmax_p) argmax_p[r] = first_index_of(s_row, V, s_max);
+      // The first argmax of the student's own values (dividing may round two of them equal).
+      if (argmax_p)
+        argmax_p[r] = temp == A(1)
+                          ? first_index_of(s_raw, V, s_max)
+                          : first_index_of(s_raw, V, ConstArrayMap<A>(s_raw, V).maxCoeff());
     }
   });
 }
@@ -414,12 +429,13 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
     // dstudent = dkl * (q - p) / T.
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
-      thread_local ScratchBuffer<A> t_buffer, s_buffer, g_buffer;
-      const A* t_row = row_in<A>(tp + t_of[static_cast<size_t>(r)] * V, V, t_buffer);
-      const A* s_row = row_in<A>(sp + r * V, V, s_buffer);
+      thread_local ScratchBuffer<A> t_buffer, s_buffer, t_scaled, s_scaled, g_buffer;
+      const A* t_raw = row_in<A>(tp + t_of[static_cast<size_t>(r)] * V, V, t_buffer);
+      const A* s_raw = row_in<A>(sp + r * V, V, s_buffer);
+      const ConstArrayMap<A> t(over_temperature(t_raw, V, temp, t_scaled), V);
+      const ConstArrayMap<A> s(over_temperature(s_raw, V, temp, s_scaled), V);
       write_row(dp + r * V, V, g_buffer, [&](ArrayMap<A>& g) {
-        g = (dkl_p[r] / temp) * ((ConstArrayMap<A>(s_row, V) / temp - sl_p[r]).exp() -
-                                 (ConstArrayMap<A>(t_row, V) / temp - tl_p[r]).exp());
+        g = (dkl_p[r] / temp) * ((s - sl_p[r]).exp() - (t - tl_p[r]).exp());
       });
     }
   });

@@ -106,7 +106,10 @@ __global__ void cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss
                                               int64_t ignore_index) {
   using A = acc_t<T>;
   const int64_t t = load_index(targets, targets64, blockIdx.x);
-  const A g = t == ignore_index ? A(0) : dloss[blockIdx.x], l = lse[blockIdx.x];
+  // An ignored row's gradient is exactly 0, as on the CPU: never 0 * (exp(x - lse) - onehot),
+  // which is NaN where a logit or the lse is not finite.
+  const bool ignored = t == ignore_index;
+  const A g = ignored ? A(0) : dloss[blockIdx.x], l = lse[blockIdx.x];
   const Vec<T, N>* in = reinterpret_cast<const Vec<T, N>*>(logits + blockIdx.x * V);
   Vec<T, N>* out = reinterpret_cast<Vec<T, N>*>(dlogits + blockIdx.x * V);
   for (int64_t p = threadIdx.x; p < V / N; p += blockDim.x) {
@@ -114,7 +117,7 @@ __global__ void cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss
     Vec<T, N> d;
     for (int j = 0; j < N; ++j) {
       const A onehot = p * N + j == t ? A(1) : A(0);
-      d.v[j] = from_acc<T>(g * (::exp(to_acc(x.v[j]) - l) - onehot));
+      d.v[j] = from_acc<T>(ignored ? A(0) : g * (::exp(to_acc(x.v[j]) - l) - onehot));
     }
     out[p] = d;
   }

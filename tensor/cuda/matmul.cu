@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "tensor/cuda/context.cuh"
+#include "tensor/cuda/operand_alignment.h"
 
 namespace sprig::cuda {
 
@@ -61,11 +62,13 @@ MatrixLayout row_major_layout(cudaDataType_t type, int64_t rows, int64_t cols, i
   return layout;
 }
 
-// Largest power of two (at most 256) dividing the address: the heuristic must only return
-// algorithms that accept it (cuBLASLt assumes 256-byte alignment unless told otherwise).
-uint32_t alignment_of(const void* p) {
-  const auto address = reinterpret_cast<uintptr_t>(p);
-  return static_cast<uint32_t>(std::min<uintptr_t>(256, address & (~address + 1)));
+// An operand's alignment (operand_alignment.h): the heuristic must only return algorithms that
+// accept it. Row-major [rows, cols] with `cols` elements per row; stride 0 for a single matrix.
+uint32_t alignment_of(const Tensor& t, int64_t cols, int64_t batch_stride) {
+  const auto bytes = static_cast<uint64_t>(dtype_size(t.dtype()));
+  return operand_alignment(reinterpret_cast<uintptr_t>(t.data_ptr()),
+                           bytes * static_cast<uint64_t>(cols),
+                           bytes * static_cast<uint64_t>(batch_stride));
 }
 
 void set_preference(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
@@ -87,21 +90,25 @@ MatmulDesc matmul_desc(const GemmTypes& types, bool trans_a, bool trans_b) {
   return desc;
 }
 
+// The alignments of cuBLASLt's A (sprig's b), B (a) and C = D (out).
+struct Alignments {
+  uint32_t a, b, out;
+};
+
 // The heuristic's best algorithm for the operation within the context's workspace and the
 // operands' actual alignments; nullopt when there is none.
 std::optional<cublasLtMatmulAlgo_t> best_algorithm(
     const DeviceContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t layout_b,
-    cublasLtMatrixLayout_t layout_a, cublasLtMatrixLayout_t layout_out, const Tensor& a,
-    const Tensor& b, const Tensor& out) {
+    cublasLtMatrixLayout_t layout_a, cublasLtMatrixLayout_t layout_out, const Alignments& align) {
   cublasLtMatmulPreference_t raw;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
   const Preference pref(raw);
   set_preference(raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                  static_cast<uint64_t>(ctx.workspace_bytes));
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(b.data_ptr()));
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(a.data_ptr()));
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(out.data_ptr()));
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(out.data_ptr()));
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.b);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.a);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.out);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.out);
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.blas_lt, desc, layout_b, layout_a, layout_out,
@@ -133,13 +140,19 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, b
   const DeviceContext& ctx = device_context(out.device().index);
   const MatmulDesc desc = matmul_desc(types, trans_a, trans_b);
   const auto batch32 = static_cast<int32_t>(batch);
-  const MatrixLayout layout_b = row_major_layout(types.data, trans_b ? n : k, trans_b ? k : n,
-                                                 batch32, b.size(0) == 1 ? 0 : k * n);
+  // Row lengths and batch strides (0: one matrix, or b shared by the batch) of the operands.
+  const int64_t b_cols = trans_b ? k : n, a_cols = trans_a ? m : k;
+  const int64_t b_stride = b.size(0) == 1 ? 0 : k * n, batched = batch > 1 ? 1 : 0;
+  const MatrixLayout layout_b =
+      row_major_layout(types.data, trans_b ? n : k, b_cols, batch32, b_stride);
   const MatrixLayout layout_a =
-      row_major_layout(types.data, trans_a ? k : m, trans_a ? m : k, batch32, m * k);
+      row_major_layout(types.data, trans_a ? k : m, a_cols, batch32, m * k);
   const MatrixLayout layout_out = row_major_layout(types.data, m, n, batch32, m * n);
+  const Alignments align{alignment_of(a, a_cols, batched * m * k),
+                         alignment_of(b, b_cols, batched * b_stride),
+                         alignment_of(out, n, batched * m * n)};
   const std::optional<cublasLtMatmulAlgo_t> algo =
-      best_algorithm(ctx, desc.get(), layout_b.get(), layout_a.get(), layout_out.get(), a, b, out);
+      best_algorithm(ctx, desc.get(), layout_b.get(), layout_a.get(), layout_out.get(), align);
   if (!algo)
     throw std::runtime_error(std::string("[matmul] cuBLASLt has no algorithm for ") +
                              dtype_name(out.dtype()) + " " + sizes_str(batch, m, n, k));

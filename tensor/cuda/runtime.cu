@@ -1,6 +1,7 @@
 // CUDA runtime: device queries, one non-blocking stream per device, the stream-ordered caching
 // allocator (CUDA memory pools via cudaMallocAsync, with the release threshold at its maximum so
 // freed blocks stay cached) and byte accounting, and host<->device copies.
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -96,7 +97,14 @@ void device_free(void* ptr, int device) {
     s.current -= it->second;
     s.sizes.erase(it);
   }
-  cudaFreeAsync(ptr, s.stream);  // no throw from destructors
+  // No throw from destructors: a failed free is reported here and its error cleared, so the next
+  // CUDA_CHECK does not blame an unrelated call for it.
+  const cudaError_t err = cudaFreeAsync(ptr, s.stream);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    std::fprintf(stderr, "[cuda] freeing memory on cuda:%d failed: %s\n", device,
+                 cudaGetErrorString(err));
+  }
 }
 
 size_t memory_allocated(int device) {

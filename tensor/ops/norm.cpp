@@ -69,7 +69,9 @@ Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, con
   if (!dw.is_contiguous()) fail(op, "dw must be contiguous (it is accumulated in place)");
   check_same_device(op, {&x, &dy, &rstd, &dw});
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (R > 0)
+  // No rows or no features: dx is empty and dw gains nothing (the kernels size their grids by R
+  // and H, and would divide by them).
+  if (R > 0 && H > 0)
     SPRIG_DISPATCH(x.device(), rms_norm_backward, dy.contiguous().view({R, H}),
                    x.contiguous().view({R, H}), w.contiguous(), rstd, dx.view({R, H}), dw);
   return dx;

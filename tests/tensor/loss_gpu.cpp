@@ -115,6 +115,23 @@ TEST(CrossEntropyGpu, HugeLogitsTiesAndNonContiguousInput) {
   EXPECT_EQ(gpu.argmax.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 1, 3}));
 }
 
+// An ignored row's gradient is exactly 0 even where its logits or lse are not finite (the kernel
+// used to compute 0 * (exp(x - lse) - onehot), NaN there), as on the CPU.
+TEST(CrossEntropyGpu, IgnoredRowsGetZeroGradientWhateverTheirLogits) {
+  SPRIG_REQUIRE_CUDA();
+  const Tensor logits = Tensor::from_vector<float>(
+      {INFINITY, 0, 1, 2, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 0, 1, 2, 3}, {3, 4});
+  const Tensor t = Tensor::from_vector<int64_t>({-100, -100, 2}, {3});
+  const CrossEntropyResult cpu = cross_entropy(logits, t);
+  const Tensor dloss = Tensor::ones({3});
+  const Tensor expect = cross_entropy_backward(dloss, logits, t, cpu.lse);
+  const Tensor got = cross_entropy_backward(to_cuda(dloss), to_cuda(logits), to_cuda(t),
+                                            cross_entropy(to_cuda(logits), to_cuda(t)).lse);
+  const std::vector<float> g = got.to_vector<float>();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(g[i], 0.0f) << i;
+  EXPECT_PARITY(got, expect);
+}
+
 TEST(KlDivGpu, MatchesCpuOnAwkwardShapes) {
   SPRIG_REQUIRE_CUDA();
   uint64_t seed = 100;

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "tensor/cpu/kernels.h"
+#include "tensor/cuda/operand_alignment.h"
 #include "tensor/ops.h"
 #include "tests/test_util.h"
 
@@ -252,6 +253,18 @@ TEST(Matmul, RejectsBadInputs) {
                               false, false);
             }),
             "[matmul_backward] dy must have shape [2, 4], got [4, 2]");
+}
+
+// cuBLASLt's alignment hint for an operand: the base address, the row pitch and (batched) the
+// batch stride all bound it; 256 bytes at most, 256 when all three are multiples of it.
+TEST(OperandAlignment, BaseRowPitchAndBatchStride) {
+  using cuda::operand_alignment;
+  EXPECT_EQ(operand_alignment(0x10000, 4096, 0), 256u);
+  EXPECT_EQ(operand_alignment(0x10010, 4096, 0), 16u);  // the base alone
+  EXPECT_EQ(operand_alignment(0x10000, 6, 0), 2u);      // rows of 3 bf16: every other row at 2
+  EXPECT_EQ(operand_alignment(0x10000, 4096, 24), 8u);  // the second matrix 24 bytes in
+  EXPECT_EQ(operand_alignment(0x10000, 1024, 512), 256u);
+  EXPECT_EQ(operand_alignment(0, 0, 0), 256u);
 }
 
 }  // namespace

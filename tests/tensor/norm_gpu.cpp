@@ -48,6 +48,15 @@ TEST(RmsNormGpu, NonContiguousInputAndLeadingDims) {
                 rms_norm(x, w, 1e-6).first);
 }
 
+// H == 0 used to size the dw reduction by dividing by the number of column blocks (0).
+TEST(RmsNormGpu, BackwardWithoutFeatures) {
+  SPRIG_REQUIRE_CUDA();
+  const Tensor empty = to_cuda(Tensor::zeros({3, 0}));
+  const Tensor dx = rms_norm_backward(empty, empty, to_cuda(Tensor::zeros({0})),
+                                      to_cuda(Tensor::ones({3})), to_cuda(Tensor::zeros({0})));
+  EXPECT_EQ(dx.shape(), (Shape{3, 0}));
+}
+
 TEST(RmsNormGpu, RejectsMixedDevices) {
   SPRIG_REQUIRE_CUDA();
   EXPECT_TRUE(throws_invalid(

@@ -95,6 +95,13 @@ TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(all_close(dw, Tensor::from_vector(expected_dw, {7}), 1e-8));
 }
 
+// No features: an empty dx, and nothing added to the empty dw (no kernel runs on either device).
+TEST(RmsNorm, BackwardWithoutFeatures) {
+  const Tensor dx = rms_norm_backward(Tensor::zeros({3, 0}), Tensor::zeros({3, 0}),
+                                      Tensor::zeros({0}), Tensor::ones({3}), Tensor::zeros({0}));
+  EXPECT_EQ(dx.shape(), (Shape{3, 0}));
+}
+
 TEST(RmsNorm, BackwardBf16WithF32WeightGradient) {
   const Tensor x = rand_normal({5, 32}, 10, DType::bf16), w = rand_normal({32}, 11, DType::bf16);
   const Tensor dy = rand_normal({5, 32}, 12, DType::bf16);

@@ -170,22 +170,30 @@ void base_tile(const T* b, int64_t V, int64_t r0, int64_t n, int64_t v0, int64_t
   }
 }
 
-// The corrected logits of a tile into c [n, w]: c = b + (e @ P^T rounded to T), the sum rounded to
-// T, as adding a GEMM's T output into b in place stores it. e: the tile's rows of features [n, E];
-// b_rows: the tile's rows of b (base_tile).
+// One tile's scratch: its rows of b in A (b_rows, pointing into b or into b_converted) and its
+// corrected logits c [n, w].
+template <class A> struct CorrectedTile {
+  ScratchBuffer<A> c, b_converted;
+  std::vector<const A*> b_rows;
+};
+
+// Loads the tile of rows [r0, r0 + n) by columns [v0, v0 + w): its rows of b, and
+// c = b + (e @ P^T rounded to T), the sum rounded to T, as adding a GEMM's T output into b in
+// place stores it. e: features [R, E]; p: P [V, E].
 template <class T, class A>
-void corrected_tile(const A* e, const A* p, int64_t E, int64_t v0, int64_t w,
-                    const std::vector<const A*>& b_rows, A* c) {
-  const auto n = static_cast<int64_t>(b_rows.size());
-  MatrixMap<A>(c, n, w).noalias() =
-      ConstMatrixMap<A>(e, n, E) * ConstMatrixMap<A>(p + v0 * E, w, E).transpose();
+void load_corrected_tile(const T* b, int64_t V, const A* e, const A* p, int64_t E, int64_t r0,
+                         int64_t n, int64_t v0, int64_t w, CorrectedTile<A>& tile) {
+  base_tile(b, V, r0, n, v0, w, tile.b_converted, tile.b_rows);
+  tile.c.resize(static_cast<size_t>(n * w));
+  MatrixMap<A>(tile.c.data(), n, w).noalias() =
+      ConstMatrixMap<A>(e + r0 * E, n, E) * ConstMatrixMap<A>(p + v0 * E, w, E).transpose();
   for (int64_t i = 0; i < n; ++i) {
-    const A* b = b_rows[i];
-    A* ci = c + i * w;
+    const A* bi = tile.b_rows[i];
+    A* ci = tile.c.data() + i * w;
     if constexpr (std::is_same_v<T, A>) {
-      ArrayMap<A>(ci, w) += ConstArrayMap<A>(b, w);
+      ArrayMap<A>(ci, w) += ConstArrayMap<A>(bi, w);
     } else {
-      for (int64_t v = 0; v < w; ++v) ci[v] = round_to<T>(b[v] + round_to<T>(ci[v]));
+      for (int64_t v = 0; v < w; ++v) ci[v] = round_to<T>(bi[v] + round_to<T>(ci[v]));
     }
   }
 }
@@ -230,17 +238,14 @@ void corrected_cross_entropy(const Tensor& base, const Tensor& features, const T
 #pragma omp parallel for schedule(dynamic, 1) if (R * V > kParallelGrain)
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t r0 = block * kCorrectedRows, n = std::min(kCorrectedRows, R - r0);
-      thread_local ScratchBuffer<A> c_buffer, b_buffer;
-      thread_local std::vector<const A*> b_rows;
+      thread_local CorrectedTile<A> tile;
       OnlineLse<A> stats[2][kCorrectedRows];
       A at_target[2][kCorrectedRows] = {};
       for (int64_t v0 = 0; v0 < V; v0 += kCorrectedColumns) {
         const int64_t w = std::min(kCorrectedColumns, V - v0);
-        c_buffer.resize(static_cast<size_t>(n * w));
-        base_tile(bp, V, r0, n, v0, w, b_buffer, b_rows);
-        corrected_tile<T>(e + r0 * E, p, E, v0, w, b_rows, c_buffer.data());
+        load_corrected_tile<T>(bp, V, e, p, E, r0, n, v0, w, tile);
         for (int64_t i = 0; i < n; ++i) {
-          const A* rows[2] = {b_rows[i], c_buffer.data() + i * w};
+          const A* rows[2] = {tile.b_rows[i], tile.c.data() + i * w};
           const int64_t t = target[r0 + i];
           for (int k = 0; k < 2; ++k) {
             stats[k][i].add(rows[k], w, v0);
@@ -291,19 +296,17 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
 #pragma omp parallel for schedule(dynamic, 1) if (R * V > kParallelGrain)
     for (int64_t group = 0; group < groups; ++group) {
       const int64_t v0 = group * kCorrectedColumns, w = std::min(kCorrectedColumns, V - v0);
-      thread_local ScratchBuffer<A> c_buffer, b_buffer, g_buffer;
-      thread_local std::vector<const A*> b_rows;
+      thread_local CorrectedTile<A> tile;
+      thread_local ScratchBuffer<A> g_buffer;
       for (int64_t r0 = 0; r0 < R; r0 += kCorrectedRows) {
         const int64_t n = std::min(kCorrectedRows, R - r0);
         // Every row's b is read (converted, or in place) before its dbase, which may be b, is
         // written.
-        c_buffer.resize(static_cast<size_t>(n * w));
-        base_tile(bp, V, r0, n, v0, w, b_buffer, b_rows);
-        corrected_tile<T>(e + r0 * E, p, E, v0, w, b_rows, c_buffer.data());
+        load_corrected_tile<T>(bp, V, e, p, E, r0, n, v0, w, tile);
         // dc = g1 (softmax(c) - onehot) replaces c; dbase = g0 (softmax(b) - onehot) + dc.
         for (int64_t i = 0; i < n; ++i) {
           const int64_t r = r0 + i, t = target[r] - v0;
-          ArrayMap<A> dc(c_buffer.data() + i * w, w);
+          ArrayMap<A> dc(tile.c.data() + i * w, w);
           T* out = gbp + r * V + v0;
           if (target[r] == ignore_index) {
             dc.setZero();
@@ -314,11 +317,11 @@ void corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& base,
           dc = g1 * (dc - lse_p[R + r]).exp();
           if (t >= 0 && t < w) dc(t) -= g1;
           write_row(out, w, g_buffer, [&](ArrayMap<A>& g) {
-            g = g0 * (ConstArrayMap<A>(b_rows[i], w) - lse_p[r]).exp() + dc;
+            g = g0 * (ConstArrayMap<A>(tile.b_rows[i], w) - lse_p[r]).exp() + dc;
             if (t >= 0 && t < w) g(t) -= g0;
           });
         }
-        const ConstMatrixMap<A> dc(c_buffer.data(), n, w), p_group(p + v0 * E, w, E);
+        const ConstMatrixMap<A> dc(tile.c.data(), n, w), p_group(p + v0 * E, w, E);
         MatrixMap<A>(partial_p + (group * R + r0) * E, n, E).noalias() = dc * p_group;
         if (!dp) continue;
         MatrixMap<A> dp_group(dp + v0 * E, w, E);

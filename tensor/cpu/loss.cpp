@@ -1,7 +1,8 @@
-// CPU cross-entropy and forward KL divergence over rows of logits, forward and backward.
-// Shapes: logits / teacher / student [R, V]; targets [R]; per-row outputs [R] in S (f32, or f64
-// for f64 inputs). Logits are read in their own dtype (bf16/f16 included) one row at a time with
-// A = acc_t<T> math, so no f32 copy of a [R, V] tensor is ever made.
+// CPU cross-entropy, Domino's corrected pair and forward KL divergence over rows of logits,
+// forward and backward. Shapes: logits / student [R, V] (teacher [R, V], or rows named by index);
+// targets [R]; per-row outputs [R] in S (f32, or f64 for f64 inputs). Logits are read in their own
+// dtype (bf16/f16 included) one row or tile at a time with A = acc_t<T> math, so no f32 copy of a
+// [R, V] tensor is ever made.
 // Backward rule: `=` into the logits gradients (activation gradients).
 // Exponentials of whole rows go through Eigen's vectorised exp (within an ulp or two of std::exp);
 // 16-bit rows are converted to their accumulation type first, so they compute exactly like f32
@@ -151,25 +152,6 @@ template <class A> const A* values_in(const Tensor& t, Tensor& copy) {
   return copy.data<A>();
 }
 
-// Rows [r0, r0 + n) of b [R, V] at columns [v0, v0 + w), in A: pointers into b itself, or rows of
-// `buffer` holding their conversion.
-template <class T, class A>
-void base_tile(const T* b, int64_t V, int64_t r0, int64_t n, int64_t v0, int64_t w,
-               ScratchBuffer<A>& buffer, std::vector<const A*>& rows) {
-  rows.resize(static_cast<size_t>(n));
-  if constexpr (!std::is_same_v<T, A>) buffer.resize(static_cast<size_t>(n * w));
-  for (int64_t i = 0; i < n; ++i) {
-    const T* row = b + (r0 + i) * V + v0;
-    if constexpr (std::is_same_v<T, A>) {
-      rows[i] = row;
-    } else {
-      A* converted = buffer.data() + i * w;
-      for (int64_t v = 0; v < w; ++v) converted[v] = convert<A>(row[v]);
-      rows[i] = converted;
-    }
-  }
-}
-
 // One tile's scratch: its rows of b in A (b_rows, pointing into b or into b_converted) and its
 // corrected logits c [n, w].
 template <class A> struct CorrectedTile {
@@ -183,7 +165,18 @@ template <class A> struct CorrectedTile {
 template <class T, class A>
 void load_corrected_tile(const T* b, int64_t V, const A* e, const A* p, int64_t E, int64_t r0,
                          int64_t n, int64_t v0, int64_t w, CorrectedTile<A>& tile) {
-  base_tile(b, V, r0, n, v0, w, tile.b_converted, tile.b_rows);
+  tile.b_rows.resize(static_cast<size_t>(n));
+  if constexpr (!std::is_same_v<T, A>) tile.b_converted.resize(static_cast<size_t>(n * w));
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = b + (r0 + i) * V + v0;
+    if constexpr (std::is_same_v<T, A>) {
+      tile.b_rows[i] = row;
+    } else {
+      A* converted = tile.b_converted.data() + i * w;
+      for (int64_t v = 0; v < w; ++v) converted[v] = convert<A>(row[v]);
+      tile.b_rows[i] = converted;
+    }
+  }
   tile.c.resize(static_cast<size_t>(n * w));
   MatrixMap<A>(tile.c.data(), n, w).noalias() =
       ConstMatrixMap<A>(e + r0 * E, n, E) * ConstMatrixMap<A>(p + v0 * E, w, E).transpose();

@@ -83,8 +83,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
     flash_bwd_dkdv_kernel(const BwdParams p) {
   using K = DkdvKernel<T, D>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  SmemCarver carve(smem);
+  SmemCarver carve(dynamic_smem());
   const auto sk = carve.tile<typename K::KTile>(), sv = carve.tile<typename K::KTile>();
   const auto sq = carve.tile<typename K::QTile>(), sdo = carve.tile<typename K::QTile>();
   const auto sds = carve.tile<typename K::DsTile>();
@@ -219,8 +218,7 @@ template <class T, int D> struct DqKernel {
 template <class T, int D>
 __global__ void __launch_bounds__(DqKernel<T, D>::kThreads) flash_bwd_dq_kernel(const BwdParams p) {
   using K = DqKernel<T, D>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  SmemCarver carve(smem);
+  SmemCarver carve(dynamic_smem());
   const auto sq = carve.tile<typename K::QTile>(), sdo = carve.tile<typename K::QTile>();
   const auto sk = carve.tile<typename K::KTile>(), sv = carve.tile<typename K::KTile>();
 
@@ -283,22 +281,21 @@ __global__ void __launch_bounds__(DqKernel<T, D>::kThreads) flash_bwd_dq_kernel(
              p.scale);
 }
 
-}  // namespace
-
-void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                              const Tensor& lse, const Tensor& dout, const DeviceTileMap& map,
-                              double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                              cudaStream_t stream, bool deterministic) {
+// The launches of flash_attention_backward after its checks (the kernel_emu tests call it on host
+// tensors).
+void run_flash_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, const DeviceTileMap& map,
+                        double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        cudaStream_t stream, bool deterministic) {
   const char* op = "flash_attention_backward";
-  detail::check_flash_backward(q, k, v, out, lse, dout, map, scale, dq, dk, dv);
   const int batch = static_cast<int>(q.size(0)), q_len = static_cast<int>(q.size(1));
   const int q_heads = static_cast<int>(q.size(2)), kv_heads = static_cast<int>(k.size(2));
   const Device dev = q.device();
-  const Tensor delta = Tensor::empty(lse.shape(), DType::f32, dev);     // (B, Hq, Tq)
-  const Tensor lse_log2 = Tensor::empty(lse.shape(), DType::f32, dev);  // (B, Hq, Tq)
-  Tensor dq_accum;                                                      // (B, Tq, Hq, D) f32
+  const Tensor delta = scratch_tensor(op, lse.shape(), DType::f32, dev, stream);  // (B, Hq, Tq)
+  const Tensor lse_log2 = scratch_tensor(op, lse.shape(), DType::f32, dev, stream);
+  Tensor dq_accum;  // (B, Tq, Hq, D) f32
   if (!deterministic) {
-    dq_accum = Tensor::empty(q.shape(), DType::f32, dev);
+    dq_accum = scratch_tensor(op, q.shape(), DType::f32, dev, stream);
     CUDA_CHECK(cudaMemsetAsync(dq_accum.data_ptr(), 0, dq_accum.nbytes(), stream));
   }
   const BwdParams p{q.data_ptr(),
@@ -326,10 +323,10 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     using T = decltype(tag);
     const int64_t rows = int64_t(batch) * q_len * q_heads;
     if (rows > 0)
-      flash_bwd_preprocess_kernel<T><<<grid_for(rows * 32, 256), 256, 0, stream>>>(
-          static_cast<const T*>(out.data_ptr()), static_cast<const T*>(dout.data_ptr()),
-          lse.data<float>(), delta.data<float>(), lse_log2.data<float>(), batch, q_len, q_heads,
-          head_dim);
+      launch(flash_bwd_preprocess_kernel<T>, grid_for(rows * 32, 256), 256, 0, stream,
+             static_cast<const T*>(out.data_ptr()), static_cast<const T*>(dout.data_ptr()),
+             lse.data<float>(), delta.data<float>(), lse_log2.data<float>(), batch, q_len, q_heads,
+             head_dim);
     using Dkdv = DkdvKernel<T, head_dim>;
     if (dkdv_grid > 0)
       launch_with_smem(flash_bwd_dkdv_kernel<T, head_dim>, dkdv_grid, Dkdv::kThreads,
@@ -339,10 +336,20 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
       launch_with_smem(flash_bwd_dq_kernel<T, head_dim>, dq_grid, Dq::kThreads, Dq::kSmemBytes,
                        stream, p);
     if (!deterministic && rows > 0)
-      flash_bwd_convert_dq_kernel<T><<<grid_for(dq.numel(), 256), 256, 0, stream>>>(
-          dq_accum.data<float>(), static_cast<T*>(dq.data_ptr()), p.scale, dq.numel());
+      launch(flash_bwd_convert_dq_kernel<T>, grid_for(dq.numel(), 256), 256, 0, stream,
+             dq_accum.data<float>(), static_cast<T*>(dq.data_ptr()), p.scale, dq.numel());
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const Tensor& dout, const DeviceTileMap& map,
+                              double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                              cudaStream_t stream, bool deterministic) {
+  detail::check_flash_backward(q, k, v, out, lse, dout, map, scale, dq, dk, dv);
+  run_flash_backward(q, k, v, out, lse, dout, map, scale, dq, dk, dv, stream, deterministic);
 }
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

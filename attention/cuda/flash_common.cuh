@@ -1,6 +1,7 @@
 // Device helpers shared by the flash-attention kernels (flash_fwd.cu, flash_bwd.cu): swizzled
-// shared-memory tiles, cp.async tile loads, ldmatrix fragment loads, the m16n8k16 MMA and the warp
-// GEMM built on it, keep-bit masking, and the device view of an uploaded tile map.
+// shared-memory tiles, cp.async tile loads, ldmatrix operands, the warp GEMM on the m16n8k16 MMA,
+// keep-bit masking, and the device view of an uploaded tile map. The PTX instructions themselves
+// are wrapped in tensor/cuda/ptx.cuh.
 //
 // Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4; docs/kernels.md §4.3):
 //   C, a 16x8 fp32 tile: c[0], c[1] at (row g, cols 2t, 2t+1); c[2], c[3] at row g + 8.
@@ -22,13 +23,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
 __device__ __forceinline__ int warp_id() { return threadIdx.x / 32; }
-
-// 2^x with the SFU (ex2.approx; 2^-inf = 0).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -87,48 +81,7 @@ class SmemCarver {
   void* generic_;
 };
 
-__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));
-}
-
-// dst[0] += a, dst[1] += b in global memory: one vector reduction, no value returned.
-__device__ __forceinline__ void red_add_f32x2(float* dst, float a, float b) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(dst), "f"(a), "f"(b) : "memory");
-}
-
-// ---- cp.async ---------------------------------------------------------------------------------
-
-// 16 bytes global -> shared, bypassing L1; zero-fills when !valid (src is then not read).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// A fresh read of a special register. Address arithmetic derived from it is done where it is used:
-// the compiler may neither hoist nor share a volatile read, so it cannot move the dozens of
-// loop-invariant fragment and copy addresses of a kernel's main loop into registers (which
-// spills them), and folds the compile-time parts into the instructions' immediate offsets.
-__device__ __forceinline__ int fresh_lane() {
-  int lane;
-  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
-  return lane;
-}
-__device__ __forceinline__ int fresh_thread() {
-  int tid;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-  return tid;
-}
-// x, opaque to the compiler: constants added to the result stay in the instructions that use it
-// instead of being shared (and kept live) across them.
-__device__ __forceinline__ uint32_t pin(uint32_t x) {
-  asm volatile("mov.b32 %0, %0;" : "+r"(x));
-  return x;
-}
+// ---- cp.async tile loads ----------------------------------------------------------------------
 
 // All NTHREADS threads copy rows [0, Tile::kRows) of a row-major global matrix (row stride
 // `stride` elements) into `tile`; rows >= valid_rows (>= 1) are zero-filled. Each pass copies
@@ -151,26 +104,7 @@ __device__ __forceinline__ void load_tile_async(const Tile& tile, const T* src, 
   }
 }
 
-// ---- fragments and MMA ------------------------------------------------------------------------
-
-struct Frag {
-  uint32_t r[4];
-};
-
-__device__ __forceinline__ Frag ldsm_x4(uint32_t addr) {
-  Frag f;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3])
-               : "r"(addr));
-  return f;
-}
-__device__ __forceinline__ Frag ldsm_x4_trans(uint32_t addr) {
-  Frag f;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3])
-               : "r"(addr));
-  return f;
-}
+// ---- MMA operands -----------------------------------------------------------------------------
 
 // One warp's view of a tile as an MMA operand from an origin (row0 % 8 == 0, col0 % 16 == 0):
 // addr[j] is the lane's ldmatrix row address in 16-column block j of the origin's page (blocks
@@ -218,24 +152,6 @@ template <class Tile> __device__ __forceinline__ auto operand_b(const Tile& t, i
 // B stored [k][n] (as V in P V), origin (k0, n0).
 template <class Tile> __device__ __forceinline__ auto operand_b_t(const Tile& t, int k0, int n0) {
   return smem_operand<true, true, true>(t, k0, n0);
-}
-
-// c += a * b for one 16x8x16 step, fp32 accumulation.
-template <class T>
-__device__ __forceinline__ void mma(float (&c)[4], const Frag& a, uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b0), "r"(b1));
-  }
 }
 
 // One warp: acc (MT x NT tiles of 16x8) += A (MT*16 x KSTEPS*16) * B (KSTEPS*16 x NT*8), where
@@ -356,7 +272,7 @@ template <class Kernel, class Params>
 void launch_with_smem(Kernel kernel, unsigned grid, int threads, int smem, cudaStream_t stream,
                       const Params& params) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<grid, threads, smem, stream>>>(params);
+  launch(kernel, grid, threads, smem, stream, params);
 }
 
 inline TileListView list_view(const DeviceTileMap& map, bool by_key) {

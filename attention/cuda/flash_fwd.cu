@@ -79,8 +79,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)
 template <class T, int D>
 __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(const FwdParams p) {
   using K = FwdKernel<T, D>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  SmemCarver carve(smem);
+  SmemCarver carve(dynamic_smem());
   const auto sq = carve.tile<typename K::QTile>();
   const auto sv = carve.tile<typename K::KTile>();
   const auto sk0 = carve.tile<typename K::KTile>();
@@ -168,12 +167,10 @@ __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(co
   store_rows(o, out, q_stride, p.q_len - q0 - row0, 1.f);
 }
 
-}  // namespace
-
-void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                             const DeviceTileMap& map, double scale, const Tensor& out,
-                             const Tensor& lse, cudaStream_t stream) {
-  detail::check_flash_forward(q, k, v, map, scale, out, lse);
+// The launch of flash_attention_forward after its checks (the kernel_emu tests call it on host
+// tensors).
+void run_flash_forward(const Tensor& q, const Tensor& k, const Tensor& v, const DeviceTileMap& map,
+                       double scale, const Tensor& out, const Tensor& lse, cudaStream_t stream) {
   const FwdParams p{q.data_ptr(),
                     k.data_ptr(),
                     v.data_ptr(),
@@ -196,6 +193,15 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                      stream, p);
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const DeviceTileMap& map, double scale, const Tensor& out,
+                             const Tensor& lse, cudaStream_t stream) {
+  detail::check_flash_forward(q, k, v, map, scale, out, lse);
+  run_flash_forward(q, k, v, map, scale, out, lse, stream);
 }
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,

@@ -1,6 +1,6 @@
-// Helpers shared by every .cu file: error checking, sprig dtype <-> CUDA type mapping, float
-// conversion of 16-bit types, the accumulation type, 16-byte vector accesses, warp and block
-// reductions, and the dtype dispatch of launchers.
+// Helpers shared by every .cu file: the device primitives (ptx.cuh), error checking, sprig dtype
+// <-> CUDA type mapping, float conversion of 16-bit types, the accumulation type, 16-byte vector
+// accesses, warp and block reductions, and the dtype dispatch of launchers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,6 +14,11 @@
 #include <type_traits>
 
 #include "tensor/cuda/kernels.h"
+#ifdef SPRIG_KERNEL_EMU
+#include "tests/kernel_emu/device_emu.h"  // the host emulation of ptx.cuh and the CUDA built-ins
+#else
+#include "tensor/cuda/ptx.cuh"
+#endif
 
 namespace sprig::cuda {
 
@@ -131,6 +136,18 @@ template <class F> void visit_floating(DType t, const char* op, F&& f) {
     default:
       throw std::invalid_argument(std::string("[") + op + "] unsupported dtype " + dtype_name(t));
   }
+}
+
+// A scratch tensor for a launch on `stream`. The caching allocator orders memory on
+// current_stream(device) only, so CUDA scratch on another stream could be handed out again while
+// the kernel still runs there: refused with "[op] ...".
+inline Tensor scratch_tensor(const char* op, const Shape& shape, DType dtype, Device device,
+                             cudaStream_t stream) {
+  if (device.is_cuda() && stream != current_stream(device.index))
+    throw std::invalid_argument(std::string("[") + op +
+                                "] scratch memory is ordered on cuda::current_stream(" +
+                                std::to_string(device.index) + "): launch on that stream");
+  return Tensor::empty(shape, dtype, device);
 }
 
 inline unsigned grid_for(int64_t n, int threads) {

@@ -25,7 +25,7 @@ DeviceContext& device_context(int device) {
   DeviceContext& ctx = contexts[static_cast<size_t>(device)];
   if (!ctx.blas_lt) {
     DeviceContext fresh;
-    CUDA_CHECK(cudaSetDevice(device));
+    const DeviceGuard guard(device);
     CUBLAS_CHECK(cublasLtCreate(&fresh.blas_lt));
     fresh.workspace_bytes = kWorkspaceBytes;
     CUDA_CHECK(cudaMalloc(&fresh.workspace, fresh.workspace_bytes));

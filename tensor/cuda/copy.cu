@@ -63,9 +63,9 @@ void copy(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
     visit_all(dst.dtype(), [&](auto d_tag) {
       using S = decltype(s_tag);
       using D = decltype(d_tag);
-      copy_kernel<S, D><<<grid_for(n, 256), 256, 0, stream>>>(
-          static_cast<const S*>(src.data_ptr()), StridedIndex(src), static_cast<D*>(dst.data_ptr()),
-          StridedIndex(dst), n, contiguous);
+      launch(copy_kernel<S, D>, grid_for(n, 256), 256, 0, stream,
+             static_cast<const S*>(src.data_ptr()), StridedIndex(src),
+             static_cast<D*>(dst.data_ptr()), StridedIndex(dst), n, contiguous);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -83,7 +83,7 @@ void fill(const Tensor& dst, double value, cudaStream_t stream) {
       v = __float2half(static_cast<float>(value));
     else
       v = static_cast<T>(value);
-    fill_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(static_cast<T*>(dst.data_ptr()), v, n);
+    launch(fill_kernel<T>, grid_for(n, 256), 256, 0, stream, static_cast<T*>(dst.data_ptr()), v, n);
   });
   CUDA_CHECK(cudaGetLastError());
 }

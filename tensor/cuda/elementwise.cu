@@ -145,9 +145,9 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& y, double exponent, cudaSt
   const bool contiguous = x.is_contiguous() && y.is_contiguous();
   visit_floating(x.dtype(), unary_op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    unary_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        op, ptr<T>(x), StridedIndex(x), ptr<T>(y), StridedIndex(y), n, contiguous,
-        static_cast<acc_t<T>>(exponent));
+    launch(unary_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, op, ptr<T>(x),
+           StridedIndex(x), ptr<T>(y), StridedIndex(y), n, contiguous,
+           static_cast<acc_t<T>>(exponent));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -159,9 +159,9 @@ void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& 
   const bool contiguous = x.is_contiguous() && y.is_contiguous() && dy.is_contiguous();
   visit_floating(x.dtype(), unary_op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    unary_backward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        op, ptr<T>(x), StridedIndex(x), ptr<T>(y), StridedIndex(y), ptr<T>(dy), StridedIndex(dy),
-        ptr<T>(dx), n, contiguous, static_cast<acc_t<T>>(exponent));
+    launch(unary_backward_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, op, ptr<T>(x),
+           StridedIndex(x), ptr<T>(y), StridedIndex(y), ptr<T>(dy), StridedIndex(dy), ptr<T>(dx), n,
+           contiguous, static_cast<acc_t<T>>(exponent));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -172,8 +172,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, cu
   const bool contiguous = a.is_contiguous() && b.is_contiguous();
   visit_floating(out.dtype(), binary_op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    binary_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        op, ptr<T>(a), StridedIndex(a), ptr<T>(b), StridedIndex(b), ptr<T>(out), n, contiguous);
+    launch(binary_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, op, ptr<T>(a),
+           StridedIndex(a), ptr<T>(b), StridedIndex(b), ptr<T>(out), n, contiguous);
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -185,9 +185,9 @@ void binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_first, co
   const bool contiguous = x.is_contiguous() && out.is_contiguous();
   visit_floating(out.dtype(), binary_op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    binary_scalar_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        op, ptr<T>(x), StridedIndex(x), static_cast<acc_t<T>>(s), scalar_first, ptr<T>(out),
-        StridedIndex(out), n, contiguous);
+    launch(binary_scalar_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, op, ptr<T>(x),
+           StridedIndex(x), static_cast<acc_t<T>>(s), scalar_first, ptr<T>(out), StridedIndex(out),
+           n, contiguous);
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -199,9 +199,9 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
   const bool contiguous = cond.is_contiguous() && a.is_contiguous() && b.is_contiguous();
   visit_element_size(out.dtype(), [&](auto tag) {
     using U = decltype(tag);
-    where_kernel<U><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        ptr<bool>(cond), StridedIndex(cond), ptr<U>(a), StridedIndex(a), ptr<U>(b), StridedIndex(b),
-        ptr<U>(out), n, contiguous);
+    launch(where_kernel<U>, grid_for(n, kThreads), kThreads, 0, stream, ptr<bool>(cond),
+           StridedIndex(cond), ptr<U>(a), StridedIndex(a), ptr<U>(b), StridedIndex(b), ptr<U>(out),
+           n, contiguous);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -124,8 +124,8 @@ void gru_cell(const Tensor& gi, const Tensor& gh, const Tensor& h_prev, const Te
     with_vec_width<T>(width, {x.p, y.p, p.p, out.p, g.p}, [&](auto vec) {
       constexpr int N = decltype(vec)::value;
       const int64_t vectors = R * G / N;
-      gru_cell_kernel<T, N>
-          <<<grid_for(vectors, kThreads), kThreads, 0, stream>>>(x, y, p, out, g, G, vectors);
+      launch(gru_cell_kernel<T, N>, grid_for(vectors, kThreads), kThreads, 0, stream, x, y, p, out,
+             g, G, vectors);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -144,8 +144,8 @@ void gru_cell_backward(const Tensor& dh, const Tensor& h_prev, const Tensor& gat
     with_vec_width<T>(width, {d.p, p.p, g.p, dx.p, dy.p, dp.p}, [&](auto vec) {
       constexpr int N = decltype(vec)::value;
       const int64_t vectors = R * G / N;
-      gru_cell_backward_kernel<T, N>
-          <<<grid_for(vectors, kThreads), kThreads, 0, stream>>>(d, p, g, dx, dy, dp, G, vectors);
+      launch(gru_cell_backward_kernel<T, N>, grid_for(vectors, kThreads), kThreads, 0, stream, d, p,
+             g, dx, dy, dp, G, vectors);
     });
   });
   CUDA_CHECK(cudaGetLastError());

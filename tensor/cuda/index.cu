@@ -73,6 +73,9 @@ template <class T> __global__ void add_scratch_kernel(const float* sum, T* dx, i
 
 #undef GRID_STRIDE_LOOP
 
+// The element type a pointer P points to, without const.
+template <class P> using pointee_t = std::remove_const_t<std::remove_pointer_t<P>>;
+
 // Calls f(ptr) with ptr the typed device data of an i32 or i64 index tensor.
 template <class F> void visit_ids(const Tensor& ids, F&& f) {
   if (ids.dtype() == DType::i32)
@@ -110,9 +113,10 @@ void select_rows(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& 
   visit_unit(unit, [&](auto tag) {
     using U = decltype(tag);
     visit_ids(idx, [&](const auto* ids) {
-      select_rows_kernel<<<grid_for(l.outer * n * inner, kThreads), kThreads, 0, stream>>>(
-          static_cast<const U*>(x.data_ptr()), ids, static_cast<U*>(out.data_ptr()), l.outer,
-          l.rows, n, inner);
+      launch(select_rows_kernel<U, pointee_t<decltype(ids)>>,
+             grid_for(l.outer * n * inner, kThreads), kThreads, 0, stream,
+             static_cast<const U*>(x.data_ptr()), ids, static_cast<U*>(out.data_ptr()), l.outer,
+             l.rows, n, inner);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -129,11 +133,11 @@ void scatter_into(const Tensor& dx, const char* op, cudaStream_t stream, F&& add
       add(tag, static_cast<A*>(dx.data_ptr()));
     } else {
       const int64_t n = dx.numel();
-      const Tensor scratch = Tensor::empty(dx.shape(), DType::f32, dx.device());
+      const Tensor scratch = scratch_tensor(op, dx.shape(), DType::f32, dx.device(), stream);
       CUDA_CHECK(cudaMemsetAsync(scratch.data_ptr(), 0, scratch.nbytes(), stream));
       add(tag, static_cast<float*>(scratch.data_ptr()));
-      add_scratch_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-          static_cast<const float*>(scratch.data_ptr()), static_cast<T*>(dx.data_ptr()), n);
+      launch(add_scratch_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream,
+             static_cast<const float*>(scratch.data_ptr()), static_cast<T*>(dx.data_ptr()), n);
     }
   });
   CUDA_CHECK(cudaGetLastError());
@@ -147,8 +151,9 @@ void add_rows(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx
   scatter_into(dx, op, stream, [&](auto tag, auto* acc) {
     using T = decltype(tag);
     visit_ids(idx, [&](const auto* ids) {
-      add_rows_kernel<<<grid_for(l.outer * n * l.inner, kThreads), kThreads, 0, stream>>>(
-          static_cast<const T*>(dy.data_ptr()), ids, acc, l.outer, l.rows, n, l.inner);
+      launch(add_rows_kernel<T, pointee_t<decltype(acc)>, pointee_t<decltype(ids)>>,
+             grid_for(l.outer * n * l.inner, kThreads), kThreads, 0, stream,
+             static_cast<const T*>(dy.data_ptr()), ids, acc, l.outer, l.rows, n, l.inner);
     });
   });
 }
@@ -182,9 +187,9 @@ void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out,
   visit_unit(dtype_size(x.dtype()), [&](auto tag) {
     using U = decltype(tag);
     visit_ids(idx, [&](const auto* ids) {
-      gather_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-          static_cast<const U*>(x.data_ptr()), base, x.strides()[dim], ids,
-          static_cast<U*>(out.data_ptr()), n);
+      launch(gather_kernel<U, pointee_t<decltype(ids)>>, grid_for(n, kThreads), kThreads, 0, stream,
+             static_cast<const U*>(x.data_ptr()), base, x.strides()[dim], ids,
+             static_cast<U*>(out.data_ptr()), n);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -198,8 +203,9 @@ void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor&
   scatter_into(dx, "scatter_add", stream, [&](auto tag, auto* acc) {
     using T = decltype(tag);
     visit_ids(idx, [&](const auto* ids) {
-      scatter_add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-          static_cast<const T*>(dy.data_ptr()), base, dx.strides()[dim], ids, acc, n);
+      launch(scatter_add_kernel<T, pointee_t<decltype(acc)>, pointee_t<decltype(ids)>>,
+             grid_for(n, kThreads), kThreads, 0, stream, static_cast<const T*>(dy.data_ptr()), base,
+             dx.strides()[dim], ids, acc, n);
     });
   });
 }

@@ -23,6 +23,19 @@ int device_count();  // 0 when built without CUDA, without a driver or without a
 std::string device_name(int device);
 cudaStream_t current_stream(int device);
 void synchronize(int device);
+// Makes `device` the calling thread's current CUDA device while the guard lives, then restores the
+// previous one. Every dispatched CUDA op runs under one (SPRIG_DISPATCH), and so does allocation:
+// kernels launch on their tensors' device whatever ran before, and nothing leaks a device switch.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int device_, previous_ = -1;
+};
 // Stream-ordered caching allocator (on current_stream(device)), with byte accounting.
 void* device_malloc(size_t bytes, int device);
 void device_free(void* ptr, int device);

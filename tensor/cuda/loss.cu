@@ -292,9 +292,9 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
     int64_t* ap = argmax.defined() ? static_cast<int64_t*>(argmax.data_ptr()) : nullptr;
     with_vec_width<T>(V, {lp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      cross_entropy_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-          lp, targets.data_ptr(), targets.dtype() == DType::i64, static_cast<A*>(loss.data_ptr()),
-          static_cast<A*>(lse.data_ptr()), ap, V, ignore_index);
+      launch(cross_entropy_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream, lp,
+             targets.data_ptr(), targets.dtype() == DType::i64, static_cast<A*>(loss.data_ptr()),
+             static_cast<A*>(lse.data_ptr()), ap, V, ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -311,10 +311,10 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
     T* dp = static_cast<T*>(dlogits.data_ptr());
     with_vec_width<T>(V, {lp, dp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      cross_entropy_backward_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-          static_cast<const A*>(dloss.data_ptr()), lp, targets.data_ptr(),
-          targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), dp, V,
-          ignore_index);
+      launch(cross_entropy_backward_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream,
+             static_cast<const A*>(dloss.data_ptr()), lp, targets.data_ptr(),
+             targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), dp, V,
+             ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -334,10 +334,10 @@ void launch_corrected_cross_entropy(const Tensor& base, const Tensor& delta, con
     int64_t* ap = argmax.defined() ? static_cast<int64_t*>(argmax.data_ptr()) : nullptr;
     with_vec_width<T>(V, {bp, dp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      corrected_cross_entropy_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-          bp, dp, targets.data_ptr(), targets.dtype() == DType::i64,
-          static_cast<A*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()), ap, R, V,
-          ignore_index);
+      launch(corrected_cross_entropy_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream,
+             bp, dp, targets.data_ptr(), targets.dtype() == DType::i64,
+             static_cast<A*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()), ap, R, V,
+             ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -358,11 +358,10 @@ void launch_corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& 
     T* gdp = static_cast<T*>(ddelta.data_ptr());
     with_vec_width<T>(V, {bp, dp, gbp, gdp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      corrected_cross_entropy_backward_kernel<T, N>
-          <<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-              static_cast<const A*>(dloss.data_ptr()), bp, dp, targets.data_ptr(),
-              targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), gbp, gdp, R, V,
-              ignore_index);
+      launch(corrected_cross_entropy_backward_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0,
+             stream, static_cast<const A*>(dloss.data_ptr()), bp, dp, targets.data_ptr(),
+             targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), gbp, gdp, R, V,
+             ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -371,7 +370,8 @@ void launch_corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& 
 // The corrections delta [R, V] = features @ proj^T, one GEMM into a scratch buffer.
 Tensor corrections(const Tensor& features, const Tensor& proj, cudaStream_t stream) {
   const int64_t R = features.size(0), V = proj.size(0), E = features.size(1);
-  Tensor delta = Tensor::empty({R, V}, features.dtype(), features.device());
+  Tensor delta = scratch_tensor("corrected_cross_entropy", {R, V}, features.dtype(),
+                                features.device(), stream);
   matmul(features.view({1, R, E}), proj.view({1, V, E}), delta.view({1, R, V}), false, true, false,
          stream);
   return delta;
@@ -418,11 +418,11 @@ void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_
         student_argmax.defined() ? static_cast<int64_t*>(student_argmax.data_ptr()) : nullptr;
     with_vec_width<T>(V, {tp, sp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      kl_div_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-          tp, sp, teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
-          teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
-          static_cast<A*>(kl.data_ptr()), static_cast<A*>(teacher_lse.data_ptr()),
-          static_cast<A*>(student_lse.data_ptr()), ap, V, A(temperature));
+      launch(kl_div_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream, tp, sp,
+             teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
+             teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
+             static_cast<A*>(kl.data_ptr()), static_cast<A*>(teacher_lse.data_ptr()),
+             static_cast<A*>(student_lse.data_ptr()), ap, V, A(temperature));
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -441,12 +441,12 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
     T* dp = static_cast<T*>(dstudent.data_ptr());
     with_vec_width<T>(V, {tp, sp, dp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      kl_div_backward_kernel<T, N><<<static_cast<unsigned>(R), kThreads, 0, stream>>>(
-          static_cast<const A*>(dkl.data_ptr()), tp, sp,
-          teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
-          teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
-          static_cast<const A*>(teacher_lse.data_ptr()),
-          static_cast<const A*>(student_lse.data_ptr()), dp, V, A(temperature));
+      launch(kl_div_backward_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream,
+             static_cast<const A*>(dkl.data_ptr()), tp, sp,
+             teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
+             teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
+             static_cast<const A*>(teacher_lse.data_ptr()),
+             static_cast<const A*>(student_lse.data_ptr()), dp, V, A(temperature));
     });
   });
   CUDA_CHECK(cudaGetLastError());

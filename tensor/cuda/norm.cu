@@ -121,8 +121,8 @@ void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& r
     A* rp = static_cast<A*>(rstd.data_ptr());
     with_vec_width<T>(H, {xp, wp, yp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      rms_norm_kernel<T, N>
-          <<<row_blocks(R), dim3(32, kRowsPerBlock), 0, stream>>>(xp, wp, yp, rp, R, H, A(eps));
+      launch(rms_norm_kernel<T, N>, row_blocks(R), dim3(32, kRowsPerBlock), 0, stream, xp, wp, yp,
+             rp, R, H, A(eps));
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -141,27 +141,28 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const
     T* dxp = static_cast<T*>(dx.data_ptr());
     with_vec_width<T>(H, {dyp, xp, wp, dxp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      rms_norm_dx_kernel<T, N>
-          <<<row_blocks(R), dim3(32, kRowsPerBlock), 0, stream>>>(dyp, xp, wp, rp, dxp, R, H);
+      launch(rms_norm_dx_kernel<T, N>, row_blocks(R), dim3(32, kRowsPerBlock), 0, stream, dyp, xp,
+             wp, rp, dxp, R, H);
     });
     CUDA_CHECK(cudaGetLastError());
 
     // About 2048 blocks in all for stage 1, each row slice at least one row.
     const int64_t col_blocks = (H + kColThreads - 1) / kColThreads;
     const int64_t splits = std::clamp<int64_t>(2048 / col_blocks, 1, std::min(R, kMaxRowSplits));
-    const Tensor partial = Tensor::empty({splits, H}, rstd.dtype(), x.device());
+    const Tensor partial =
+        scratch_tensor("rms_norm_backward", {splits, H}, rstd.dtype(), x.device(), stream);
     A* pp = static_cast<A*>(partial.data_ptr());
-    rms_norm_dw_partial_kernel<T>
-        <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)), kColThreads, 0,
-           stream>>>(dyp, xp, rp, pp, R, H);
+    launch(rms_norm_dw_partial_kernel<T>,
+           dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)), kColThreads, 0,
+           stream, dyp, xp, rp, pp, R, H);
     CUDA_CHECK(cudaGetLastError());
     const unsigned grid = grid_for(H, kColThreads);
     if (dw.dtype() == DType::f32)
-      rms_norm_dw_reduce_kernel<A, float>
-          <<<grid, kColThreads, 0, stream>>>(pp, static_cast<float*>(dw.data_ptr()), splits, H);
+      launch(rms_norm_dw_reduce_kernel<A, float>, grid, kColThreads, 0, stream, pp,
+             static_cast<float*>(dw.data_ptr()), splits, H);
     else
-      rms_norm_dw_reduce_kernel<A, T>
-          <<<grid, kColThreads, 0, stream>>>(pp, static_cast<T*>(dw.data_ptr()), splits, H);
+      launch(rms_norm_dw_reduce_kernel<A, T>, grid, kColThreads, 0, stream, pp,
+             static_cast<T*>(dw.data_ptr()), splits, H);
   });
   CUDA_CHECK(cudaGetLastError());
 }

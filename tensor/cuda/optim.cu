@@ -64,13 +64,13 @@ void sum_squares(const Tensor& x, const Tensor& out, cudaStream_t stream) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const DType acc_dtype = std::is_same_v<A, double> ? DType::f64 : DType::f32;
-    const Tensor partial = Tensor::empty({blocks}, acc_dtype, x.device());
+    const Tensor partial = scratch_tensor("sum_squares", {blocks}, acc_dtype, x.device(), stream);
     A* pp = static_cast<A*>(partial.data_ptr());
-    sum_squares_partial_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        static_cast<const T*>(x.data_ptr()), n, pp);
+    launch(sum_squares_partial_kernel<T>, static_cast<unsigned>(blocks), kThreads, 0, stream,
+           static_cast<const T*>(x.data_ptr()), n, pp);
     CUDA_CHECK(cudaGetLastError());
-    sum_partials_kernel<A>
-        <<<1, kThreads, 0, stream>>>(pp, blocks, static_cast<float*>(out.data_ptr()));
+    launch(sum_partials_kernel<A>, 1, kThreads, 0, stream, pp, blocks,
+           static_cast<float*>(out.data_ptr()));
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -82,18 +82,18 @@ void adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const
   float* p = static_cast<float*>(param.data_ptr());
   float* m = static_cast<float*>(exp_avg.data_ptr());
   float* v = static_cast<float*>(exp_avg_sq.data_ptr());
-  const auto launch = [&](auto g_tag, auto c_tag) {
+  const auto launch_adamw = [&](auto g_tag, auto c_tag) {
     using G = decltype(g_tag);
     using C = decltype(c_tag);
     C* copy = compute_copy.defined() ? static_cast<C*>(compute_copy.data_ptr()) : nullptr;
-    adamw_kernel<G, C><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        p, static_cast<const G*>(grad.data_ptr()), m, v, copy, n, s);
+    launch(adamw_kernel<G, C>, grid_for(n, kThreads), kThreads, 0, stream, p,
+           static_cast<const G*>(grad.data_ptr()), m, v, copy, n, s);
   };
   const auto with_grad_type = [&](auto c_tag) {
     if (grad.dtype() == DType::bf16)
-      launch(__nv_bfloat16{}, c_tag);
+      launch_adamw(__nv_bfloat16{}, c_tag);
     else
-      launch(float{}, c_tag);
+      launch_adamw(float{}, c_tag);
   };
   // The copy type is bf16 when there is no compute copy (the kernel then never writes it).
   if (compute_copy.defined() && compute_copy.dtype() == DType::f16)

@@ -199,17 +199,17 @@ __global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, Lines li
 
 template <class T> T* ptr(const Tensor& t) { return static_cast<T*>(t.data_ptr()); }
 
-// Calls launch(team, grid, block) with the team and launch shape for `lines`: a block per line
+// Calls run(team, grid, block) with the team and launch shape for `lines`: a block per line
 // (threads rounded up to whole warps) for the last dim, else a thread per line.
-template <class F> void launch_lines(const Lines& lines, F&& launch) {
+template <class F> void launch_lines(const Lines& lines, F&& run) {
   if (lines.count == 0) return;
   if (lines.inner == 1) {
     const int64_t warps = std::min<int64_t>((lines.n + 31) / 32, kMaxLineThreads / 32);
-    launch(BlockTeam{}, dim3(static_cast<unsigned>(lines.count)),
-           dim3(static_cast<unsigned>(std::max<int64_t>(warps, 1) * 32)));
+    run(BlockTeam{}, dim3(static_cast<unsigned>(lines.count)),
+        dim3(static_cast<unsigned>(std::max<int64_t>(warps, 1) * 32)));
   } else {
-    launch(ThreadTeam{}, dim3(static_cast<unsigned>((lines.count + kThreads - 1) / kThreads)),
-           dim3(kThreads));
+    run(ThreadTeam{}, dim3(static_cast<unsigned>((lines.count + kThreads - 1) / kThreads)),
+        dim3(kThreads));
   }
 }
 
@@ -220,8 +220,8 @@ void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t dim, cudaSt
     using T = decltype(tag);
     const Lines lines = lines_of(x.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      reduce_kernel<decltype(team), T>
-          <<<grid, block, 0, stream>>>(op, ptr<T>(x), ptr<T>(out), lines);
+      launch(reduce_kernel<decltype(team), T>, grid, block, 0, stream, op, ptr<T>(x), ptr<T>(out),
+             lines);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -232,8 +232,8 @@ void argmax(const Tensor& x, const Tensor& out, int64_t dim, cudaStream_t stream
     using T = decltype(tag);
     const Lines lines = lines_of(x.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      argmax_kernel<decltype(team), T>
-          <<<grid, block, 0, stream>>>(ptr<T>(x), ptr<int64_t>(out), lines);
+      launch(argmax_kernel<decltype(team), T>, grid, block, 0, stream, ptr<T>(x), ptr<int64_t>(out),
+             lines);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -244,8 +244,8 @@ void softmax(const Tensor& x, const Tensor& y, int64_t dim, bool log, cudaStream
     using T = decltype(tag);
     const Lines lines = lines_of(x.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      softmax_kernel<decltype(team), T>
-          <<<grid, block, 0, stream>>>(ptr<T>(x), ptr<T>(y), lines, log);
+      launch(softmax_kernel<decltype(team), T>, grid, block, 0, stream, ptr<T>(x), ptr<T>(y), lines,
+             log);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -257,8 +257,8 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int64
     using T = decltype(tag);
     const Lines lines = lines_of(y.shape(), dim);
     launch_lines(lines, [&](auto team, dim3 grid, dim3 block) {
-      softmax_backward_kernel<decltype(team), T>
-          <<<grid, block, 0, stream>>>(ptr<T>(y), ptr<T>(dy), ptr<T>(dx), lines, log);
+      launch(softmax_backward_kernel<decltype(team), T>, grid, block, 0, stream, ptr<T>(y),
+             ptr<T>(dy), ptr<T>(dx), lines, log);
     });
   });
   CUDA_CHECK(cudaGetLastError());

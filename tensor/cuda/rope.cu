@@ -62,9 +62,9 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
   const bool pos64 = pos.dtype() == DType::i64;
   visit_floating(x.dtype(), "rope", [&](auto tag) {
     using T = decltype(tag);
-    rope_kernel<T><<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(
-        static_cast<const T*>(x.data_ptr()), pos.data_ptr(), pos64, static_cast<T*>(y.data_ptr()),
-        heads, static_cast<int>(D / 2), inv_freq, inverse);
+    launch(rope_kernel<T>, static_cast<unsigned>(tokens), kThreads, 0, stream,
+           static_cast<const T*>(x.data_ptr()), pos.data_ptr(), pos64,
+           static_cast<T*>(y.data_ptr()), heads, static_cast<int>(D / 2), inv_freq, inverse);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -34,7 +34,7 @@ DeviceState& state(int device) {
     throw std::invalid_argument("[cuda] device " + std::to_string(device) + " is not available");
   DeviceState& s = states[static_cast<size_t>(device)];
   if (!s.stream) {
-    CUDA_CHECK(cudaSetDevice(device));
+    const DeviceGuard guard(device);
     CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     cudaMemPool_t pool;
     CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
@@ -64,6 +64,22 @@ std::string device_name(int device) {
   return prop.name;
 }
 
+DeviceGuard::DeviceGuard(int device) : device_(device) {
+  CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device_) CUDA_CHECK(cudaSetDevice(device_));
+}
+
+// No throw from a destructor: a failed restore is reported and its error cleared.
+DeviceGuard::~DeviceGuard() {
+  if (previous_ == device_) return;
+  const cudaError_t err = cudaSetDevice(previous_);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    std::fprintf(stderr, "[cuda] restoring device %d failed: %s\n", previous_,
+                 cudaGetErrorString(err));
+  }
+}
+
 cudaStream_t current_stream(int device) {
   std::lock_guard<std::mutex> lock(state_mutex());
   return state(device).stream;
@@ -74,7 +90,7 @@ void synchronize(int device) { CUDA_CHECK(cudaStreamSynchronize(current_stream(d
 void* device_malloc(size_t bytes, int device) {
   std::lock_guard<std::mutex> lock(state_mutex());
   DeviceState& s = state(device);
-  CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard guard(device);
   void* p = nullptr;
   const cudaError_t err = cudaMallocAsync(&p, bytes, s.stream);
   if (err != cudaSuccess) {

@@ -64,8 +64,8 @@ void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out, cudaStream_
     with_vec_width<T>(n, {gp, upp, op}, [&](auto width) {
       constexpr int N = decltype(width)::value;
       const int64_t vectors = n / N;
-      swiglu_kernel<T, N>
-          <<<grid_for(vectors, kThreads), kThreads, 0, stream>>>(gp, upp, op, vectors);
+      launch(swiglu_kernel<T, N>, grid_for(vectors, kThreads), kThreads, 0, stream, gp, upp, op,
+             vectors);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -84,8 +84,8 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, c
     with_vec_width<T>(n, {gp, upp, dp, dgp, dup_p}, [&](auto width) {
       constexpr int N = decltype(width)::value;
       const int64_t vectors = n / N;
-      swiglu_backward_kernel<T, N>
-          <<<grid_for(vectors, kThreads), kThreads, 0, stream>>>(gp, upp, dp, dgp, dup_p, vectors);
+      launch(swiglu_backward_kernel<T, N>, grid_for(vectors, kThreads), kThreads, 0, stream, gp,
+             upp, dp, dgp, dup_p, vectors);
     });
   });
   CUDA_CHECK(cudaGetLastError());

@@ -97,16 +97,19 @@ inline Tensor for_compute(const Tensor& t) { return t.to(compute_dtype(t)).conti
 
 }  // namespace sprig::detail
 
-// Calls cpu::kernel(args...) or cuda::kernel(args..., stream) for the device `dev`. In a build
-// without CUDA the CUDA branch is discarded at compile time (so the CUDA twins need no stand-ins)
-// and a CUDA device throws "[kernel] built without CUDA".
+// Calls cpu::kernel(args...) or cuda::kernel(args..., stream) for the device `dev`, the latter with
+// `dev` current (a DeviceGuard) and on its current stream. In a build without CUDA the CUDA branch
+// is discarded at compile time (so the CUDA twins need no stand-ins) and a CUDA device throws
+// "[kernel] built without CUDA".
 #define SPRIG_DISPATCH(dev, kernel, ...)                                             \
   do {                                                                               \
     const ::sprig::Device dev_ = (dev);                                              \
-    if (dev_.is_cpu())                                                               \
+    if (dev_.is_cpu()) {                                                             \
       ::sprig::cpu::kernel(__VA_ARGS__);                                             \
-    else if constexpr (::sprig::cuda::kBuilt)                                        \
+    } else if constexpr (::sprig::cuda::kBuilt) {                                    \
+      const ::sprig::cuda::DeviceGuard guard_(dev_.index);                           \
       ::sprig::cuda::kernel(__VA_ARGS__, ::sprig::cuda::current_stream(dev_.index)); \
-    else                                                                             \
+    } else {                                                                         \
       ::sprig::detail::no_cuda(#kernel);                                             \
+    }                                                                                \
   } while (0)

@@ -7,244 +7,48 @@
 // the atomic one.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "attention/attention.h"
 #include "attention/cuda/flash.h"
+#include "tests/attention/flash_reference.h"
 #include "tests/test_util.h"
 
 namespace sprig {
 namespace {
 
 using cuda::FlashPass;
+using flash_test::Inputs;
+using flash_test::Kind;
+using flash_test::make_mask;
+using flash_test::Outputs;
+using flash_test::Problem;
 using testing::max_abs_diff;
 
 const Device kGpu = Device::cuda(0);
 
-struct Problem {
-  BatchMask mask;
-  int64_t batch, q_heads, kv_heads, head_dim;
-  DType dtype = DType::bf16;
-
-  int64_t q_len() const { return mask.q_len(); }
-  int64_t k_len() const { return mask.k_len(); }
-  double scale() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
-};
-
-struct Inputs {
-  Tensor q, k, v, dout;  // [B, T, H, D], on the host or on the GPU
-};
-
-// out, lse, dq, dk, dv as host f64 tensors.
-struct Outputs {
-  Tensor out, lse, dq, dk, dv;
-};
-
-// ---- the dense host implementations ---------------------------------------------------------
-
-// Attention of every (batch row, head) with the dense mask. Acc = double with round = identity is
-// the reference. Acc = float with round = the 16-bit rounding is the naive implementation in the
-// inputs' precision, as PyTorch runs attention on bf16 tensors: each op accumulates in fp32 and
-// rounds its result (scores, P, out, dP, dS and the gradients) to the 16-bit type.
-template <class Acc, class Round>
-Outputs dense_attention(const Problem& p, const Inputs& host, Round round) {
-  const int64_t B = p.batch, Tq = p.q_len(), Tk = p.k_len(), Hq = p.q_heads, D = p.head_dim;
-  const int64_t G = p.q_heads / p.kv_heads;
-  const std::vector<double> q = host.q.to_vector<double>(), k = host.k.to_vector<double>(),
-                            v = host.v.to_vector<double>(), dout = host.dout.to_vector<double>();
-  std::vector<double> out(q.size()), lse(B * Hq * Tq), dq(q.size()), dk(k.size()), dv(k.size());
-  std::vector<Acc> prob(Tq * Tk), ds(Tq * Tk), dk_acc(Tk * D), dv_acc(Tk * D);
-  const Acc scale = static_cast<Acc>(p.scale());
-  for (int64_t b = 0; b < B; ++b) {
-    const std::vector<int32_t> allowed = p.mask.row(b).dense().to_vector<int32_t>();
-    for (int64_t kvh = 0; kvh < p.kv_heads; ++kvh) {
-      std::fill(dk_acc.begin(), dk_acc.end(), Acc(0));
-      std::fill(dv_acc.begin(), dv_acc.end(), Acc(0));
-      for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
-        const auto qi = [&](int64_t i) { return ((b * Tq + i) * Hq + h) * D; };
-        const auto kj = [&](int64_t j) { return ((b * Tk + j) * p.kv_heads + kvh) * D; };
-        const auto dot = [&](const std::vector<double>& x, int64_t xo, const std::vector<double>& y,
-                             int64_t yo) {
-          Acc s = 0;
-          for (int64_t d = 0; d < D; ++d)
-            s += static_cast<Acc>(x[xo + d]) * static_cast<Acc>(y[yo + d]);
-          return s;
-        };
-#pragma omp parallel for schedule(dynamic, 8)
-        for (int64_t i = 0; i < Tq; ++i) {  // forward, dP, dS and dq of query row i
-          Acc* pr = &prob[i * Tk];
-          Acc* dsr = &ds[i * Tk];
-          Acc mx = -INFINITY;
-          for (int64_t j = 0; j < Tk; ++j) {
-            pr[j] = allowed[i * Tk + j] ? round(scale * dot(q, qi(i), k, kj(j))) : -INFINITY;
-            mx = std::max(mx, pr[j]);
-          }
-          Acc l = 0;
-          for (int64_t j = 0; j < Tk; ++j) l += mx == -INFINITY ? Acc(0) : std::exp(pr[j] - mx);
-          const Acc row_lse = l > 0 ? mx + std::log(l) : -INFINITY;
-          lse[(b * Hq + h) * Tq + i] = row_lse;
-          for (int64_t j = 0; j < Tk; ++j) pr[j] = l > 0 ? round(std::exp(pr[j] - row_lse)) : 0;
-          std::vector<Acc> o(D, Acc(0)), g(D, Acc(0));
-          for (int64_t j = 0; j < Tk; ++j)
-            if (pr[j] != 0)
-              for (int64_t d = 0; d < D; ++d) o[d] += pr[j] * static_cast<Acc>(v[kj(j) + d]);
-          Acc delta = 0;
-          for (int64_t d = 0; d < D; ++d) {
-            out[qi(i) + d] = round(o[d]);
-            delta += static_cast<Acc>(dout[qi(i) + d]) * round(o[d]);
-          }
-          for (int64_t j = 0; j < Tk; ++j) {
-            dsr[j] = pr[j] == 0 ? 0 : round(pr[j] * (round(dot(dout, qi(i), v, kj(j))) - delta));
-            if (dsr[j] != 0)
-              for (int64_t d = 0; d < D; ++d) g[d] += dsr[j] * static_cast<Acc>(k[kj(j) + d]);
-          }
-          for (int64_t d = 0; d < D; ++d) dq[qi(i) + d] = round(scale * g[d]);
-        }
-#pragma omp parallel for schedule(dynamic, 8)
-        for (int64_t j = 0; j < Tk; ++j)  // dK, dV of key j, summed over the group's heads
-          for (int64_t i = 0; i < Tq; ++i) {
-            if (prob[i * Tk + j] == 0) continue;
-            for (int64_t d = 0; d < D; ++d) {
-              dk_acc[j * D + d] += scale * ds[i * Tk + j] * static_cast<Acc>(q[qi(i) + d]);
-              dv_acc[j * D + d] += prob[i * Tk + j] * static_cast<Acc>(dout[qi(i) + d]);
-            }
-          }
-      }
-      for (int64_t j = 0; j < Tk; ++j)
-        for (int64_t d = 0; d < D; ++d) {
-          dk[((b * Tk + j) * p.kv_heads + kvh) * D + d] = round(dk_acc[j * D + d]);
-          dv[((b * Tk + j) * p.kv_heads + kvh) * D + d] = round(dv_acc[j * D + d]);
-        }
-    }
-  }
-  const auto tensor = [](const std::vector<double>& x, const Tensor& like) {
-    return Tensor::from_vector(x, like.shape());
-  };
-  return {tensor(out, host.q), Tensor::from_vector(lse, {B, Hq, Tq}), tensor(dq, host.q),
-          tensor(dk, host.k), tensor(dv, host.k)};
-}
-
-// ---- the CUDA kernels -------------------------------------------------------------------------
-
-// Outputs start as NaN, so an element a kernel fails to write cannot pass.
-Outputs flash(const Problem& p, const Inputs& dev, bool deterministic) {
-  const RowIntervals intervals = row_intervals(p.mask);
-  const auto map = [&](FlashPass pass) {
-    const cuda::TileShape s = cuda::flash_tile_shape(pass, p.head_dim);
-    return cuda::upload_tile_map(compile_tile_map(intervals, s.block_m, s.block_n), kGpu);
-  };
+// The kernels on the GPU; outputs start as NaN, so an element a kernel fails to write cannot pass.
+Outputs flash(const Problem& p, const Inputs& host, bool deterministic) {
+  const flash_test::PassMaps maps = flash_test::pass_maps(p, kGpu);
   const auto nan_like = [&](const Tensor& t) {
     return Tensor::full(t.shape(), NAN, t.dtype(), kGpu);
   };
+  const Inputs dev{host.q.to(kGpu), host.k.to(kGpu), host.v.to(kGpu), host.dout.to(kGpu)};
   const cudaStream_t stream = cuda::current_stream(kGpu.index);
   const Tensor out = nan_like(dev.q), dq = nan_like(dev.q), dk = nan_like(dev.k),
                dv = nan_like(dev.k);
   const Tensor lse = Tensor::full({p.batch, p.q_heads, p.q_len()}, NAN, DType::f32, kGpu);
-  cuda::flash_attention_forward(dev.q, dev.k, dev.v, map(FlashPass::forward), p.scale(), out, lse,
-                                stream);
-  cuda::flash_attention_backward(dev.q, dev.k, dev.v, out, lse, dev.dout, map(FlashPass::backward),
-                                 p.scale(), dq, dk, dv, stream, deterministic);
-  const auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f64); };
-  return {host(out), host(lse), host(dq), host(dk), host(dv)};
+  cuda::flash_attention_forward(dev.q, dev.k, dev.v, maps.forward, p.scale(), out, lse, stream);
+  cuda::flash_attention_backward(dev.q, dev.k, dev.v, out, lse, dev.dout, maps.backward, p.scale(),
+                                 dq, dk, dv, stream, deterministic);
+  return flash_test::host_outputs(out, lse, dq, dk, dv);
 }
 
-// ---- checks -----------------------------------------------------------------------------------
-
-void expect_flash_rule(const char* name, const Tensor& flash, const Tensor& naive,
-                       const Tensor& ref) {
-  const double err = max_abs_diff(flash, ref), naive_err = max_abs_diff(naive, ref);
-  EXPECT_LE(err, 2 * naive_err + 1e-3)
-      << name << ": flash error " << err << ", naive error " << naive_err;
-}
-
-// Rows no key reaches must have out = 0 and dq = 0 exactly, keys no query reaches dk = dv = 0.
-void expect_exact_zeros(const Problem& p, const Outputs& f) {
-  const int64_t Tq = p.q_len(), Tk = p.k_len(), D = p.head_dim;
-  const std::vector<double> out = f.out.to_vector<double>(), dq = f.dq.to_vector<double>(),
-                            dk = f.dk.to_vector<double>(), dv = f.dv.to_vector<double>();
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const std::vector<int32_t> allowed = p.mask.row(b).dense().to_vector<int32_t>();
-    std::vector<bool> row_seen(Tq), key_seen(Tk);
-    for (int64_t i = 0; i < Tq; ++i)
-      for (int64_t j = 0; j < Tk; ++j)
-        if (allowed[i * Tk + j]) row_seen[i] = key_seen[j] = true;
-    for (int64_t x = 0; x < p.q_heads * D; ++x)
-      for (int64_t i = 0; i < Tq; ++i)
-        if (!row_seen[i]) {
-          const int64_t at = (b * Tq + i) * p.q_heads * D + x;
-          ASSERT_EQ(out[at], 0.0) << "fully masked row " << i;
-          ASSERT_EQ(dq[at], 0.0) << "fully masked row " << i;
-        }
-    for (int64_t x = 0; x < p.kv_heads * D; ++x)
-      for (int64_t j = 0; j < Tk; ++j)
-        if (!key_seen[j]) {
-          const int64_t at = (b * Tk + j) * p.kv_heads * D + x;
-          ASSERT_EQ(dk[at], 0.0) << "unseen key " << j;
-          ASSERT_EQ(dv[at], 0.0) << "unseen key " << j;
-        }
-  }
-}
-
+// Both modes against the reference; the deterministic dQ reproduces itself bitwise.
 void check(const Problem& p, uint64_t seed) {
-  SCOPED_TRACE("T " + std::to_string(p.q_len()) + "x" + std::to_string(p.k_len()) + " D " +
-               std::to_string(p.head_dim) + " heads " + std::to_string(p.q_heads) + ":" +
-               std::to_string(p.kv_heads) + " " + dtype_name(p.dtype));
-  const auto input = [&](int64_t t, int64_t heads, uint64_t s) {
-    return testing::rand_normal({p.batch, t, heads, p.head_dim}, s).to(p.dtype);
-  };
-  const Inputs host{input(p.q_len(), p.q_heads, seed), input(p.k_len(), p.kv_heads, seed + 1),
-                    input(p.k_len(), p.kv_heads, seed + 2), input(p.q_len(), p.q_heads, seed + 3)};
-  const Inputs dev{host.q.to(kGpu), host.k.to(kGpu), host.v.to(kGpu), host.dout.to(kGpu)};
-  const Outputs ref = dense_attention<double>(p, host, [](double x) { return x; });
-  const Outputs naive = dense_attention<float>(p, host, [&](float x) {
-    return p.dtype == DType::bf16 ? static_cast<float>(bf16(x)) : static_cast<float>(f16(x));
-  });
-  const Outputs f = flash(p, dev, false), det = flash(p, dev, true), det2 = flash(p, dev, true);
-
-  expect_flash_rule("out", f.out, naive.out, ref.out);
-  expect_flash_rule("lse", f.lse, naive.lse, ref.lse);
-  EXPECT_LE(max_abs_diff(f.lse, ref.lse), 1e-3);  // scores stay fp32: far tighter than the rule
-  expect_flash_rule("dq", f.dq, naive.dq, ref.dq);
-  expect_flash_rule("dk", f.dk, naive.dk, ref.dk);
-  expect_flash_rule("dv", f.dv, naive.dv, ref.dv);
-  expect_flash_rule("dq (deterministic)", det.dq, naive.dq, ref.dq);
-  expect_exact_zeros(p, f);
-  expect_exact_zeros(p, det);
-  // dK/dV come from the same kernel in both modes; the deterministic dQ reproduces itself.
-  EXPECT_EQ(max_abs_diff(det.dk, f.dk), 0.0);
-  EXPECT_EQ(max_abs_diff(det.dv, f.dv), 0.0);
-  EXPECT_EQ(max_abs_diff(det2.dq, det.dq), 0.0);
-}
-
-// ---- masks ------------------------------------------------------------------------------------
-
-enum class Kind { causal, documents, prefix_tree, dflash };
-
-BatchMask make_mask(Kind kind, int64_t t, int64_t batch) {
-  if (kind == Kind::causal) return BatchMask(causal_mask(t));
-  if (kind == Kind::documents) {  // one split per batch row, with a window on the second
-    std::vector<Mask> rows = {document_mask({t - t / 3, t / 3})};
-    if (batch > 1) rows.push_back(document_mask({t / 4, t / 4, t - t / 2}, t, 5));
-    return BatchMask(rows);
-  }
-  if (kind == Kind::prefix_tree) {  // root, two children, a grandchild under the first
-    if (t < 4) return BatchMask(prefix_tree_mask({t}, {{0}}));
-    return BatchMask(prefix_tree_mask({t / 4, t / 4, t / 4, t - 3 * (t / 4)}, {{0, 1, 3}, {0, 2}}));
-  }
-  DFlashMaskSpec s;  // blocks of 4 slots, sorted anchors, the last quarter dropped
-  s.ctx_len = t;
-  s.block_size = 4;
-  const int64_t blocks = std::max<int64_t>(1, t / 8), kept = blocks - blocks / 4;
-  for (int64_t j = 0; j < blocks; ++j) {
-    s.anchors.push_back(j < kept ? j * std::max<int64_t>(t - 4, 0) / blocks : 0);
-    s.keep.push_back(j < kept);
-  }
-  s.causal = blocks % 3 == 0;
-  if (t >= 97) s.seq_lens = {t / 2, t - t / 2};
-  if (t >= 1025) s.sliding_window = 300;
-  return BatchMask(dflash_mask(s));
+  const Outputs det = flash_test::check_flash(p, seed, flash);
+  EXPECT_EQ(max_abs_diff(flash(p, flash_test::random_inputs(p, seed), true).dq, det.dq), 0.0);
 }
 
 void check_kind(Kind kind) {
@@ -295,22 +99,19 @@ TEST(FlashGpu, Float16) {
 TEST(FlashGpu, TheAttentionOpRunsTheKernelsOnTheMasksTileMaps) {
   SPRIG_REQUIRE_CUDA();
   const Problem p{make_mask(Kind::documents, 97, 2), 2, 4, 2, 64};
-  const auto input = [&](int64_t t, int64_t heads, uint64_t s) {
-    return testing::rand_normal({p.batch, t, heads, p.head_dim}, s).to(p.dtype).to(kGpu);
-  };
-  const Inputs dev{input(p.q_len(), p.q_heads, 1), input(p.k_len(), p.kv_heads, 2),
-                   input(p.k_len(), p.kv_heads, 3), input(p.q_len(), p.q_heads, 4)};
-  const Outputs kernels = flash(p, dev, false);
+  const Inputs host = flash_test::random_inputs(p, 1);
+  const Inputs dev{host.q.to(kGpu), host.k.to(kGpu), host.v.to(kGpu), host.dout.to(kGpu)};
+  const Outputs kernels = flash(p, host, false);
   const AttentionMask mask(p.mask);
   for (int pass = 0; pass < 2; ++pass) {  // the second pass reuses the uploaded maps
     const AttentionOutput f = attention_forward(dev.q, dev.k, dev.v, mask, p.scale());
     const AttentionGrads g =
         attention_backward(dev.q, dev.k, dev.v, f.out, f.lse, dev.dout, mask, p.scale());
-    const auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f64); };
-    EXPECT_EQ(max_abs_diff(host(f.out), kernels.out), 0.0);
-    EXPECT_EQ(max_abs_diff(host(f.lse), kernels.lse), 0.0);
-    EXPECT_EQ(max_abs_diff(host(g.dk), kernels.dk), 0.0);
-    EXPECT_EQ(max_abs_diff(host(g.dv), kernels.dv), 0.0);
+    const Outputs op = flash_test::host_outputs(f.out, f.lse, g.dq, g.dk, g.dv);
+    EXPECT_EQ(max_abs_diff(op.out, kernels.out), 0.0);
+    EXPECT_EQ(max_abs_diff(op.lse, kernels.lse), 0.0);
+    EXPECT_EQ(max_abs_diff(op.dk, kernels.dk), 0.0);
+    EXPECT_EQ(max_abs_diff(op.dv, kernels.dv), 0.0);
     EXPECT_PARITY(g.dq, kernels.dq.to(p.dtype), p.k_len());
   }
 }

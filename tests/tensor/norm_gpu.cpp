@@ -57,6 +57,18 @@ TEST(RmsNormGpu, BackwardWithoutFeatures) {
   EXPECT_EQ(dx.shape(), (Shape{3, 0}));
 }
 
+// The backward's scratch comes from the allocator, which orders memory on the device's current
+// stream: a launch on any other stream (here the legacy default stream) is refused.
+TEST(RmsNormGpu, ScratchIsRefusedOnAnotherStream) {
+  SPRIG_REQUIRE_CUDA();
+  const Tensor x = to_cuda(Tensor::ones({4, 8})), w = to_cuda(Tensor::ones({8}));
+  const Tensor rstd = to_cuda(Tensor::ones({4})), dx = to_cuda(Tensor::zeros({4, 8}));
+  EXPECT_TRUE(throws_invalid(
+      [&] { cuda::rms_norm_backward(x, x, w, rstd, dx, to_cuda(Tensor::zeros({8})), nullptr); },
+      "[rms_norm_backward] scratch memory is ordered on cuda::current_stream(0): launch on that "
+      "stream"));
+}
+
 TEST(RmsNormGpu, RejectsMixedDevices) {
   SPRIG_REQUIRE_CUDA();
   EXPECT_TRUE(throws_invalid(

@@ -1,9 +1,12 @@
 // Tensor core on a CUDA device: host <-> device round trips for every dtype, strided and
-// converting copies on the device, fill, and the caching allocator's current/peak byte counts.
+// converting copies on the device, fill, the caching allocator's current/peak byte counts, and
+// the device guard of every op.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "tensor/ops.h"
 #include "tests/test_util.h"
 
 namespace sprig {
@@ -88,6 +91,29 @@ TEST(TensorGpu, AllocatorTracksCurrentAndPeakBytes) {
   EXPECT_EQ(cuda::memory_peak(0), before + (6u << 20));
   cuda::reset_memory_peak(0);
   EXPECT_EQ(cuda::memory_peak(0), before);
+}
+
+int current_device() {
+  int d = -1;
+  EXPECT_EQ(cudaGetDevice(&d), cudaSuccess);
+  return d;
+}
+
+// A guard makes its device current and restores the previous one; an op on a tensor of the last
+// device (allocation included) leaves the thread's current device as it found it.
+TEST(TensorGpu, DeviceGuardRestoresTheCurrentDevice) {
+  SPRIG_REQUIRE_CUDA();
+  const int last = cuda::device_count() - 1;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    const cuda::DeviceGuard guard(last);
+    EXPECT_EQ(current_device(), last);
+  }
+  EXPECT_EQ(current_device(), 0);
+  const Tensor x = Tensor::ones({4, 8}).to(Device::cuda(last));
+  const Tensor y = rms_norm(x, Tensor::ones({8}).to(Device::cuda(last)), 1e-6).first;
+  EXPECT_EQ(current_device(), 0);
+  EXPECT_TRUE(all_close(y.to(Device::cpu()), Tensor::ones({4, 8}), 1e-5, 1e-5));
 }
 
 }  // namespace

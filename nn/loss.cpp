@@ -26,8 +26,8 @@ class CrossEntropyRows : public RowLoss {
 
   Tensor forward(const Tensor& logits, int64_t r0) override {
     const int64_t n = logits.size(0);
-    CrossEntropyResult ce =
-        cross_entropy(logits, targets_.narrow(0, r0, n), ignore_index_, argmax.defined());
+    CrossEntropyResult ce = cross_entropy(logits, targets_.narrow(0, r0, n), ignore_index_,
+                                          argmax.defined(), IndexCheck::done);
     lse_.narrow(0, r0, n).copy_(ce.lse);
     if (argmax.defined()) argmax.narrow(0, r0, n).copy_(ce.argmax);
     return ce.loss;
@@ -60,7 +60,8 @@ class KLRows : public RowLoss {
 
   Tensor forward(const Tensor& logits, int64_t r0) override {
     const int64_t n = logits.size(0);
-    KLResult kl = kl_div(teacher(r0, n), logits, temperature_, rows(r0, n), argmax.defined());
+    KLResult kl = kl_div(teacher(r0, n), logits, temperature_, rows(r0, n), argmax.defined(),
+                         IndexCheck::done);
     teacher_lse_.narrow(0, r0, n).copy_(kl.teacher_lse);
     student_lse_.narrow(0, r0, n).copy_(kl.student_lse);
     if (argmax.defined()) argmax.narrow(0, r0, n).copy_(kl.student_argmax);
@@ -70,7 +71,8 @@ class KLRows : public RowLoss {
     const int64_t n = logits.size(0);
     const KLResult saved{Tensor(), teacher_lse_.narrow(0, r0, n), student_lse_.narrow(0, r0, n),
                          Tensor()};
-    return kl_div_backward(dloss, teacher(r0, n), logits, saved, temperature_, rows(r0, n));
+    return kl_div_backward(dloss, teacher(r0, n), logits, saved, temperature_, rows(r0, n),
+                           IndexCheck::done);
   }
 
   Tensor argmax;  // (N) i64, filled by forward when asked for
@@ -110,7 +112,8 @@ class SharedRowCrossEntropy : public RowLoss {
   Tensor forward(const Tensor& logits, int64_t r0) override {
     const auto [e0, m] = outputs_of(r0, logits.size(0));
     const Tensor expanded = per_prediction(logits, r0);
-    CrossEntropyResult ce = cross_entropy(expanded, targets_.narrow(0, e0, m), -100, false);
+    CrossEntropyResult ce =
+        cross_entropy(expanded, targets_.narrow(0, e0, m), -100, false, IndexCheck::done);
     lse_.narrow(0, e0, m).copy_(ce.lse);
     if (entropy.defined())  // H = lse - sum_v p_v x_v
       entropy.narrow(0, e0, m).copy_(sub(ce.lse, sum(mul(softmax(expanded, 1), expanded), 1)));
@@ -199,6 +202,9 @@ Var linear_cross_entropy(const Var& hidden, const Var& weight, const Tensor& tar
     throw std::invalid_argument("[linear_cross_entropy] targets must be (" +
                                 std::to_string(hidden.dim() ? hidden.size(0) : 0) + "), got " +
                                 shape_str(targets.shape()));
+  // The targets are checked once here, not per chunk (each check reads them back).
+  if (weight.dim() == 2)
+    check_target_range("linear_cross_entropy", targets, weight.size(0), ignore_index);
   const auto rows =
       std::make_shared<CrossEntropyRows>(targets, ignore_index, hidden.value(), argmax != nullptr);
   Var loss = head_loss("linear_cross_entropy", hidden, weight, rows, chunk_rows);
@@ -229,6 +235,8 @@ Var linear_cross_entropy_at(const Var& hidden, const Var& weight, const std::vec
   const Var h = index_select(
       hidden, 0,
       Tensor::from_vector(unique, {static_cast<int64_t>(unique.size())}, hidden.device()));
+  if (weight.dim() == 2)
+    check_target_range("linear_cross_entropy_at", targets, weight.size(0), -100);
   const auto loss = std::make_shared<SharedRowCrossEntropy>(std::move(begin), targets, h.value(),
                                                             entropy != nullptr);
   Var out = head_loss("linear_cross_entropy_at", h, weight, loss, chunk_rows);
@@ -280,6 +288,7 @@ Var linear_kl_div(const Var& hidden, const Var& weight, const Tensor& teacher, d
     throw std::invalid_argument("[linear_kl_div] teacher " + shape_str(teacher.shape()) +
                                 " must be (N, V) for hidden " + shape_str(hidden.shape()) +
                                 " and weight " + shape_str(weight.shape()));
+  if (teacher_rows.defined()) check_teacher_rows("linear_kl_div", teacher_rows, teacher.size(0));
   const auto rows_loss = std::make_shared<KLRows>(teacher, teacher_rows, temperature,
                                                   hidden.value(), argmax != nullptr);
   Var loss = head_loss("linear_kl_div", hidden, weight, rows_loss, chunk_rows);

@@ -35,6 +35,7 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
                                 " and targets " + shape_str(targets.shape()) +
                                 " must be (N, H), (V, H), (N, E), (V, E) and (N)");
   const Tensor h = hidden.value(), w = head.value(), e = features.value(), p = proj.value();
+  check_target_range("domino_head_loss", targets, w.size(0), -100);  // once, not per chunk
   const int64_t chunk = head_chunk_rows(chunk_rows, w.size(0));
   const DType stat = h.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor out = Tensor::empty({2, N}, stat, h.device());
@@ -46,8 +47,9 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
   };
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
-    const CrossEntropyResult ce = corrected_cross_entropy(base_logits(r0, n), e.narrow(0, r0, n), p,
-                                                          targets.narrow(0, r0, n), -100, true);
+    const CrossEntropyResult ce =
+        corrected_cross_entropy(base_logits(r0, n), e.narrow(0, r0, n), p, targets.narrow(0, r0, n),
+                                -100, true, IndexCheck::done);
     out.narrow(1, r0, n).copy_(ce.loss);
     lse.narrow(1, r0, n).copy_(ce.lse);
     argmax.narrow(1, r0, n).copy_(ce.argmax);

@@ -175,6 +175,17 @@ void gru_cell_into(const Tensor& gi, const Tensor& gh, const Tensor& h_prev, con
 void gru_cell_backward_into(const Tensor& dh, const Tensor& h_prev, const Tensor& gates,
                             const GruCellGrads& out);
 
+// The loss ops check their indices (targets, teacher rows) by reading them back: on CUDA, one
+// device-to-host copy and a stream synchronisation per call. A caller that runs an op chunk by
+// chunk checks all its indices once with the two functions below and passes IndexCheck::done, as
+// the chunked head losses of nn/loss.h do.
+enum class IndexCheck { each_call, done };
+// Every target in [0, V) or equal to ignore_index, else "[op] target 7 out of range [0, 7) at row
+// 2".
+void check_target_range(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index);
+// Every teacher row in [0, rows), else "[op] teacher row 2 out of range [0, 2) at row 1".
+void check_teacher_rows(const char* op, const Tensor& teacher_rows, int64_t rows);
+
 // Cross-entropy per row: logits [T, V], targets [T] (i64/i32, ignore_index rows give loss 0).
 // Reads logits in their own dtype with fp32 math, row chunk by row chunk (never a [T, V] f32 copy).
 struct CrossEntropyResult {
@@ -183,7 +194,8 @@ struct CrossEntropyResult {
   Tensor argmax;  // [T] i64 when requested, else undefined
 };
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets,
-                                 int64_t ignore_index = -100, bool want_argmax = false);
+                                 int64_t ignore_index = -100, bool want_argmax = false,
+                                 IndexCheck check = IndexCheck::each_call);
 // dlogits [T, V] (logits dtype) = dloss[t] * (softmax(logits[t]) - onehot(target[t])), 0 if
 // ignored.
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
@@ -196,7 +208,8 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
 // CUDA they are one GEMM into a scratch [R, V]. The results are [2, R]: row 0 of b, row 1 of c.
 CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& features,
                                            const Tensor& proj, const Tensor& targets,
-                                           int64_t ignore_index = -100, bool want_argmax = false);
+                                           int64_t ignore_index = -100, bool want_argmax = false,
+                                           IndexCheck check = IndexCheck::each_call);
 // Their gradients from dloss and lse [2, R], with dc = dloss[1] (softmax(c) - onehot) (0 on
 // ignored rows): dbase = dloss[0] (softmax(b) - onehot) + dc (c depends on b too; dbase may be
 // base, in place), dfeatures [R, E] = dc @ P, and dproj [V, E] = dc^T @ e, written or, with
@@ -219,11 +232,12 @@ struct KLResult {
   Tensor student_argmax;  // [R] i64 when asked for
 };
 KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature = 1.0,
-                const Tensor& teacher_rows = {}, bool want_argmax = false);
+                const Tensor& teacher_rows = {}, bool want_argmax = false,
+                IndexCheck check = IndexCheck::each_call);
 // dstudent [R, V] = dkl[r] * (q - p) / T, teacher and teacher_rows as the forward's.
 Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
                        const KLResult& fwd, double temperature = 1.0,
-                       const Tensor& teacher_rows = {});
+                       const Tensor& teacher_rows = {}, IndexCheck check = IndexCheck::each_call);
 
 // ---- optimizer
 // ------------------------------------------------------------------------------------ Global L2

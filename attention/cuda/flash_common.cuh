@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <type_traits>
+#include <utility>
 
 #include "attention/cuda/flash_plan.h"
 #include "tensor/cuda/common.cuh"
@@ -267,11 +270,23 @@ template <class F> void dispatch_flash(DType dtype, int64_t head_dim, F&& f) {
     with_head_dim(__half{});
 }
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory (raising its limit first).
+// Whether `kernel` runs on the calling thread's current device for the first time.
+inline bool first_launch_on_device(const void* kernel) {
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> launched;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  return launched.emplace(kernel, device).second;
+}
+
+// Launches `kernel` with `smem` bytes of dynamic shared memory, a kernel instance's fixed size:
+// its limit is raised once per device, on the first launch.
 template <class Kernel, class Params>
 void launch_with_smem(Kernel kernel, unsigned grid, int threads, int smem, cudaStream_t stream,
                       const Params& params) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if (first_launch_on_device(reinterpret_cast<const void*>(kernel)))
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   launch(kernel, grid, threads, smem, stream, params);
 }
 

@@ -36,24 +36,15 @@ void check_targets(const char* op, const Tensor& targets, const Tensor& logits) 
   check_same_device(op, {&logits, &targets});
 }
 
-// Every target in [0, V) or equal to ignore_index (read on the host).
-void check_target_range(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index) {
-  const std::vector<int64_t> values = targets.to_vector<int64_t>();
-  for (size_t r = 0; r < values.size(); ++r)
-    if (values[r] != ignore_index && (values[r] < 0 || values[r] >= V))
-      fail(op, "target " + std::to_string(values[r]) + " out of range [0, " + std::to_string(V) +
-                   ") at row " + std::to_string(r));
-}
-
 void check_logits(const char* op, const Tensor& logits, const char* name) {
   check_float_input(op, logits, name);
   check_dim(op, logits, 2, name);
 }
 
 // teacher [Rt, V] and student [R, V] of one dtype and device; teacher_rows (i32/i64 [R], each in
-// [0, Rt), read on the host), or none and Rt == R.
+// [0, Rt) unless the caller checked them), or none and Rt == R.
 void check_kl(const char* op, const Tensor& teacher, const Tensor& student, double temperature,
-              const Tensor& teacher_rows) {
+              const Tensor& teacher_rows, IndexCheck check) {
   check_logits(op, teacher, "teacher");
   check_logits(op, student, "student");
   check_same_dtype(op, teacher, student);
@@ -69,22 +60,34 @@ void check_kl(const char* op, const Tensor& teacher, const Tensor& student, doub
   check_index(op, teacher_rows, "teacher_rows");
   check_shape(op, teacher_rows, {student.size(0)}, "teacher_rows");
   check_same_device(op, {&teacher, &teacher_rows});
-  const std::vector<int64_t> rows = teacher_rows.to_vector<int64_t>();
-  for (size_t r = 0; r < rows.size(); ++r)
-    if (rows[r] < 0 || rows[r] >= teacher.size(0))
-      fail(op, "teacher row " + std::to_string(rows[r]) + " out of range [0, " +
-                   std::to_string(teacher.size(0)) + ") at row " + std::to_string(r));
+  if (check == IndexCheck::each_call) check_teacher_rows(op, teacher_rows, teacher.size(0));
 }
 
 }  // namespace
 
+void check_target_range(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index) {
+  const std::vector<int64_t> values = targets.to_vector<int64_t>();
+  for (size_t r = 0; r < values.size(); ++r)
+    if (values[r] != ignore_index && (values[r] < 0 || values[r] >= V))
+      fail(op, "target " + std::to_string(values[r]) + " out of range [0, " + std::to_string(V) +
+                   ") at row " + std::to_string(r));
+}
+
+void check_teacher_rows(const char* op, const Tensor& teacher_rows, int64_t rows) {
+  const std::vector<int64_t> values = teacher_rows.to_vector<int64_t>();
+  for (size_t r = 0; r < values.size(); ++r)
+    if (values[r] < 0 || values[r] >= rows)
+      fail(op, "teacher row " + std::to_string(values[r]) + " out of range [0, " +
+                   std::to_string(rows) + ") at row " + std::to_string(r));
+}
+
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                                 bool want_argmax) {
+                                 bool want_argmax, IndexCheck check) {
   const char* op = "cross_entropy";
   check_logits(op, logits, "logits");
   const int64_t R = logits.size(0), V = logits.size(1);
   check_targets(op, targets, logits);
-  check_target_range(op, targets, V, ignore_index);
+  if (check == IndexCheck::each_call) check_target_range(op, targets, V, ignore_index);
   CrossEntropyResult res;
   res.loss = Tensor::empty({R}, stat_dtype(logits), logits.device());
   res.lse = Tensor::empty({R}, stat_dtype(logits), logits.device());
@@ -138,11 +141,12 @@ void check_corrected(const char* op, const Tensor& base, const Tensor& features,
 
 CrossEntropyResult corrected_cross_entropy(const Tensor& base, const Tensor& features,
                                            const Tensor& proj, const Tensor& targets,
-                                           int64_t ignore_index, bool want_argmax) {
+                                           int64_t ignore_index, bool want_argmax,
+                                           IndexCheck check) {
   const char* op = "corrected_cross_entropy";
   check_corrected(op, base, features, proj, targets);
   const int64_t R = base.size(0);
-  check_target_range(op, targets, base.size(1), ignore_index);
+  if (check == IndexCheck::each_call) check_target_range(op, targets, base.size(1), ignore_index);
   CrossEntropyResult res;
   res.loss = Tensor::empty({2, R}, stat_dtype(base), base.device());
   res.lse = Tensor::empty({2, R}, stat_dtype(base), base.device());
@@ -190,8 +194,8 @@ void corrected_cross_entropy_backward_into(const Tensor& dloss, const Tensor& ba
 }
 
 KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature,
-                const Tensor& teacher_rows, bool want_argmax) {
-  check_kl("kl_div", teacher, student, temperature, teacher_rows);
+                const Tensor& teacher_rows, bool want_argmax, IndexCheck check) {
+  check_kl("kl_div", teacher, student, temperature, teacher_rows, check);
   const int64_t R = student.size(0);
   const DType stat = stat_dtype(teacher);
   const Device dev = teacher.device();
@@ -206,9 +210,10 @@ KLResult kl_div(const Tensor& teacher, const Tensor& student, double temperature
 }
 
 Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                       const KLResult& fwd, double temperature, const Tensor& teacher_rows) {
+                       const KLResult& fwd, double temperature, const Tensor& teacher_rows,
+                       IndexCheck check) {
   const char* op = "kl_div_backward";
-  check_kl(op, teacher, student, temperature, teacher_rows);
+  check_kl(op, teacher, student, temperature, teacher_rows, check);
   const int64_t R = student.size(0);
   check_stat(op, fwd.teacher_lse, student, R, "teacher_lse");
   check_stat(op, fwd.student_lse, student, R, "student_lse");

@@ -121,6 +121,7 @@ void cp_async_wait(int pending);
 // Runtime calls of the launchers: nothing runs asynchronously, nothing fails silently.
 #define cudaGetLastError() cudaSuccess
 #define cudaFuncSetAttribute(...) cudaSuccess
+#define cudaGetDevice(device) (*(device) = 0, cudaSuccess)
 #define cudaMemsetAsync(ptr, value, bytes, stream) \
   (std::memset((ptr), (value), (bytes)), cudaSuccess)
 #define cudaMemcpyAsync(dst, src, bytes, kind, stream) \

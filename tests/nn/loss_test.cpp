@@ -91,6 +91,21 @@ TEST(LinearCrossEntropy, RejectsBadShapes) {
             "[linear_cross_entropy] targets must be (4), got [3]");
 }
 
+// The targets are checked once for all chunks (chunks of 2 rows here): the bad row is named by its
+// place in the whole batch, not in its chunk.
+TEST(LinearCrossEntropy, BadTargetsAreNamedByTheirRowInTheBatch) {
+  const Var h(Tensor::zeros({4, H})), w(Tensor::zeros({V, H}));
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_cross_entropy(h, w, Tensor::from_vector<int64_t>({0, 1, 2, 9}, {4}), -100, 2);
+            }),
+            "[linear_cross_entropy] target 9 out of range [0, 7) at row 3");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              linear_kl_div(h, w, Tensor::zeros({3, V}), 1.0, 2,
+                            Tensor::from_vector<int64_t>({0, 1, 2, 3}, {4}));
+            }),
+            "[linear_kl_div] teacher row 3 out of range [0, 3) at row 3");
+}
+
 // KL(softmax(t / T) || softmax(h . w / T)) per row, in f64 by hand.
 std::vector<double> naive_kl(const Tensor& hidden, const Tensor& weight, const Tensor& teacher,
                              double temperature) {

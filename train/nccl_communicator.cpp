@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -110,7 +111,10 @@ class NcclCommunicator : public Communicator {
   bool overlaps_backward() const override { return true; }
   void start_sum(const Tensor& t) override { launch_all_reduce(t, Reduction::sum); }
   void finish_sums() override { compute_waits(); }
-  [[noreturn]] void abort(int code) override { mpi_->abort(code); }
+  [[noreturn]] void abort(int code) override {
+    mpi_->abort(code);
+    std::abort();  // not reached: [[noreturn]] does not carry through a virtual call
+  }
 
  private:
   void after_compute(const Tensor& t) {

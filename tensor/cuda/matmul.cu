@@ -6,15 +6,16 @@
 // Row-major buffers read as column-major are transposes, so the product is computed as
 // C^T = op(B)^T op(A)^T: b is cuBLASLt's matrix "A", a its "B", and out, column-major, is C^T.
 // The batch is a strided batch, with stride 0 for a shared b; accumulate is beta = 1.
+// Plans (descriptor, layouts, the heuristic's algorithm) are made once per GemmKey and cached
+// (gemm_plan.h): a call costs one hash lookup besides cublasLtMatmul itself.
 #include <algorithm>
 #include <climits>
 #include <memory>
-#include <optional>
 #include <string>
 #include <type_traits>
 
 #include "tensor/cuda/context.cuh"
-#include "tensor/cuda/operand_alignment.h"
+#include "tensor/cuda/gemm_plan.h"
 
 namespace sprig::cuda {
 
@@ -62,8 +63,8 @@ MatrixLayout row_major_layout(cudaDataType_t type, int64_t rows, int64_t cols, i
   return layout;
 }
 
-// An operand's alignment (operand_alignment.h): the heuristic must only return algorithms that
-// accept it. Row-major [rows, cols] with `cols` elements per row; stride 0 for a single matrix.
+// An operand's alignment (gemm_plan.h): the heuristic must only return algorithms that accept
+// it. Row-major [rows, cols] with `cols` elements per row; stride 0 for a single matrix.
 uint32_t alignment_of(const Tensor& t, int64_t cols, int64_t batch_stride) {
   const auto bytes = static_cast<uint64_t>(dtype_size(t.dtype()));
   return operand_alignment(reinterpret_cast<uintptr_t>(t.data_ptr()),
@@ -90,36 +91,55 @@ MatmulDesc matmul_desc(const GemmTypes& types, bool trans_a, bool trans_b) {
   return desc;
 }
 
-// The alignments of cuBLASLt's A (sprig's b), B (a) and C = D (out).
-struct Alignments {
-  uint32_t a, b, out;
+std::string sizes_str(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  return "batch " + std::to_string(batch) + ", M " + std::to_string(m) + ", N " +
+         std::to_string(n) + ", K " + std::to_string(k);
+}
+
+// Everything cublasLtMatmul needs besides the pointers and scalars.
+struct GemmPlan {
+  MatmulDesc desc;
+  MatrixLayout layout_b, layout_a, layout_out;  // cuBLASLt's A, B and C = D
+  cublasLtMatmulAlgo_t algo;
 };
 
-// The heuristic's best algorithm for the operation within the context's workspace and the
-// operands' actual alignments; nullopt when there is none.
-std::optional<cublasLtMatmulAlgo_t> best_algorithm(
-    const DeviceContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t layout_b,
-    cublasLtMatrixLayout_t layout_a, cublasLtMatrixLayout_t layout_out, const Alignments& align) {
+// The plan of `key`: its layouts, and the heuristic's best algorithm within the context's
+// workspace and the key's alignments; throws when cuBLASLt has none.
+GemmPlan make_plan(const GemmKey& key, const DeviceContext& ctx) {
+  const GemmTypes types = gemm_types(key.dtype);
+  const int64_t m = key.m, n = key.n, k = key.k;
+  const auto batch = static_cast<int32_t>(key.batch);
+  const int64_t b_stride = key.shared_b ? 0 : k * n;
+  GemmPlan plan{
+      matmul_desc(types, key.trans_a, key.trans_b),
+      row_major_layout(types.data, key.trans_b ? n : k, key.trans_b ? k : n, batch, b_stride),
+      row_major_layout(types.data, key.trans_a ? k : m, key.trans_a ? m : k, batch, m * k),
+      row_major_layout(types.data, m, n, batch, m * n),
+      {}};
   cublasLtMatmulPreference_t raw;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
   const Preference pref(raw);
   set_preference(raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                  static_cast<uint64_t>(ctx.workspace_bytes));
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.b);
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.a);
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.out);
-  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.out);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_out);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_out);
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.blas_lt, desc, layout_b, layout_a, layout_out,
-                                              layout_out, raw, 1, &result, &found));
-  if (found == 0) return std::nullopt;
-  return result.algo;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.blas_lt, plan.desc.get(), plan.layout_b.get(),
+                                              plan.layout_a.get(), plan.layout_out.get(),
+                                              plan.layout_out.get(), raw, 1, &result, &found));
+  if (found == 0)
+    throw std::runtime_error(std::string("[matmul] cuBLASLt has no algorithm for ") +
+                             dtype_name(key.dtype) + " " + sizes_str(key.batch, m, n, k));
+  plan.algo = result.algo;
+  return plan;
 }
 
-std::string sizes_str(int64_t batch, int64_t m, int64_t n, int64_t k) {
-  return "batch " + std::to_string(batch) + ", M " + std::to_string(m) + ", N " +
-         std::to_string(n) + ", K " + std::to_string(k);
+GemmPlanCache<GemmPlan>& gemm_plans() {
+  static GemmPlanCache<GemmPlan> cache(4096);
+  return cache;
 }
 
 }  // namespace
@@ -136,37 +156,36 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, b
   if (std::max({batch, m, n, k}) > INT32_MAX)
     throw std::invalid_argument("[matmul] sizes beyond cuBLASLt's int32 range: " +
                                 sizes_str(batch, m, n, k));
-  const GemmTypes types = gemm_types(out.dtype());
   const DeviceContext& ctx = device_context(out.device().index);
-  const MatmulDesc desc = matmul_desc(types, trans_a, trans_b);
-  const auto batch32 = static_cast<int32_t>(batch);
   // Row lengths and batch strides (0: one matrix, or b shared by the batch) of the operands.
   const int64_t b_cols = trans_b ? k : n, a_cols = trans_a ? m : k;
-  const int64_t b_stride = b.size(0) == 1 ? 0 : k * n, batched = batch > 1 ? 1 : 0;
-  const MatrixLayout layout_b =
-      row_major_layout(types.data, trans_b ? n : k, b_cols, batch32, b_stride);
-  const MatrixLayout layout_a =
-      row_major_layout(types.data, trans_a ? k : m, a_cols, batch32, m * k);
-  const MatrixLayout layout_out = row_major_layout(types.data, m, n, batch32, m * n);
-  const Alignments align{alignment_of(a, a_cols, batched * m * k),
-                         alignment_of(b, b_cols, batched * b_stride),
-                         alignment_of(out, n, batched * m * n)};
-  const std::optional<cublasLtMatmulAlgo_t> algo =
-      best_algorithm(ctx, desc.get(), layout_b.get(), layout_a.get(), layout_out.get(), align);
-  if (!algo)
-    throw std::runtime_error(std::string("[matmul] cuBLASLt has no algorithm for ") +
-                             dtype_name(out.dtype()) + " " + sizes_str(batch, m, n, k));
+  const bool shared_b = b.size(0) == 1;
+  const int64_t batched = batch > 1 ? 1 : 0, b_stride = shared_b ? 0 : k * n;
+  const GemmKey key{out.device().index,
+                    out.dtype(),
+                    batch,
+                    m,
+                    n,
+                    k,
+                    trans_a,
+                    trans_b,
+                    shared_b,
+                    alignment_of(a, a_cols, batched * m * k),
+                    alignment_of(b, b_cols, batched * b_stride),
+                    alignment_of(out, n, batched * m * n)};
+  const std::shared_ptr<const GemmPlan> plan =
+      gemm_plans().get(key, [&] { return make_plan(key, ctx); });
 
   // alpha = 1 and beta = 1 when accumulating (else 0), in the scale type.
   const float alpha32 = 1.0f, beta32 = accumulate ? 1.0f : 0.0f;
   const double alpha64 = alpha32, beta64 = beta32;
-  const bool fp64 = types.scale == CUDA_R_64F;
+  const bool fp64 = out.dtype() == DType::f64;
   const void* alpha = fp64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = fp64 ? static_cast<const void*>(&beta64) : &beta32;
-  CUBLAS_CHECK(cublasLtMatmul(ctx.blas_lt, desc.get(), alpha, b.data_ptr(), layout_b.get(),
-                              a.data_ptr(), layout_a.get(), beta, out.data_ptr(), layout_out.get(),
-                              out.data_ptr(), layout_out.get(), &*algo, ctx.workspace,
-                              ctx.workspace_bytes, stream));
+  CUBLAS_CHECK(cublasLtMatmul(
+      ctx.blas_lt, plan->desc.get(), alpha, b.data_ptr(), plan->layout_b.get(), a.data_ptr(),
+      plan->layout_a.get(), beta, out.data_ptr(), plan->layout_out.get(), out.data_ptr(),
+      plan->layout_out.get(), &plan->algo, ctx.workspace, ctx.workspace_bytes, stream));
 }
 
 }  // namespace sprig::cuda

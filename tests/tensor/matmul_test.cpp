@@ -4,9 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <stdexcept>
 
 #include "tensor/cpu/kernels.h"
-#include "tensor/cuda/operand_alignment.h"
+#include "tensor/cuda/gemm_plan.h"
 #include "tensor/ops.h"
 #include "tests/test_util.h"
 
@@ -265,6 +266,47 @@ TEST(OperandAlignment, BaseRowPitchAndBatchStride) {
   EXPECT_EQ(operand_alignment(0x10000, 4096, 24), 8u);  // the second matrix 24 bytes in
   EXPECT_EQ(operand_alignment(0x10000, 1024, 512), 256u);
   EXPECT_EQ(operand_alignment(0, 0, 0), 256u);
+}
+
+// Plans are made once per key; any field of the key (here an alignment or the transposes) makes a
+// new plan; a failed make() leaves nothing behind; at capacity the cache starts over, while plans
+// handed out stay valid.
+TEST(GemmPlanCache, OnePlanPerKeyAndBoundedSize) {
+  cuda::GemmPlanCache<int> cache(3);
+  int made = 0;
+  const auto make = [&made] { return ++made; };
+  cuda::GemmKey key{.device = 0,
+                    .dtype = DType::bf16,
+                    .batch = 1,
+                    .m = 512,
+                    .n = 3072,
+                    .k = 1024,
+                    .align_a = 256,
+                    .align_b = 256,
+                    .align_out = 256};
+  const auto first = cache.get(key, make);
+  EXPECT_EQ(*first, 1);
+  EXPECT_EQ(*cache.get(key, make), 1);
+  EXPECT_EQ(made, 1);
+
+  cuda::GemmKey misaligned = key;
+  misaligned.align_a = 16;
+  EXPECT_EQ(*cache.get(misaligned, make), 2);
+  cuda::GemmKey transposed = key;
+  transposed.trans_b = true;
+  EXPECT_EQ(*cache.get(transposed, make), 3);
+  EXPECT_EQ(cache.size(), 3u);
+
+  cuda::GemmKey other = key;
+  other.k = 1;
+  EXPECT_THROW(cache.get(other, []() -> int { throw std::runtime_error("no algorithm"); }),
+               std::runtime_error);
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_EQ(*cache.get(other, make), 4);  // the fourth plan: the cache starts over
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(*first, 1);
+  EXPECT_EQ(*cache.get(key, make), 5);
+  EXPECT_NE(cuda::GemmKeyHash{}(key), cuda::GemmKeyHash{}(misaligned));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The check to run on a GPU machine (docs/architecture.md §9), in under 8 minutes on one H200: CUDA build into
 # build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops`, `sprig bench draft`
-# (packed against padded draft steps, MFU, Domino and JetSpec against DFlash) and `sprig bench gru`
-# on the device, then the attention benchmark against
+# (packed against padded draft steps, MFU, Domino and JetSpec against DFlash), `sprig bench gru`
+# and `sprig bench step` (prefix-tree against naive rollout steps, Qwen3-0.6B) on the device, then the attention benchmark against
 # PyTorch (tools/bench/attention_vs_torch.py; up to 4 more minutes, most of it FlexAttention's
 # compilation). Full logs go to ${OUT:-gpu_out}/; the benchmark
 # tables and a summary of every step are printed last. Exits non-zero when a step fails.
@@ -36,6 +36,7 @@ if ((failed == 0)); then
   step bench bench_ops.log 60 "$sprig" bench ops --device cuda
   step draft bench_draft.log 60 "$sprig" bench draft --device cuda
   step gru bench_gru.log 60 "$sprig" bench gru --device cuda
+  step step bench_step.log 90 "$sprig" bench step --device cuda --reps 3
   step attention bench_attention.log 240 python3 "$repo/tools/bench/attention_vs_torch.py" \
     --sprig "$sprig" --reps 10
 fi
@@ -44,6 +45,7 @@ echo "== sprig gpu_check on ${gpu%%$'\n'*}"
 [[ ! -s "$out/bench_ops.log" ]] || cat "$out/bench_ops.log"
 [[ ! -s "$out/bench_draft.log" ]] || cat "$out/bench_draft.log"
 [[ ! -s "$out/bench_gru.log" ]] || cat "$out/bench_gru.log"
+[[ ! -s "$out/bench_step.log" ]] || cat "$out/bench_step.log"
 [[ ! -s "$out/bench_attention.log" ]] || cat "$out/bench_attention.log"
 [[ ! -s "$out/ctest.log" ]] || sed -n '/tests passed/,$p' "$out/ctest.log"
 printf '%s\n' "${summary[@]}"

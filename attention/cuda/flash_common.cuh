@@ -107,6 +107,29 @@ __device__ __forceinline__ void load_tile_async(const Tile& tile, const T* src, 
   }
 }
 
+// All NTHREADS threads copy rows [0, valid_rows) of `tile` to a row-major global matrix (row
+// stride `stride` elements) in 16-byte chunks, rows >= valid_rows untouched: the mirror of
+// load_tile_async, with the same chunk per thread (the NTHREADS / (kCols / 8) threads of a pass
+// write whole rows). The tile's stores must be ordered before the call (a barrier).
+template <int NTHREADS, class Tile, class T>
+__device__ __forceinline__ void store_tile(const Tile& tile, T* dst, int64_t stride,
+                                           int valid_rows) {
+  constexpr int kChunksPerRow = Tile::kCols / 8, kRowsPerPass = NTHREADS / kChunksPerRow;
+  static_assert(NTHREADS % kChunksPerRow == 0 && kRowsPerPass % 8 == 0 &&
+                Tile::kRows % kRowsPerPass == 0);
+  const int tid = fresh_thread();
+  const int row = tid / kChunksPerRow, col = tid % kChunksPerRow * 8;
+  // The generic address of the chunk (a shared-window pointer: ld.shared).
+  unsigned char* const smem = dynamic_smem();
+  const uint4* src = reinterpret_cast<const uint4*>(
+      smem + (pin(tile.at(row, col)) - static_cast<uint32_t>(__cvta_generic_to_shared(smem))));
+  T* dst_row = dst + row * stride + col;
+#pragma unroll
+  for (int i = 0; i < Tile::kRows / kRowsPerPass; ++i)
+    if (row + i * kRowsPerPass < valid_rows)
+      *reinterpret_cast<uint4*>(dst_row + i * kRowsPerPass * stride) = src[i * kRowsPerPass * 8];
+}
+
 // ---- MMA operands -----------------------------------------------------------------------------
 
 // One warp's view of a tile as an MMA operand from an origin (row0 % 8 == 0, col0 % 16 == 0):

@@ -2,12 +2,15 @@
 // lists.
 //
 // One CTA per (query tile, head, batch row), 4 warps, each warp owning 32 whole query rows, so
-// the online softmax row statistics never leave the warp. Q stays in swizzled shared memory; the
-// next key tile's K loads into a second buffer during the whole current tile, and V loads while
-// S = Q K^T is computed. Each key tile is processed in sub-tiles (64 keys at head dim 64, 32 at
-// 128) so that S and the O accumulator fit the register file without spills. P goes from the S
-// accumulator to the A operand of P V in registers. The tile's entries are walked partial tiles
-// first (keep-bit predicate, -inf-safe softmax), then full tiles (no predicate).
+// the online softmax row statistics never leave the warp. Q stays in swizzled shared memory; K
+// and V have two buffers each, and while entry e is computed from one pair, the copies of K and
+// V of entry e + 1 fill the other: each copy overlaps a whole entry of GEMMs, and no entry but the
+// first (whose V copy overlaps only its first S = Q K^T) waits inside. Each key tile is processed
+// in sub-tiles (64 keys at head dim 64, 32 at 128) so that S and the O accumulator fit the register
+// file without spills. P goes from the S accumulator to the A operand of P V in registers. The
+// tile's entries are walked partial tiles first (keep-bit predicate, -inf-safe softmax), then full
+// tiles (no predicate). The epilogue stages the normalised O tile in Q's buffer and writes it out
+// in 16-byte row chunks.
 //
 // Shapes: q, out [B, Tq, Hq, D]; k, v [B, Tk, Hkv, D]; lse [B, Hq, Tq] (f32, natural log).
 #include "attention/cuda/flash_common.cuh"
@@ -30,7 +33,7 @@ template <class T, int D> struct FwdKernel {
                 "whole m16 tiles per warp; a sub-tile's keep bits lie in one word");
   using QTile = SmemTile<kBM, D>;
   using KTile = SmemTile<kBN, D>;
-  static constexpr int kSmemBytes = QTile::kBytes + 3 * KTile::kBytes;  // Q, 2 x K, V
+  static constexpr int kSmemBytes = QTile::kBytes + 4 * KTile::kBytes;  // Q (then O), 2 x (K, V)
 };
 
 struct FwdParams {
@@ -76,28 +79,50 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)
     }
 }
 
+// Stores the rows of one warp's accumulator tiles (MT x NT of 16x8, tile rows row0 + 16m + g + 8h,
+// columns 8n + 2t + j) into `tile` as 16-bit pairs, one 4-byte store each: the 8 rows x 4 pairs of
+// one store instruction lie in 32 distinct banks thanks to the swizzle.
+template <class T, int MT, int NT, class Tile>
+__device__ __forceinline__ void stage_rows(const float (&acc)[MT][NT][4], const Tile& tile,
+                                           int row0) {
+  const int g = lane_id() / 4, t = lane_id() % 4;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+        st_shared_b32(tile.at(row0 + 16 * m + g + 8 * h, 8 * n + 2 * t),
+                      pack2<T>(acc[m][n][2 * h], acc[m][n][2 * h + 1]));
+}
+
 template <class T, int D>
 __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(const FwdParams p) {
   using K = FwdKernel<T, D>;
   SmemCarver carve(dynamic_smem());
   const auto sq = carve.tile<typename K::QTile>();
-  const auto sv = carve.tile<typename K::KTile>();
-  const auto sk0 = carve.tile<typename K::KTile>();
-  const auto k_buffer = [&](int i) { return typename K::KTile{sk0.base + i * K::KTile::kBytes}; };
+  const auto skv = carve.tile<typename K::KTile>();  // K 0, K 1, V 0, V 1
+  const auto k_buffer = [&](int i) { return typename K::KTile{skv.base + i * K::KTile::kBytes}; };
+  const auto v_buffer = [&](int i) {
+    return typename K::KTile{skv.base + (2 + i) * K::KTile::kBytes};
+  };
 
   const detail::WorkItem w = detail::work_item(blockIdx.x, p.q_heads, p.batch);
   const int tile = p.map.line(w), first = p.map.first(w, tile), last = p.map.last(w, tile);
   const int q0 = tile * K::kBM, kv_head = w.head / (p.q_heads / p.kv_heads);
   const int64_t q_stride = int64_t(p.q_heads) * D, kv_stride = int64_t(p.kv_heads) * D;
-  const T* q = static_cast<const T*>(p.q) + (int64_t(w.batch) * p.q_len + q0) * q_stride +
-               int64_t(w.head) * D;
+  const int64_t q_offset =
+      (int64_t(w.batch) * p.q_len + q0) * q_stride + int64_t(w.head) * D;  // of q and out
   const int64_t kv_offset = int64_t(w.batch) * p.k_len * kv_stride + int64_t(kv_head) * D;
   const T* k = static_cast<const T*>(p.k) + kv_offset;
   const T* v = static_cast<const T*>(p.v) + kv_offset;
   const int row0 = warp_id() * K::kMT * 16;  // the warp's first row in the tile
 
-  const auto load_kv = [&](const auto& dst, const T* src, int key0) {
-    load_tile_async<K::kThreads>(dst, src + key0 * kv_stride, kv_stride, p.k_len - key0);
+  // The copies of K and V of entry e into buffer pair b, committed as one group.
+  const auto load_kv = [&](int e, int b) {
+    const int key0 = p.map.entries[e].x;
+    load_tile_async<K::kThreads>(k_buffer(b), k + key0 * kv_stride, kv_stride, p.k_len - key0);
+    load_tile_async<K::kThreads>(v_buffer(b), v + key0 * kv_stride, kv_stride, p.k_len - key0);
     cp_async_commit();
   };
   float o[K::kMT][K::kDT][4], row_max[K::kMT][2], row_sum[K::kMT][2];
@@ -106,16 +131,19 @@ __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(co
   for (int m = 0; m < K::kMT; ++m)
     row_max[m][0] = row_max[m][1] = -INFINITY, row_sum[m][0] = row_sum[m][1] = 0.f;
 
-  // Entry e: S = Q K^T, mask (partial tiles), softmax, O += P V, sub-tile by sub-tile. On entry
-  // the load of K_e (into buffer (e - first) % 2) is in flight.
+  // Entry e: S = Q K^T, mask (partial tiles), softmax, O += P V, sub-tile by sub-tile, from buffer
+  // pair (e - first) % 2. Groups in flight on entry: (Q, K_first) and (V_first) at the first
+  // entry, (K_e, V_e) at the others.
   const auto step = [&](int e, auto partial) {
     const int2 entry = p.map.entries[e];
-    const bool prefetch = e + 1 < last;
-    cp_async_wait<0>();
-    __syncthreads();  // K_e (and Q) landed; every warp is done with V and the other K buffer
-    load_kv(sv, v, entry.x);
-    if (prefetch) load_kv(k_buffer((e + 1 - first) % 2), k, p.map.entries[e + 1].x);
-    const auto sk = k_buffer((e - first) % 2);
+    const bool prefetch = e + 1 < last, at_first = e == first;
+    if (at_first)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    __syncthreads();  // K_e (and V_e, Q) landed; every warp is done with the other buffer pair
+    if (prefetch) load_kv(e + 1, (e + 1 - first) % 2);
+    const auto sk = k_buffer((e - first) % 2), sv = v_buffer((e - first) % 2);
 #pragma unroll 1  // one sub-tile at a time (overlapping them would spill)
     for (int j = 0; j < K::kBN / K::kSub; ++j) {
       float s[K::kMT][K::kSubNT][4];
@@ -126,7 +154,7 @@ __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(co
         mask_rows(s, p.map.bits + int64_t(entry.y) * K::kBM * K::kWords, K::kWords, row0,
                   j * K::kSub);
       online_softmax<decltype(partial)::value>(s, o, row_max, row_sum, p.scale_log2);
-      if (j == 0) {
+      if (at_first && j == 0) {  // only V_first may still be in flight
         if (prefetch)
           cp_async_wait<1>();
         else
@@ -139,8 +167,12 @@ __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(co
   };
 
   if (first < last) {
-    load_tile_async<K::kThreads>(sq, q, q_stride, p.q_len - q0);
-    load_kv(k_buffer(0), k, p.map.entries[first].x);
+    load_tile_async<K::kThreads>(sq, static_cast<const T*>(p.q) + q_offset, q_stride, p.q_len - q0);
+    const int key0 = p.map.entries[first].x;
+    load_tile_async<K::kThreads>(k_buffer(0), k + key0 * kv_stride, kv_stride, p.k_len - key0);
+    cp_async_commit();
+    load_tile_async<K::kThreads>(v_buffer(0), v + key0 * kv_stride, kv_stride, p.k_len - key0);
+    cp_async_commit();
     int e = first;
     for (; e < last && p.map.entries[e].y >= 0; ++e) step(e, std::true_type{});
     for (; e < last; ++e) step(e, std::false_type{});
@@ -162,9 +194,12 @@ __global__ void __launch_bounds__(FwdKernel<T, D>::kThreads) flash_fwd_kernel(co
         p.lse[(int64_t(w.batch) * p.q_heads + w.head) * p.q_len + row] =
             l > 0.f ? row_max[m][h] * p.scale + logf(l) : -INFINITY;
     }
-  T* out = static_cast<T*>(p.out) + (int64_t(w.batch) * p.q_len + q0 + row0) * q_stride +
-           int64_t(w.head) * D;
-  store_rows(o, out, q_stride, p.q_len - q0 - row0, 1.f);
+  // O goes through Q's buffer: each warp overwrites only its own 32 rows, which no other warp
+  // reads, and its last reads of them are ldmatrix results its finished MMAs consumed; no copy
+  // is in flight (the last entry waited for all of them).
+  stage_rows<T>(o, sq, row0);
+  __syncthreads();  // the O tile is complete
+  store_tile<K::kThreads>(sq, static_cast<T*>(p.out) + q_offset, q_stride, p.q_len - q0);
 }
 
 // The launch of flash_attention_forward after its checks (the kernel_emu tests call it on host

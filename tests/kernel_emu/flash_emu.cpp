@@ -61,5 +61,20 @@ TEST(FlashEmu, Float16) {
                           emulated_flash);
 }
 
+// Long entry lists, so the forward refills both of its K/V buffer pairs several times, partial
+// entries first (2 or 3 at D 64, 3 or 6 at D 128) and full ones after; a query tile whose list
+// holds only full entries; and a last query tile of 2 rows, the only rows of its O tile (staged in
+// shared memory) that may be stored: rows past them are rows of batch row 1, which its own CTAs
+// have already written (the 2-row tile is last in the LPT order). Rows 0-129 see keys 0-449 and a
+// causal band over keys 450-579, rows 130-257 keys 0-255; keys 580-699 are seen by nobody.
+TEST(FlashEmu, LongEntryListsAndRaggedTiles) {
+  const Mask m{
+      258,
+      700,
+      {Rect{0, 130, 0, 450}, Rect{0, 130, 450, 580, RectKind::causal}, Rect{130, 258, 0, 256}}};
+  for (int64_t d : {64, 128})
+    flash_test::check_flash({BatchMask(m), 2, 2, 1, d}, 11 + d, emulated_flash);
+}
+
 }  // namespace
 }  // namespace sprig

@@ -4,14 +4,15 @@
 // 1. preprocess: delta = rowsum(dout * out) in fp32 and lse_log2 = lse * log2(e), with +inf
 //    where lse = -inf so that fully masked rows get P = 2^(s - inf) = 0 (and, with atomics, a
 //    memset zeroes the fp32 dQ accumulator).
-// 2. dK/dV: one CTA per (key tile, kv head, batch row) over the by_key list, 8 warps of 16 keys.
-//    It loops over the G query heads of its kv head and the query tiles of each, so dK and dV
-//    stay in registers without atomics, and K and V are loaded once. Per (query tile, head):
-//    S^T = K Q^T, P^T = 2^(S^T scale log2(e) - lse_log2), dV += P^T dO, dP^T = V dO^T,
-//    dS^T = P^T (dP^T - delta), dK += dS^T Q: P^T and dS^T are A operands straight from their
-//    accumulators. With atomics, dS^T also goes to shared memory and dQ += dS K is added to an fp32
-//    accumulator with vector reductions (red.global.add.v2.f32); 3. a convert kernel scales it
-//    and casts it to dq.
+// 2. dK/dV: one CTA per (key tile, kv head, batch row) over the by_key list, 8 warps. It loops
+//    over the G query heads of its kv head and the query tiles of each, so dK and dV stay in
+//    registers without atomics, and K and V are loaded once; Q, dO, lse_log2 and delta are
+//    double-buffered, the next item loading while the current one computes. Per item, phase 1
+//    (warps 4 keys x 2 queries): S^T = K Q^T, P^T = 2^(S^T scale log2(e) - lse_log2),
+//    dP^T = V dO^T, dS^T = P^T (dP^T - delta), P^T and dS^T stored to shared memory; phase 2
+//    (warps 4 keys x 2 halves of D): dV += P^T dO, dK += dS^T Q, and with atomics dQ += dS K added
+//    to an fp32 accumulator with vector reductions (red.global.add.v2.f32); 3. a convert kernel
+//    scales it and casts it to dq.
 // Deterministic mode: 2. skips dQ, and a query-tile-major kernel over the by_query list computes
 //    S, P, dP and dS again per tile and dQ += dS K in registers, then stores dq.
 //
@@ -59,25 +60,51 @@ __global__ void flash_bwd_preprocess_kernel(const T* out, const T* dout, const f
 
 // ---- 2. dK/dV (and dQ with atomics), key-tile-major -------------------------------------------
 
+// The 8 warps tile each GEMM in two dimensions, so that every fragment read from shared memory
+// feeds several MMAs: S^T and dP^T (keys x queries) as 4 x 2 warps of 32 keys x kPassQ / 2 queries
+// per pass; dK and dV (keys x D) as 4 x 2 warps of 32 keys x D / 2 columns; dQ (queries x D) as
+// kDqRowTiles x kDqSplit warps of 16 rows x 64 columns. The tilings differ, so P^T and dS^T go
+// through shared memory between the two phases of an item.
 template <class T, int D> struct DkdvKernel {
   static constexpr detail::FlashConfig kConfig = detail::flash_config(FlashPass::backward, D);
   static constexpr int kBM = kConfig.block_m, kBN = kConfig.block_n;
   static constexpr int kThreads = 32 * kConfig.warps;
-  static_assert(kBN == 16 * kConfig.warps, "each warp owns 16 keys");
-  static constexpr int kSub = 4096 / D, kSubQT = kSub / 8;  // queries, n8 tiles of a sub-tile
-  static constexpr int kDT = D / 8;                         // n8 tiles of dK, dV
-  static constexpr int kWords = kBN / 64;                   // keep-bit words per tile row
+  static constexpr int kKeyWarps = 4, kWarpKeys = kBN / kKeyWarps;  // 32 keys: 2 m16 tiles
+  static constexpr int kOtherWarps = kConfig.warps / kKeyWarps;     // along queries, or along D
+  static constexpr int kWarpQ = 32, kPassQ = kWarpQ * kOtherWarps;  // queries per warp and pass
+  static constexpr int kSNT = kWarpQ / 8;                           // n8 tiles of a warp's S^T
+  static constexpr int kDT = D / kOtherWarps / 8;                   // n8 tiles of dK, dV
+  static constexpr int kWords = kBN / 64;                           // keep-bit words per tile row
+  static_assert(kConfig.warps == 8 && kWarpKeys == 32 && kBM % kPassQ == 0,
+                "4 x 2 warps of 32 keys; whole passes over the query tile");
   // dQ = dS K: the kBM x D tile as (kBM / 16) row tiles x kDqSplit column slices, one per warp.
   static constexpr int kDqRowTiles = kBM / 16, kDqSplit = kConfig.warps / kDqRowTiles;
   static constexpr int kDqNT = D / kDqSplit / 8;
-  static_assert(kBM % kSub == 0 && kDqRowTiles * kDqSplit == kConfig.warps && kDqNT * 8 == 64,
-                "whole sub-tiles; one 64-column page of dQ per warp");
+  static_assert(kDqRowTiles * kDqSplit == kConfig.warps && kDqNT * 8 == 64,
+                "one 64-column page of dQ per warp");
   using QTile = SmemTile<kBM, D>;
   using KTile = SmemTile<kBN, D>;
-  using DsTile = SmemTile<kBN, kBM>;  // dS^T
+  using PTile = SmemTile<kBN, kBM>;  // P^T and dS^T, [key][query]
+  // K, V; Q and dO double-buffered; P^T, dS^T; lse_log2 and delta double-buffered.
   static constexpr int kSmemBytes =
-      2 * KTile::kBytes + 2 * QTile::kBytes + DsTile::kBytes + 2 * kBM * 4;
+      2 * KTile::kBytes + 4 * QTile::kBytes + 2 * PTile::kBytes + 2 * 2 * kBM * 4;
 };
+
+// Stores a warp's 2 x NT accumulator tiles (rows row0 + 16m + g + 8h, columns col0 + 8n + 2t + j)
+// into a shared tile as 16-bit pairs.
+template <class T, int NT, class Tile>
+__device__ __forceinline__ void store_shared(const float (&acc)[2][NT][4], const Tile& tile,
+                                             int row0, int col0) {
+  const int g = lane_id() / 4, t = lane_id() % 4;
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        st_shared_b32(tile.at(row0 + 16 * m + g + 8 * h, col0 + 8 * n + 2 * t),
+                      pack2<T>(acc[m][n][2 * h], acc[m][n][2 * h + 1]));
+}
 
 template <class T, int D>
 __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
@@ -85,36 +112,48 @@ __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
   using K = DkdvKernel<T, D>;
   SmemCarver carve(dynamic_smem());
   const auto sk = carve.tile<typename K::KTile>(), sv = carve.tile<typename K::KTile>();
-  const auto sq = carve.tile<typename K::QTile>(), sdo = carve.tile<typename K::QTile>();
-  const auto sds = carve.tile<typename K::DsTile>();
-  float* lse_s = carve.floats(K::kBM);
-  float* delta_s = carve.floats(K::kBM);
+  // Q and dO in two buffers each (item i in buffer i % 2), then P^T and dS^T.
+  const auto sq0 = carve.tile<typename K::QTile>();
+  carve.tile<typename K::QTile>();
+  const auto sdo0 = carve.tile<typename K::QTile>();
+  carve.tile<typename K::QTile>();
+  const auto buffer = [](const typename K::QTile& first, int b) {
+    return typename K::QTile{first.base + b * K::QTile::kBytes};
+  };
+  const auto sp = carve.tile<typename K::PTile>(), sds = carve.tile<typename K::PTile>();
+  float* lse_s0 = carve.floats(2 * K::kBM);
+  float* delta_s0 = carve.floats(2 * K::kBM);
 
   const detail::WorkItem w = detail::work_item(blockIdx.x, p.kv_heads, p.batch);
   const int tile = p.by_key.line(w), first = p.by_key.first(w, tile);
   const int entries = p.by_key.last(w, tile) - first, group = p.q_heads / p.kv_heads;
-  const int key0 = tile * K::kBN, warp_key0 = warp_id() * 16;
+  const int key0 = tile * K::kBN;
+  const int warp_key0 = warp_id() % K::kKeyWarps * K::kWarpKeys, other = warp_id() / K::kKeyWarps;
+  const int warp_q0 = other * K::kWarpQ, warp_d0 = other * K::kDT * 8;
   const int64_t q_stride = int64_t(p.q_heads) * D, kv_stride = int64_t(p.kv_heads) * D;
   const int64_t kv_offset = (int64_t(w.batch) * p.k_len + key0) * kv_stride + int64_t(w.head) * D;
   const int g = lane_id() / 4, t = lane_id() % 4;
 
-  // Work item i: query head group * w.head + i / entries, entry first + i % entries.
+  // Work item i: query head group * w.head + i / entries, entry first + i % entries, in buffer
+  // i % 2. Its Q and dO load as one cp.async group.
   const auto head_of = [&](int i) { return group * w.head + i / entries; };
   const auto load_item = [&](int i) {
-    const int head = head_of(i), q0 = p.by_key.entries[first + i % entries].x;
+    const int head = head_of(i), q0 = p.by_key.entries[first + i % entries].x, b = i % 2;
     const int64_t off = (int64_t(w.batch) * p.q_len + q0) * q_stride + int64_t(head) * D;
-    load_tile_async<K::kThreads>(sq, static_cast<const T*>(p.q) + off, q_stride, p.q_len - q0);
-    load_tile_async<K::kThreads>(sdo, static_cast<const T*>(p.dout) + off, q_stride, p.q_len - q0);
+    load_tile_async<K::kThreads>(buffer(sq0, b), static_cast<const T*>(p.q) + off, q_stride,
+                                 p.q_len - q0);
+    load_tile_async<K::kThreads>(buffer(sdo0, b), static_cast<const T*>(p.dout) + off, q_stride,
+                                 p.q_len - q0);
     cp_async_commit();
     if (threadIdx.x < K::kBM) {
       const int row = q0 + threadIdx.x;
       const int64_t r = (int64_t(w.batch) * p.q_heads + head) * p.q_len + row;
-      lse_s[threadIdx.x] = row < p.q_len ? p.lse_log2[r] : INFINITY;
-      delta_s[threadIdx.x] = row < p.q_len ? p.delta[r] : 0.f;
+      lse_s0[b * K::kBM + threadIdx.x] = row < p.q_len ? p.lse_log2[r] : INFINITY;
+      delta_s0[b * K::kBM + threadIdx.x] = row < p.q_len ? p.delta[r] : 0.f;
     }
   };
 
-  float dk[1][K::kDT][4], dv[1][K::kDT][4];
+  float dk[2][K::kDT][4], dv[2][K::kDT][4];
   zero(dk), zero(dv);
   const int items = group * entries;
   if (items > 0) {
@@ -123,50 +162,57 @@ __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
     load_tile_async<K::kThreads>(sv, static_cast<const T*>(p.v) + kv_offset, kv_stride,
                                  p.k_len - key0);
     load_item(0);
+    cp_async_wait<0>();
+    __syncthreads();  // K, V and item 0 landed
   }
   for (int i = 0; i < items; ++i) {
     const int head = head_of(i);
     const int2 entry = p.by_key.entries[first + i % entries];
-    cp_async_wait<0>();
-    __syncthreads();  // the item's tiles (and K, V) landed; every warp is done with the last dS^T
+    const auto sq = buffer(sq0, i % 2), sdo = buffer(sdo0, i % 2);
+    const float* lse_s = lse_s0 + i % 2 * K::kBM;
+    const float* delta_s = delta_s0 + i % 2 * K::kBM;
+    // The other buffer's item ended with the barrier below (or the prologue's): load the next.
+    if (i + 1 < items) load_item(i + 1);
 
-#pragma unroll 1  // one sub-tile of kSub queries at a time (overlapping them would spill)
-    for (int j = 0; j < K::kBM; j += K::kSub) {
-      float s[1][K::kSubQT][4];  // S^T, then P^T
+      // Phase 1: P^T and dS^T of the warp's 32 keys, kWarpQ queries per pass, into shared memory.
+#pragma unroll 1  // one pass at a time (overlapping them would spill)
+    for (int j = warp_q0; j < K::kBM; j += K::kPassQ) {
+      float s[2][K::kSNT][4];  // S^T, then P^T
       zero(s);
-      warp_gemm<T, 1, K::kSubQT, D / 16>(s, operand_a(sk, warp_key0, 0), operand_b(sq, j, 0));
+      warp_gemm<T, 2, K::kSNT, D / 16>(s, operand_a(sk, warp_key0, 0), operand_b(sq, j, 0));
       if (entry.y >= 0)
         mask_cols(s, p.by_key.bits + int64_t(entry.y) * K::kBM * K::kWords, K::kWords, warp_key0,
                   j);
 #pragma unroll
-      for (int n = 0; n < K::kSubQT; ++n)
+      for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {  // element c is at query j + 8n + 2t + c % 2
-          const float lse = lse_s[j + 8 * n + 2 * t + c % 2];
-          s[0][n][c] = fast_exp2(fmaf(s[0][n][c], p.scale_log2, -lse));
-        }
-      warp_gemm<T, 1, K::kDT, K::kSub / 16>(dv, acc_operand<T>(s), operand_b_t(sdo, j, 0));
+        for (int n = 0; n < K::kSNT; ++n)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {  // element c is at query j + 8n + 2t + c % 2
+            const float lse = lse_s[j + 8 * n + 2 * t + c % 2];
+            s[m][n][c] = fast_exp2(fmaf(s[m][n][c], p.scale_log2, -lse));
+          }
+      store_shared<T>(s, sp, warp_key0, j);
 
-      float ds[1][K::kSubQT][4];  // dP^T, then dS^T
+      float ds[2][K::kSNT][4];  // dP^T, then dS^T
       zero(ds);
-      warp_gemm<T, 1, K::kSubQT, D / 16>(ds, operand_a(sv, warp_key0, 0), operand_b(sdo, j, 0));
+      warp_gemm<T, 2, K::kSNT, D / 16>(ds, operand_a(sv, warp_key0, 0), operand_b(sdo, j, 0));
 #pragma unroll
-      for (int n = 0; n < K::kSubQT; ++n)
+      for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int c = 0; c < 4; ++c)
-          ds[0][n][c] = s[0][n][c] * (ds[0][n][c] - delta_s[j + 8 * n + 2 * t + c % 2]);
-      warp_gemm<T, 1, K::kDT, K::kSub / 16>(dk, acc_operand<T>(ds), operand_b_t(sq, j, 0));
-      if (p.dq_accum) {
+        for (int n = 0; n < K::kSNT; ++n)
 #pragma unroll
-        for (int n = 0; n < K::kSubQT; ++n)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            st_shared_b32(sds.at(warp_key0 + g + 8 * h, j + 8 * n + 2 * t),
-                          pack2<T>(ds[0][n][2 * h], ds[0][n][2 * h + 1]));
-      }
+          for (int c = 0; c < 4; ++c)
+            ds[m][n][c] = s[m][n][c] * (ds[m][n][c] - delta_s[j + 8 * n + 2 * t + c % 2]);
+      store_shared<T>(ds, sds, warp_key0, j);
     }
-    __syncthreads();  // dS^T is complete; Q, dO, lse and delta are free
-    if (i + 1 < items) load_item(i + 1);
+    __syncthreads();  // P^T and dS^T are complete
+
+    // Phase 2: dV += P^T dO and dK += dS^T Q over the warp's 32 keys x D / 2 columns.
+    warp_gemm<T, 2, K::kDT, K::kBM / 16>(dv, operand_a(sp, warp_key0, 0),
+                                         operand_b_t(sdo, 0, warp_d0));
+    warp_gemm<T, 2, K::kDT, K::kBM / 16>(dk, operand_a(sds, warp_key0, 0),
+                                         operand_b_t(sq, 0, warp_d0));
     if (p.dq_accum) {  // dQ (rows 16 wm.., columns col0..) += dS K
       const int wm = warp_id() % K::kDqRowTiles;
       const int col0 = warp_id() / K::kDqRowTiles * K::kDqNT * 8;
@@ -185,9 +231,11 @@ __global__ void __launch_bounds__(DkdvKernel<T, D>::kThreads)
           red_add_f32x2(dst + 8 * n, dq[0][n][2 * h], dq[0][n][2 * h + 1]);
       }
     }
+    cp_async_wait<0>();
+    __syncthreads();  // the next item landed; every warp is done with this item's buffers
   }
 
-  const int64_t out = kv_offset + warp_key0 * kv_stride;
+  const int64_t out = kv_offset + warp_key0 * kv_stride + warp_d0;
   const int valid = p.k_len - key0 - warp_key0;
   store_rows(dk, static_cast<T*>(p.dk) + out, kv_stride, valid, p.scale);
   store_rows(dv, static_cast<T*>(p.dv) + out, kv_stride, valid, 1.f);

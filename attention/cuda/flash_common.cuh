@@ -347,10 +347,10 @@ __device__ __forceinline__ void mask_rows(float (&s)[MT][NT][4], const uint64_t*
     }
 }
 
-// Transposed scores S^T of one warp, 16 keys (tile keys key0 + g + 8h, key0 % 16 == 0) by NT*8
+// Scores S^T of one warp, 2 x 16 keys (tile keys key0 + 16m + g + 8h, key0 % 32 == 0) by NT*8
 // queries (tile queries q0 + 8n + 2t + j): elements whose keep bit is 0 become -inf.
 template <int NT>
-__device__ __forceinline__ void mask_cols(float (&s)[1][NT][4], const uint64_t* bits, int words,
+__device__ __forceinline__ void mask_cols(float (&s)[2][NT][4], const uint64_t* bits, int words,
                                           int key0, int q0) {
   const int g = lane_id() / 4, t = lane_id() % 4;
 #pragma unroll
@@ -360,8 +360,10 @@ __device__ __forceinline__ void mask_cols(float (&s)[1][NT][4], const uint64_t* 
       const uint64_t word =
           __ldg(bits + (q0 + 8 * n + 2 * t + j) * words + key0 / 64) >> (key0 % 64 + g);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (!((word >> (8 * h)) & 1)) s[0][n][2 * h + j] = -INFINITY;
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (!((word >> (16 * m + 8 * h)) & 1)) s[m][n][2 * h + j] = -INFINITY;
     }
 }
 

@@ -178,7 +178,6 @@ void check_tree_paths(const std::vector<int64_t>& node_lengths,
 Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
                       const std::vector<std::vector<int64_t>>& sample_paths) {
   check_lengths("prefix_tree_mask", "node_lengths", node_lengths);
-  const int64_t num_nodes = static_cast<int64_t>(node_lengths.size());
   std::vector<int64_t> offset(node_lengths.size() + 1, 0);
   for (size_t u = 0; u < node_lengths.size(); ++u)
     offset[u + 1] = checked_add("prefix_tree_mask", "node_lengths sum", offset[u], node_lengths[u]);

@@ -127,4 +127,16 @@ void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor&
   });
 }
 
+void first_out_of_range(const Tensor& idx, int64_t limit, bool has_skip, int64_t skip,
+                        const Tensor& first) {
+  int64_t& result = *first.data<int64_t>();
+  visit_ids(idx, [&](const auto* ids) {
+    for (int64_t i = 0; i < result; ++i)
+      if ((ids[i] < 0 || ids[i] >= limit) && !(has_skip && ids[i] == skip)) {
+        result = i;
+        return;
+      }
+  });
+}
+
 }  // namespace sprig::cpu

@@ -46,6 +46,11 @@ void index_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& d
 // torch.gather / scatter_add_ along dim; idx has out's shape (dx +=).
 void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out);
 void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx);
+// The range check of loss targets and teacher rows, with one value read back instead of the whole
+// index: first (i64 [1], holding idx.numel() or less on entry) = min(first, the first position of
+// the 1-D idx whose value lies outside [0, limit) and, with has_skip, differs from skip).
+void first_out_of_range(const Tensor& idx, int64_t limit, bool has_skip, int64_t skip,
+                        const Tensor& first);
 
 // a [Ba, M, K] (or [Ba, K, M] if trans_a), b [Bb, K, N] (or [Bb, N, K] if trans_b), Bb in {1, Ba};
 // out [Ba, M, N] = op(a) @ op(b) (+= when accumulate). All three share one dtype.

@@ -67,6 +67,18 @@ __global__ void scatter_add_kernel(const T* dy, StridedIndex base, int64_t step,
 }
 
 // dx += sum (fp32 scratch into a 16-bit gradient, one rounding per element).
+// Grid-stride over the index: the smallest bad position wins through atomicMin.
+template <class I>
+__global__ void first_out_of_range_kernel(const I* ids, int64_t n, int64_t limit, bool has_skip,
+                                          int64_t skip, unsigned long long* first) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = ids[i];
+    if ((v < 0 || v >= limit) && !(has_skip && v == skip))
+      atomicMin(first, static_cast<unsigned long long>(i));
+  }
+}
+
 template <class T> __global__ void add_scratch_kernel(const float* sum, T* dx, int64_t n) {
   GRID_STRIDE_LOOP(i, n) dx[i] = from_float<T>(to_float(dx[i]) + sum[i]);
 }
@@ -208,6 +220,18 @@ void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor&
              dx.strides()[dim], ids, acc, n);
     });
   });
+}
+
+void first_out_of_range(const Tensor& idx, int64_t limit, bool has_skip, int64_t skip,
+                        const Tensor& first, cudaStream_t stream) {
+  const int64_t n = idx.numel();
+  if (n == 0) return;
+  visit_ids(idx, [&](const auto* ids) {
+    launch(first_out_of_range_kernel<pointee_t<decltype(ids)>>, grid_for(n, kThreads), kThreads, 0,
+           stream, ids, n, limit, has_skip, skip,
+           static_cast<unsigned long long*>(first.data_ptr()));
+  });
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace sprig::cuda

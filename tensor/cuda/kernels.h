@@ -77,6 +77,8 @@ void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out,
             cudaStream_t stream);
 void scatter_add(const Tensor& dy, int64_t dim, const Tensor& idx, const Tensor& dx,
                  cudaStream_t stream);
+void first_out_of_range(const Tensor& idx, int64_t limit, bool has_skip, int64_t skip,
+                        const Tensor& first, cudaStream_t stream);
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b,
             bool accumulate, cudaStream_t stream);

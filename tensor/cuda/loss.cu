@@ -2,17 +2,35 @@
 // tensor/cpu/loss.cpp).
 // Layout: logits / teacher / student / gradients [R, V] contiguous, read in their own dtype (bf16
 // directly, never an f32 copy) with A = acc_t<T> math; targets [R] i32/i64; per-row outputs [R]
-// in A. One block per row, 16-byte vector accesses when rows stay aligned. Cross-entropy reads its
-// row once (online max / sum-exp and the first argmax); KL reads both rows twice (both lses, then
-// the CPU's per-term sum, which stays accurate when the distributions are close).
+// in A. One block per row (row_threads: more threads at large V), 16-byte vector accesses when rows
+// stay aligned. Cross-entropy reads its row once (online max / sum-exp and the first argmax); KL
+// reads both rows twice (both lses, then the CPU's per-term sum, which stays accurate when the
+// distributions are close).
 // Backward rule: `=` into the logits gradients.
+#include <type_traits>
+
 #include "tensor/cuda/common.cuh"
 
 namespace sprig::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kMinThreads = 256;  // per block (a row)
+constexpr int64_t kMinVectorsPerThread = 8;
+// The most threads per row: 1024, but 256 for f64 (gradient checks), whose kernels would spill in
+// the 64 registers a 1024-thread block leaves each thread. The kernels' launch bounds say so, with
+// one block per SM as the only occupancy demand (anything more made ptxas spill f64 kernels).
+template <class T> constexpr int kMaxThreads = std::is_same_v<T, double> ? kMinThreads : 1024;
+
+// Threads per row for rows of V elements read N at a time: 256, doubled up to kMaxThreads while
+// every thread still reads at least 8 vectors (for bf16, 512 threads from V = 32768 and 1024 from
+// V = 65536), so large vocabularies keep more loads in flight per row.
+template <class T> int row_threads(int64_t V, int N) {
+  int threads = kMinThreads;
+  while (threads < kMaxThreads<T> && V / N >= 2 * threads * kMinVectorsPerThread) threads *= 2;
+  return threads;
+}
+
 constexpr int64_t kNoIndex = INT64_MAX;
 
 // Running log-sum-exp state: the max so far and the sum of exp(v - max).
@@ -70,10 +88,10 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
 // ---- cross-entropy ------------------------------------------------------------------------------
 
 template <class T, int N>
-__global__ void cross_entropy_kernel(const T* __restrict__ logits, const void* __restrict__ targets,
-                                     bool targets64, acc_t<T>* __restrict__ loss,
-                                     acc_t<T>* __restrict__ lse, int64_t* __restrict__ argmax,
-                                     int64_t V, int64_t ignore_index) {
+__global__ void __launch_bounds__(kMaxThreads<T>, 1)
+    cross_entropy_kernel(const T* __restrict__ logits, const void* __restrict__ targets,
+                         bool targets64, acc_t<T>* __restrict__ loss, acc_t<T>* __restrict__ lse,
+                         int64_t* __restrict__ argmax, int64_t V, int64_t ignore_index) {
   using A = acc_t<T>;
   const T* row = logits + blockIdx.x * V;
   MaxSum<A> st{-INFINITY, A(0)};
@@ -98,12 +116,11 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const void* _
 
 // dlogits = dloss * (softmax - onehot(target)); ignored rows get 0.
 template <class T, int N>
-__global__ void cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss,
-                                              const T* __restrict__ logits,
-                                              const void* __restrict__ targets, bool targets64,
-                                              const acc_t<T>* __restrict__ lse,
-                                              T* __restrict__ dlogits, int64_t V,
-                                              int64_t ignore_index) {
+__global__ void __launch_bounds__(kMaxThreads<T>, 1)
+    cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss, const T* __restrict__ logits,
+                                  const void* __restrict__ targets, bool targets64,
+                                  const acc_t<T>* __restrict__ lse, T* __restrict__ dlogits,
+                                  int64_t V, int64_t ignore_index) {
   using A = acc_t<T>;
   const int64_t t = load_index(targets, targets64, blockIdx.x);
   // An ignored row's gradient is exactly 0, as on the CPU: never 0 * (exp(x - lse) - onehot),
@@ -134,10 +151,12 @@ template <class T> __device__ __forceinline__ acc_t<T> corrected(T b, T d) {
 // Both cross-entropies of a row from one read of b and d: loss, lse, argmax at [i * R + row], i = 0
 // for b and 1 for c.
 template <class T, int N>
-__global__ void corrected_cross_entropy_kernel(
-    const T* __restrict__ base, const T* __restrict__ delta, const void* __restrict__ targets,
-    bool targets64, acc_t<T>* __restrict__ loss, acc_t<T>* __restrict__ lse,
-    int64_t* __restrict__ argmax, int64_t R, int64_t V, int64_t ignore_index) {
+__global__ void __launch_bounds__(kMaxThreads<T>, 1)
+    corrected_cross_entropy_kernel(const T* __restrict__ base, const T* __restrict__ delta,
+                                   const void* __restrict__ targets, bool targets64,
+                                   acc_t<T>* __restrict__ loss, acc_t<T>* __restrict__ lse,
+                                   int64_t* __restrict__ argmax, int64_t R, int64_t V,
+                                   int64_t ignore_index) {
   using A = acc_t<T>;
   const int64_t row = blockIdx.x;
   const Vec<T, N>* b_row = reinterpret_cast<const Vec<T, N>*>(base + row * V);
@@ -175,10 +194,12 @@ __global__ void corrected_cross_entropy_kernel(
 // its elements of b and d before writing the same elements of dbase and ddelta, so the outputs may
 // be the inputs (no __restrict__).
 template <class T, int N>
-__global__ void corrected_cross_entropy_backward_kernel(
-    const acc_t<T>* __restrict__ dloss, const T* base, const T* delta,
-    const void* __restrict__ targets, bool targets64, const acc_t<T>* __restrict__ lse, T* dbase,
-    T* ddelta, int64_t R, int64_t V, int64_t ignore_index) {
+__global__ void __launch_bounds__(kMaxThreads<T>, 1)
+    corrected_cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss, const T* base,
+                                            const T* delta, const void* __restrict__ targets,
+                                            bool targets64, const acc_t<T>* __restrict__ lse,
+                                            T* dbase, T* ddelta, int64_t R, int64_t V,
+                                            int64_t ignore_index) {
   using A = acc_t<T>;
   const int64_t row = blockIdx.x;
   const int64_t t = load_index(targets, targets64, row);
@@ -210,11 +231,11 @@ __global__ void corrected_cross_entropy_backward_kernel(
 // with p == 0 contribute 0. Row r's teacher is row teacher_rows[r] (or r without them); with
 // argmax, the student row's first maximum.
 template <class T, int N>
-__global__ void kl_div_kernel(const T* __restrict__ teacher, const T* __restrict__ student,
-                              const void* __restrict__ teacher_rows, bool rows64,
-                              acc_t<T>* __restrict__ kl, acc_t<T>* __restrict__ teacher_lse,
-                              acc_t<T>* __restrict__ student_lse, int64_t* __restrict__ argmax,
-                              int64_t V, acc_t<T> temp) {
+__global__ void __launch_bounds__(kMaxThreads<T>, 1)
+    kl_div_kernel(const T* __restrict__ teacher, const T* __restrict__ student,
+                  const void* __restrict__ teacher_rows, bool rows64, acc_t<T>* __restrict__ kl,
+                  acc_t<T>* __restrict__ teacher_lse, acc_t<T>* __restrict__ student_lse,
+                  int64_t* __restrict__ argmax, int64_t V, acc_t<T> temp) {
   using A = acc_t<T>;
   const int64_t t_row_index =
       teacher_rows ? load_index(teacher_rows, rows64, blockIdx.x) : int64_t{blockIdx.x};
@@ -253,12 +274,12 @@ __global__ void kl_div_kernel(const T* __restrict__ teacher, const T* __restrict
 
 // dstudent = dkl * (q - p) / temp.
 template <class T, int N>
-__global__ void kl_div_backward_kernel(const acc_t<T>* __restrict__ dkl,
-                                       const T* __restrict__ teacher, const T* __restrict__ student,
-                                       const void* __restrict__ teacher_rows, bool rows64,
-                                       const acc_t<T>* __restrict__ teacher_lse,
-                                       const acc_t<T>* __restrict__ student_lse,
-                                       T* __restrict__ dstudent, int64_t V, acc_t<T> temp) {
+__global__ void __launch_bounds__(kMaxThreads<T>, 1)
+    kl_div_backward_kernel(const acc_t<T>* __restrict__ dkl, const T* __restrict__ teacher,
+                           const T* __restrict__ student, const void* __restrict__ teacher_rows,
+                           bool rows64, const acc_t<T>* __restrict__ teacher_lse,
+                           const acc_t<T>* __restrict__ student_lse, T* __restrict__ dstudent,
+                           int64_t V, acc_t<T> temp) {
   using A = acc_t<T>;
   const A scale = dkl[blockIdx.x] / temp, t_lse = teacher_lse[blockIdx.x];
   const A s_lse = student_lse[blockIdx.x];
@@ -292,9 +313,10 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
     int64_t* ap = argmax.defined() ? static_cast<int64_t*>(argmax.data_ptr()) : nullptr;
     with_vec_width<T>(V, {lp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      launch(cross_entropy_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream, lp,
-             targets.data_ptr(), targets.dtype() == DType::i64, static_cast<A*>(loss.data_ptr()),
-             static_cast<A*>(lse.data_ptr()), ap, V, ignore_index);
+      launch(cross_entropy_kernel<T, N>, static_cast<unsigned>(R), row_threads<T>(V, N), 0, stream,
+             lp, targets.data_ptr(), targets.dtype() == DType::i64,
+             static_cast<A*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()), ap, V,
+             ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -311,8 +333,8 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
     T* dp = static_cast<T*>(dlogits.data_ptr());
     with_vec_width<T>(V, {lp, dp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      launch(cross_entropy_backward_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream,
-             static_cast<const A*>(dloss.data_ptr()), lp, targets.data_ptr(),
+      launch(cross_entropy_backward_kernel<T, N>, static_cast<unsigned>(R), row_threads<T>(V, N), 0,
+             stream, static_cast<const A*>(dloss.data_ptr()), lp, targets.data_ptr(),
              targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), dp, V,
              ignore_index);
     });
@@ -334,8 +356,8 @@ void launch_corrected_cross_entropy(const Tensor& base, const Tensor& delta, con
     int64_t* ap = argmax.defined() ? static_cast<int64_t*>(argmax.data_ptr()) : nullptr;
     with_vec_width<T>(V, {bp, dp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      launch(corrected_cross_entropy_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream,
-             bp, dp, targets.data_ptr(), targets.dtype() == DType::i64,
+      launch(corrected_cross_entropy_kernel<T, N>, static_cast<unsigned>(R), row_threads<T>(V, N),
+             0, stream, bp, dp, targets.data_ptr(), targets.dtype() == DType::i64,
              static_cast<A*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()), ap, R, V,
              ignore_index);
     });
@@ -358,10 +380,10 @@ void launch_corrected_cross_entropy_backward(const Tensor& dloss, const Tensor& 
     T* gdp = static_cast<T*>(ddelta.data_ptr());
     with_vec_width<T>(V, {bp, dp, gbp, gdp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      launch(corrected_cross_entropy_backward_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0,
-             stream, static_cast<const A*>(dloss.data_ptr()), bp, dp, targets.data_ptr(),
-             targets.dtype() == DType::i64, static_cast<const A*>(lse.data_ptr()), gbp, gdp, R, V,
-             ignore_index);
+      launch(corrected_cross_entropy_backward_kernel<T, N>, static_cast<unsigned>(R),
+             row_threads<T>(V, N), 0, stream, static_cast<const A*>(dloss.data_ptr()), bp, dp,
+             targets.data_ptr(), targets.dtype() == DType::i64,
+             static_cast<const A*>(lse.data_ptr()), gbp, gdp, R, V, ignore_index);
     });
   });
   CUDA_CHECK(cudaGetLastError());
@@ -418,7 +440,7 @@ void kl_div(const Tensor& teacher, const Tensor& student, const Tensor& teacher_
         student_argmax.defined() ? static_cast<int64_t*>(student_argmax.data_ptr()) : nullptr;
     with_vec_width<T>(V, {tp, sp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      launch(kl_div_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream, tp, sp,
+      launch(kl_div_kernel<T, N>, static_cast<unsigned>(R), row_threads<T>(V, N), 0, stream, tp, sp,
              teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
              teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
              static_cast<A*>(kl.data_ptr()), static_cast<A*>(teacher_lse.data_ptr()),
@@ -441,8 +463,8 @@ void kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& stu
     T* dp = static_cast<T*>(dstudent.data_ptr());
     with_vec_width<T>(V, {tp, sp, dp}, [&](auto width) {
       constexpr int N = decltype(width)::value;
-      launch(kl_div_backward_kernel<T, N>, static_cast<unsigned>(R), kThreads, 0, stream,
-             static_cast<const A*>(dkl.data_ptr()), tp, sp,
+      launch(kl_div_backward_kernel<T, N>, static_cast<unsigned>(R), row_threads<T>(V, N), 0,
+             stream, static_cast<const A*>(dkl.data_ptr()), tp, sp,
              teacher_rows.defined() ? teacher_rows.data_ptr() : nullptr,
              teacher_rows.defined() && teacher_rows.dtype() == DType::i64,
              static_cast<const A*>(teacher_lse.data_ptr()),

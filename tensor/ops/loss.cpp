@@ -1,6 +1,7 @@
 // Losses over rows of logits: cross_entropy and kl_div with their backward functions. Argument
 // checks and dispatch to tensor/cpu/loss.cpp or tensor/cuda/loss.cu; the kernels read the logits
 // in their own dtype with fp32 math, so no f32 copy of the logits is ever made.
+#include <optional>
 #include <string>
 
 #include "tensor/ops.h"
@@ -65,20 +66,35 @@ void check_kl(const char* op, const Tensor& teacher, const Tensor& student, doub
 
 }  // namespace
 
+namespace {
+
+// The position of idx's first value outside [0, limit) that is not `skip` (when given), or -1:
+// found where idx lives, so a CUDA index costs one 8-byte read back, not a copy of all of it.
+int64_t first_out_of_range(const Tensor& idx, int64_t limit, std::optional<int64_t> skip) {
+  const int64_t n = idx.numel();
+  const Tensor first = Tensor::full({1}, static_cast<double>(n), DType::i64, idx.device());
+  SPRIG_DISPATCH(idx.device(), first_out_of_range, idx.contiguous(), limit, skip.has_value(),
+                 skip.value_or(0), first);
+  const int64_t i = first.to_vector<int64_t>()[0];
+  return i < n ? i : -1;
+}
+
+int64_t value_at(const Tensor& idx, int64_t i) {
+  return idx.contiguous().narrow(0, i, 1).to_vector<int64_t>()[0];
+}
+
+}  // namespace
+
 void check_target_range(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index) {
-  const std::vector<int64_t> values = targets.to_vector<int64_t>();
-  for (size_t r = 0; r < values.size(); ++r)
-    if (values[r] != ignore_index && (values[r] < 0 || values[r] >= V))
-      fail(op, "target " + std::to_string(values[r]) + " out of range [0, " + std::to_string(V) +
-                   ") at row " + std::to_string(r));
+  if (const int64_t r = first_out_of_range(targets, V, ignore_index); r >= 0)
+    fail(op, "target " + std::to_string(value_at(targets, r)) + " out of range [0, " +
+                 std::to_string(V) + ") at row " + std::to_string(r));
 }
 
 void check_teacher_rows(const char* op, const Tensor& teacher_rows, int64_t rows) {
-  const std::vector<int64_t> values = teacher_rows.to_vector<int64_t>();
-  for (size_t r = 0; r < values.size(); ++r)
-    if (values[r] < 0 || values[r] >= rows)
-      fail(op, "teacher row " + std::to_string(values[r]) + " out of range [0, " +
-                   std::to_string(rows) + ") at row " + std::to_string(r));
+  if (const int64_t r = first_out_of_range(teacher_rows, rows, std::nullopt); r >= 0)
+    fail(op, "teacher row " + std::to_string(value_at(teacher_rows, r)) + " out of range [0, " +
+                 std::to_string(rows) + ") at row " + std::to_string(r));
 }
 
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

@@ -143,6 +143,11 @@ template <class T> T atomicAdd(T* p, T v) {
   *p = old + v;
   return old;
 }
+template <class T> T atomicMin(T* p, T v) {
+  const T old = *p;
+  *p = v < old ? v : old;
+  return old;
+}
 
 inline size_t __cvta_generic_to_shared(const void* p) { return sprig::emu::shared_address(p); }
 

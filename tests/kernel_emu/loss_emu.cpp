@@ -1,12 +1,13 @@
 // tensor/cuda/loss.cu run on the emulated device against the CPU twins, under the GPU tests' parity
 // rule, on the shapes of tests/tensor/loss_gpu.cpp (but 33 rows for its 97 and 1025: a row is a CTA
-// of 256 threads): cross-entropy (loss, lse, argmax, dlogits; ignored rows get exactly 0 even with
-// infinite logits), the kernels of Domino's corrected pair (the corrections given: the launcher's
-// GEMMs need cuBLASLt; the backward in place as the launcher runs it), forward KL (kl, lses,
-// argmax, dstudent, with and without teacher rows), huge logits, and tied maxima across threads.
-// Each backward kernel gets its twin's inputs, the CPU's lses included: the forward's lses are
-// checked on their own, and one ulp of difference in a lse (as the kernels' other summation order
-// gives) moves the gradient entries that cancel beyond their 1 / V-scaled tolerance.
+// of 256 to 1024 threads) and rows of 65536 (1024 threads): cross-entropy (loss, lse, argmax,
+// dlogits; ignored rows get exactly 0 even with infinite logits), the kernels of Domino's corrected
+// pair (the corrections given: the launcher's GEMMs need cuBLASLt; the backward in place as the
+// launcher runs it), forward KL (kl, lses, argmax, dstudent, with and without teacher rows), huge
+// logits, and tied maxima across threads. Each backward kernel gets its twin's inputs, the CPU's
+// lses included: the forward's lses are checked on their own, and one ulp of difference in a lse
+// (as the kernels' other summation order gives) moves the gradient entries that cancel beyond their
+// 1 / V-scaled tolerance.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,8 +28,20 @@ using testing::rand_normal;
 using testing::RowsVocab;
 using testing::some_targets;
 
-// V = 1001 takes the scalar path; the others the 16-byte vector path.
-const RowsVocab kShapes[] = {{1, 1000}, {17, 32000}, {33, 1001}, {33, 1000}};
+// V = 1001 takes the scalar path; the others the 16-byte vector path. Rows of 32000 run 512
+// threads in f32 (256 in bf16), rows of 65536 1024 threads in both (row_threads).
+const RowsVocab kShapes[] = {{1, 1000}, {17, 32000}, {33, 1001}, {33, 1000}, {3, 65536}};
+
+TEST(CrossEntropyEmu, ThreadsPerRowGrowWithTheVocabulary) {
+  EXPECT_EQ(cuda::row_threads<float>(1000, 4), 256);
+  EXPECT_EQ(cuda::row_threads<__nv_bfloat16>(32000, 8), 256);
+  EXPECT_EQ(cuda::row_threads<float>(32000, 4), 512);
+  EXPECT_EQ(cuda::row_threads<__nv_bfloat16>(32768, 8), 512);
+  EXPECT_EQ(cuda::row_threads<__nv_bfloat16>(65535, 8), 512);
+  EXPECT_EQ(cuda::row_threads<__nv_bfloat16>(65536, 8), 1024);
+  EXPECT_EQ(cuda::row_threads<__nv_bfloat16>(151936, 8), 1024);
+  EXPECT_EQ(cuda::row_threads<double>(151936, 2), 256);  // f64 stays at 256
+}
 
 std::string trace(DType dtype, const RowsVocab& s) {
   return std::string(dtype_name(dtype)) + " R=" + std::to_string(s.rows) +

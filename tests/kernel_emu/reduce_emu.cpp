@@ -271,8 +271,9 @@ TEST(ReduceEmu, SplitArgmaxTiesAcrossThreadsGiveTheFirst) {
 }
 
 // Columns of [n, 37] over dim 0: column 0 all -inf, column 1 all -inf but a NaN, column 2 -inf but
-// in its last row, the others random with a -inf in row 0. The -inf lines give logsumexp -inf,
-// max -inf, argmax 0, softmax 0 and log_softmax -inf exactly.
+// in its last row, column 3 a +inf in row 1, the others random with a -inf in row 0. The -inf lines
+// give logsumexp -inf, max -inf, argmax 0, softmax 0 and log_softmax -inf exactly; the +inf line
+// logsumexp and max +inf.
 TEST(ReduceEmu, SplitLinesOfNegativeInfinity) {
   constexpr int64_t lines = 37;
   for (DType dtype : kDtypes)
@@ -286,6 +287,7 @@ TEST(ReduceEmu, SplitLinesOfNegativeInfinity) {
           if (r < n - 1) v[r * lines + 2] = -INFINITY;
         }
         v[(n / 2) * lines + 1] = NAN;
+        v[lines + 3] = INFINITY;
         for (int64_t c = 3; c < lines; ++c) v[c] = -INFINITY;
         const Tensor x = Tensor::from_vector(v, {n, lines}, dtype);
         const Tensor lse = logsumexp(x, 0), top = max(x, 0), idx = argmax(x, 0);
@@ -300,6 +302,9 @@ TEST(ReduceEmu, SplitLinesOfNegativeInfinity) {
           EXPECT_EQ(idx_v[c], 0) << c;
         }
         EXPECT_EQ(idx_v[2], n - 1);
+        EXPECT_EQ(lse_v[3], INFINITY);
+        EXPECT_EQ(top_v[3], INFINITY);
+        EXPECT_EQ(idx_v[3], 1);
         EXPECT_EQ(idx_v, idx.to_vector<int64_t>());
         EXPECT_EMU_PARITY(e_lse, lse, n);
         const Tensor p = emulated_softmax(x, 0, false, split);

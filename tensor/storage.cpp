@@ -41,11 +41,18 @@ constexpr bool kCacheBlocks = false;  // AddressSanitizer must see every block f
 constexpr bool kCacheBlocks = true;
 #endif
 constexpr size_t kCachedFrom = size_t{1} << 20;  // smaller blocks stay in malloc's own bins
-constexpr size_t kCacheBudget = size_t{1} << 30;
+// The most the cache keeps: a quarter of the physical memory, at least 1 GiB. A step's working set
+// (a long GRU's gates alone can be a GiB) is reused whole only when it fits.
+size_t cache_budget() {
+  static const size_t budget =
+      std::max(size_t{1} << 30, static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) *
+                                    static_cast<size_t>(::getpagesize()) / 4);
+  return budget;
+}
 
 // Large CPU blocks a step frees are what the next step asks for again. Handed back to the system
 // (malloc maps blocks this large on their own), each would be faulted in and zero-filled page by
-// page on its next use; the cache keeps up to kCacheBudget bytes of them for reuse instead. Sizes
+// page on its next use; the cache keeps up to cache_budget() bytes of them for reuse instead. Sizes
 // are rounded up to 1/16 of their power of two, so one block serves requests a little smaller.
 class CpuBlockCache {
  public:
@@ -70,7 +77,7 @@ class CpuBlockCache {
   // Keeps the block when the budget allows; false hands it back to the caller to free.
   bool keep(void* p, size_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ + size > kCacheBudget) return false;
+    if (cached_ + size > cache_budget()) return false;
     free_.emplace(size, p);
     cached_ += size;
     return true;
@@ -103,7 +110,13 @@ void* allocate_cpu(size_t bytes) {
   const size_t size = cpu_block_size(bytes);
   if (kCacheBlocks && bytes >= kCachedFrom)
     if (void* p = CpuBlockCache::instance().take(size)) return p;
-  if (bytes >= kCheckedAllocation && bytes > system_memory_available()) {
+  // A huge request, or a cached-size one while the cache holds more than 1 GiB, is checked against
+  // what the system has left: with overcommit it would succeed now and be killed when its pages
+  // are touched.
+  const bool check =
+      bytes >= kCheckedAllocation || (kCacheBlocks && bytes >= kCachedFrom &&
+                                      CpuBlockCache::instance().cached() > kCheckedAllocation);
+  if (check && bytes > system_memory_available()) {
     CpuBlockCache::instance().release();
     if (bytes > system_memory_available()) refuse_cpu_allocation(bytes);
   }

@@ -1,10 +1,18 @@
 // CPU batched GEMM on Eigen: each product maps the contiguous row-major buffers as Eigen matrices
-// (no copies) and evaluates op(A) * op(B) with noalias(). Eigen threads each GEMM with OpenMP; with
-// many products in the batch, the batch loop is split across threads instead (Eigen then runs
-// single-threaded inside each).
+// (no copies) and evaluates op(A) * op(B) with noalias(). Eigen threads each large GEMM with
+// OpenMP; with many products in the batch, the batch loop is split across threads instead (Eigen
+// then runs single-threaded inside each).
+//
+// Eigen runs single-threaded everywhere else: the CPU kernels that call Eigen products on tiles
+// (flash attention, the fused losses) do so from their own OpenMP loops, and an Eigen product that
+// threads itself inside one (even one whose `if` clause left it to a single thread) starts a nested
+// team, whose threads OpenMP creates afresh each time and which then compete with the outer team
+// for the cores.
 // Shapes: a [Ba, M, K] ([Ba, K, M] if trans_a), b [Bb, K, N] ([Bb, N, K] if trans_b) with Bb 1 or
 // Ba, out [Ba, M, N]; f32 or f64 (the dispatcher converts 16-bit floats).
 #include <omp.h>
+
+#include <optional>
 
 // GCC 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics headers when
 // Eigen's GEMM inlines them; the pragma covers those headers, included first by Eigen here.
@@ -25,6 +33,17 @@ constexpr int64_t kProductsPerThread = 2;
 // Products below this many multiply-adds run on one thread: OpenMP's fork and join cost more than
 // the split saves (and much more on a busy machine, where waiting threads lose their cores).
 constexpr int64_t kParallelMacs = int64_t{1} << 24;
+
+// Eigen's thread count outside cpu::matmul's top-level products: one.
+[[maybe_unused]] const bool eigen_single_threaded = (Eigen::setNbThreads(1), true);
+
+// Eigen threads each product with OpenMP's default team while this lives.
+struct EigenThreaded {
+  EigenThreaded() { Eigen::setNbThreads(0); }
+  ~EigenThreaded() { Eigen::setNbThreads(1); }
+  EigenThreaded(const EigenThreaded&) = delete;
+  EigenThreaded& operator=(const EigenThreaded&) = delete;
+};
 
 // c [m, n] = (or +=) op(a) @ op(b) on row-major buffers.
 template <class T>
@@ -60,16 +79,25 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, b
   const int64_t k = trans_a ? a.size(1) : a.size(2);
   const int64_t b_stride = b.size(0) == 1 ? 0 : k * n;  // 0: b is shared by the batch
   const bool over_batch = batch >= kProductsPerThread * omp_get_max_threads();
-  Eigen::setNbThreads(m * n * k < kParallelMacs ? 1 : 0);  // 0: OpenMP's default
+  // Threaded products only outside any parallel region (see the top of this file).
+  const bool threaded = !over_batch && m * n * k >= kParallelMacs && omp_get_level() == 0;
   visit_f32_f64(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = out.data<T>();
-#pragma omp parallel for if (over_batch)
-    for (int64_t i = 0; i < batch; ++i)
+    const auto product = [&](int64_t i) {
       gemm(pa + i * m * k, pb + i * b_stride, pc + i * m * n, m, n, k, trans_a, trans_b,
            accumulate);
+    };
+    if (over_batch) {
+#pragma omp parallel for
+      for (int64_t i = 0; i < batch; ++i) product(i);
+    } else {
+      std::optional<EigenThreaded> eigen_threads;
+      if (threaded) eigen_threads.emplace();
+      for (int64_t i = 0; i < batch; ++i) product(i);
+    }
   });
 }
 

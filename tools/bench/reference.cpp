@@ -100,6 +100,9 @@ std::function<void()> reference_gemm(const Tensor& a, const Tensor& b, const Ten
     const Eigen::Map<const Matrix> A(a.data<float>(), a.size(0), a.size(1));
     const Eigen::Map<const Matrix> B(b.data<float>(), b.size(0), b.size(1));
     Eigen::Map<Matrix> C(out.data<float>(), out.size(0), out.size(1));
+    // Threaded as Eigen is by default (sprig keeps Eigen single-threaded outside its own GEMMs).
+    const int threads = Eigen::nbThreads();
+    Eigen::setNbThreads(0);
     if (!trans_a && !trans_b)
       C.noalias() = A * B;
     else if (!trans_a)
@@ -108,6 +111,7 @@ std::function<void()> reference_gemm(const Tensor& a, const Tensor& b, const Ten
       C.noalias() = A.transpose() * B;
     else
       C.noalias() = A.transpose() * B.transpose();
+    Eigen::setNbThreads(threads);
   };
 }
 

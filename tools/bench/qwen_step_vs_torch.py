@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Forward + backward of the same tiny Qwen3 on the CPU: sprig against PyTorch.
+"""A training step of the same tiny Qwen3 on the CPU: sprig against PyTorch.
 
 Builds the CPU yardstick model (docs/architecture.md §9: H=256, 4 layers, 4/2 heads, D=64,
 I=768, V=4096, untied: 5.25M parameters) with random weights through the PyTorch Qwen of
 tests/golden/make_qwen_golden.py, writes it as a Hugging Face checkpoint plus the token ids to a
-temporary directory, times PyTorch's forward + backward of the mean next-token cross-entropy,
-then times `sprig bench step-qwen` on the same files, both on the same number of threads. Prints
-both losses (they must agree), both median step times and the speed ratio (target: sprig >=
-1.0x), and the ratio of process CPU time per step, which other jobs on a shared machine disturb
-less.
+temporary directory, times PyTorch's training step (forward and backward of the mean next-token
+cross-entropy, then torch.optim.AdamW's update, lr 1e-3, weight decay 0.01), then times
+`sprig bench step-qwen` on the same files, both on the same number of threads and for the same
+number of steps. Prints both last losses and both norms of the weights' total change (each pair
+must agree), both median step times and the speed ratio (target: sprig >= 2.0x), and the ratio
+of process CPU time per step, which other jobs on a shared machine disturb less.
 
 Usage (Debian's python3-torch with libopenblas0-pthread; step_compare.py refuses the reference BLAS):
     /usr/bin/python3 tools/bench/qwen_step_vs_torch.py --sprig build/tools/sprig
@@ -30,6 +31,7 @@ CONFIG = dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], vocab_size
               rope_theta=1000000.0, tie_word_embeddings=False, attention_bias=False,
               hidden_act="silu", max_position_embeddings=4096, initializer_range=0.02,
               torch_dtype="float32")
+LR, WEIGHT_DECAY = 1e-3, 0.01
 
 
 def torch_loss_fn(torch, golden, params, ids):
@@ -69,14 +71,20 @@ def main():
         ids_path = os.path.join(tmp, "ids.safetensors")
         golden.save_safetensors(ids_path, {"input_ids": ids})
 
+        initial = {k: v.clone() for k, v in params.items()}
         p = {k: v.requires_grad_() for k, v in params.items()}
-        theirs = time_torch_steps(p.values(), torch_loss_fn(torch, golden, p, ids), args.reps)
+        optimizer = torch.optim.AdamW(p.values(), lr=LR, weight_decay=WEIGHT_DECAY, eps=1e-8)
+        theirs = time_torch_steps(p.values(), torch_loss_fn(torch, golden, p, ids), args.reps,
+                                  optimizer)
+        with torch.no_grad():
+            moved = sum(((p[k].double() - initial[k].double()) ** 2).sum() for k in p)
         ours = sprig_step(args.sprig, ["step-qwen", "--model", model_dir, "--input", ids_path,
-                                       "--reps", str(args.reps)], args.threads)
+                                       "--reps", str(args.reps), "--lr", str(LR),
+                                       "--weight-decay", str(WEIGHT_DECAY)], args.threads)
     n = sum(v.numel() for v in params.values())
     print(f"Qwen3 {n / 1e6:.2f}M parameters, batch {args.batch} x {args.seq}, "
-          f"{args.threads} threads, median of {args.reps} steps (forward + backward)")
-    report(torch, theirs, ours)
+          f"{args.threads} threads, median of {args.reps} steps (forward, backward, AdamW)")
+    report(torch, theirs, ours, float(moved.sqrt()), target=2.0)
 
 
 if __name__ == "__main__":

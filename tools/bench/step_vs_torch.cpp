@@ -1,6 +1,7 @@
 // The hidden helpers of the scripts that time a training step against PyTorch on the same files:
-//   `sprig bench step-qwen` (tools/bench/qwen_step_vs_torch.py): one forward + backward of a Qwen
-//   model on next-token cross-entropy;
+//   `sprig bench step-qwen` (tools/bench/qwen_step_vs_torch.py): one training step of a Qwen model
+//   on next-token cross-entropy (forward, backward, AdamW update), and the norm of the weights'
+//   total change over all steps, which PyTorch's side computes too;
 //   `sprig bench draft-step` (tools/bench/draft_step_vs_torch.py): one DFlash draft step (target
 //   capture, draft forward and backward) on given rows and anchors.
 // Each prints the loss (so both sides can be seen to compute the same thing), the median and
@@ -9,8 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <functional>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -21,6 +24,7 @@
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "tools/options.h"
+#include "train/optimizer.h"
 
 namespace sprig::tools {
 
@@ -29,6 +33,7 @@ namespace {
 struct StepOptions {
   std::string model, input;
   int64_t batch = 4, seq = 256, reps = 5;
+  double lr = 1e-3, weight_decay = 0.01;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -84,7 +89,11 @@ void run_step_bench(const StepOptions& o) {
   const Tensor labels = shift_labels(ids);
   const double supervised = static_cast<double>(ids.size(0) * (ids.size(1) - 1));
 
-  std::vector<double> forward_s;
+  AdamW optimizer(model->named_parameters(), {.lr = o.lr, .weight_decay = o.weight_decay});
+  std::vector<Tensor> initial;
+  for (const Var& p : model->parameters()) initial.push_back(p.value().clone());
+
+  std::vector<double> forward_s, backward_s;
   double loss_value = 0;
   const StepTimes t = time_steps(
       o.reps, [&] { model->zero_grad(); },
@@ -94,15 +103,30 @@ void run_step_bench(const StepOptions& o) {
         loss_value = loss.value().item();
         forward_s.push_back(seconds_since(start));
         loss.backward();
+        backward_s.push_back(seconds_since(start) - forward_s.back());
+        optimizer.step(o.lr);
       });
   forward_s.erase(forward_s.begin());  // the warm-up's
-  std::vector<double> backward_s;
-  for (size_t i = 0; i < forward_s.size(); ++i) backward_s.push_back(t.wall[i] - forward_s[i]);
+  backward_s.erase(backward_s.begin());
+  std::vector<double> adamw_s;
+  for (size_t i = 0; i < forward_s.size(); ++i)
+    adamw_s.push_back(t.wall[i] - forward_s[i] - backward_s[i]);
+  // sqrt(sum over every weight of (now - initial)^2): what all reps + 1 updates moved.
+  double moved = 0;
+  const std::vector<Var> params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::vector<double> now = params[i].value().to(DType::f64).to_vector<double>();
+    const std::vector<double> was = initial[i].to(DType::f64).to_vector<double>();
+    for (size_t j = 0; j < now.size(); ++j) moved += (now[j] - was[j]) * (now[j] - was[j]);
+  }
   std::cout << "model " << o.model << ": " << model->num_parameters() << " parameters, batch "
             << ids.size(0) << " x " << ids.size(1) << "\n"
             << "loss " << loss_value << "\n"
+            << "update_norm " << std::setprecision(9) << std::sqrt(moved) << std::setprecision(6)
+            << "\n"
             << "forward " << bench::median(forward_s) << " s, backward "
-            << bench::median(backward_s) << " s (medians)\n";
+            << bench::median(backward_s) << " s, adamw " << bench::median(adamw_s)
+            << " s (medians)\n";
   t.print(o.reps);
 }
 
@@ -143,7 +167,7 @@ void run_draft_step(const DraftStepOptions& o) {
 void add_bench_torch_step_commands(CLI::App& bench) {
   auto o = std::make_shared<StepOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "step-qwen", "Forward + backward time of a Qwen checkpoint (see qwen_step_vs_torch.py)");
+      "step-qwen", "Training step time of a Qwen checkpoint (see qwen_step_vs_torch.py)");
   cmd->group("");  // hidden: a helper of tools/bench/qwen_step_vs_torch.py
   cmd->add_option("--model", o->model, "HF directory or sprig checkpoint")->required();
   cmd->add_option("--input", o->input, "safetensors file holding input_ids (B, T) I64");
@@ -152,6 +176,9 @@ void add_bench_torch_step_commands(CLI::App& bench) {
   cmd->add_option("--seq", o->seq, "Tokens per row of random ids when there is no --input")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
   cmd->add_option("--reps", o->reps, "Timed repetitions after one warm-up")->check(kPositive);
+  cmd->add_option("--lr", o->lr, "AdamW learning rate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([o] { run_step_bench(*o); });
 
   auto d = std::make_shared<DraftStepOptions>();

@@ -97,6 +97,26 @@ Layout naive_layout(const data::RolloutGroup& group, bool first_token) {
   return layout;
 }
 
+// Multiply-adds of one forward over a layout: the layers' projections per token, attention per
+// (query, key) pair it keeps, and the LM head per scored row (the same rows in both layouts).
+// A training step costs about three times this (the backward computes two products per one).
+double forward_macs(const QwenConfig& c, int64_t N, int64_t P, int64_t C, bool tree) {
+  const auto H = static_cast<double>(c.hidden_size), D = static_cast<double>(c.head_dim);
+  const auto q = static_cast<double>(c.num_attention_heads) * D,
+             kv = static_cast<double>(c.num_key_value_heads) * D;
+  const double per_token =
+      H * q + 2 * H * kv + q * H + 3 * H * static_cast<double>(c.intermediate_size);
+  // Keys each query attends: a causal prompt, then each completion token sees the prompt and the
+  // completion so far; the naive layout repeats the prompt in every row.
+  const auto p = static_cast<double>(P), cc = static_cast<double>(C), n = static_cast<double>(N);
+  const double prompt_pairs = p * (p + 1) / 2, completion_pairs = cc * p + cc * (cc + 1) / 2;
+  const double pairs = (tree ? prompt_pairs : n * prompt_pairs) + n * completion_pairs;
+  const double tokens = tree ? p + n * cc : n * (p + cc);
+  const auto layers = static_cast<double>(c.num_hidden_layers);
+  return layers * (tokens * per_token + 2 * q * pairs) +
+         n * cc * H * static_cast<double>(c.vocab_size);
+}
+
 struct Measurement {
   double seconds = 0, loss = 0, score_seconds = 0;
   size_t peak_bytes = 0;  // above what was allocated before the layout's first step
@@ -201,14 +221,18 @@ void run_bench_step(const StepOptions& o) {
                 static_cast<double>(m->peak_bytes) / (1 << 20), m->score_seconds * 1e3);
   const double ideal = static_cast<double>(naive.tokens) / static_cast<double>(tree.tokens);
   const double speedup = n.seconds / t.seconds;
+  const double work_ratio =
+      forward_macs(config, N, P, C, false) / forward_macs(config, N, P, C, true);
   std::printf(
       "step speed-up %.2fx, ideal token ratio %.2fx: %.2f of ideal; peak memory ratio %.2fx\n"
+      "work ratio %.2fx (multiply-adds: the LM head's scored rows are the same in both layouts): "
+      "%.2f of it\n"
       "score speed-up (one folded forward vs one forward per completion) %.2fx\n"
       "(targets: CPU >= 0.70 of ideal and score >= 2x; GPU at N=8, P=2048, C=512 >= 2.3x with "
       "<= 0.75x memory)\n",
       speedup, ideal, speedup / ideal,
-      static_cast<double>(t.peak_bytes) / static_cast<double>(n.peak_bytes),
-      n.score_seconds / t.score_seconds);
+      static_cast<double>(t.peak_bytes) / static_cast<double>(n.peak_bytes), work_ratio,
+      speedup / work_ratio, n.score_seconds / t.score_seconds);
   if (!cuda)
     std::printf(
         "(CPU peak memory: each layout's peak above what was held before it; the prefix "

@@ -89,14 +89,24 @@ class SmemCarver {
 // All NTHREADS threads copy rows [0, Tile::kRows) of a row-major global matrix (row stride
 // `stride` elements) into `tile`; rows >= valid_rows (>= 1) are zero-filled. Each pass copies
 // NTHREADS / (kCols / 8) whole rows, a multiple of 8, so a thread's chunk keeps its swizzle.
+template <int NTHREADS, class Tile> struct TileChunks {
+  static constexpr int kChunksPerRow = Tile::kCols / 8, kRowsPerPass = NTHREADS / kChunksPerRow;
+  static_assert(NTHREADS % kChunksPerRow == 0 && kRowsPerPass % 8 == 0 &&
+                Tile::kRows % kRowsPerPass == 0);
+  int row, col;  // this thread's first chunk: rows row + i * kRowsPerPass, 8 columns from col
+  __device__ __forceinline__ TileChunks() {
+    const int tid = fresh_thread();
+    row = tid / kChunksPerRow;
+    col = tid % kChunksPerRow * 8;
+  }
+};
+
 template <int NTHREADS, class Tile, class T>
 __device__ __forceinline__ void load_tile_async(const Tile& tile, const T* src, int64_t stride,
                                                 int valid_rows) {
-  constexpr int kChunksPerRow = Tile::kCols / 8, kRowsPerPass = NTHREADS / kChunksPerRow;
-  static_assert(NTHREADS % kChunksPerRow == 0 && kRowsPerPass % 8 == 0 &&
-                Tile::kRows % kRowsPerPass == 0);
-  const int tid = fresh_thread();
-  const int row = tid / kChunksPerRow, col = tid % kChunksPerRow * 8;
+  using Chunks = TileChunks<NTHREADS, Tile>;
+  constexpr int kRowsPerPass = Chunks::kRowsPerPass;
+  const auto [row, col] = Chunks();
   const uint32_t dst = pin(tile.at(row, col));
   const T* src_row = src + row * stride + col;
 #pragma unroll
@@ -114,11 +124,9 @@ __device__ __forceinline__ void load_tile_async(const Tile& tile, const T* src, 
 template <int NTHREADS, class Tile, class T>
 __device__ __forceinline__ void store_tile(const Tile& tile, T* dst, int64_t stride,
                                            int valid_rows) {
-  constexpr int kChunksPerRow = Tile::kCols / 8, kRowsPerPass = NTHREADS / kChunksPerRow;
-  static_assert(NTHREADS % kChunksPerRow == 0 && kRowsPerPass % 8 == 0 &&
-                Tile::kRows % kRowsPerPass == 0);
-  const int tid = fresh_thread();
-  const int row = tid / kChunksPerRow, col = tid % kChunksPerRow * 8;
+  using Chunks = TileChunks<NTHREADS, Tile>;
+  constexpr int kRowsPerPass = Chunks::kRowsPerPass;
+  const auto [row, col] = Chunks();
   // The generic address of the chunk (a shared-window pointer: ld.shared).
   unsigned char* const smem = dynamic_smem();
   const uint4* src = reinterpret_cast<const uint4*>(

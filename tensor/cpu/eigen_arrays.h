@@ -9,6 +9,8 @@
 // differently).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 // GCC 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics headers; the
@@ -23,5 +25,18 @@ namespace sprig::cpu {
 template <class A> using ArrayMap = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
 template <class A> using ConstArrayMap = Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>;
 template <class A> using ScratchBuffer = std::vector<A, Eigen::aligned_allocator<A>>;
+
+// Elements per vectorised block: a few L1-sized arrays, and a multiple of 16, so every block of a
+// run starts as aligned as the run does and rounds the same whichever thread takes it.
+constexpr int64_t kVectorBlock = 4096;
+
+// Calls f(offset, length) for the consecutive kVectorBlock blocks of [0, n), split across threads
+// when n exceeds `grain`.
+template <class F> void for_each_block(int64_t n, int64_t grain, F&& f) {
+  const int64_t blocks = (n + kVectorBlock - 1) / kVectorBlock;
+#pragma omp parallel for if (n > grain)
+  for (int64_t b = 0; b < blocks; ++b)
+    f(b * kVectorBlock, std::min(kVectorBlock, n - b * kVectorBlock));
+}
 
 }  // namespace sprig::cpu

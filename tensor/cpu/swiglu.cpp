@@ -15,15 +15,6 @@ namespace sprig::cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 4096;  // elements per vectorised block (a few L1-sized arrays)
-
-// Calls f(i0, len) for consecutive blocks of [0, n), in parallel.
-template <class F> void for_each_block(int64_t n, F&& f) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for if (n > kParallelGrain)
-  for (int64_t b = 0; b < blocks; ++b) f(b * kBlock, std::min(kBlock, n - b * kBlock));
-}
-
 // `len` elements of p as A: p itself, or their conversion into `buffer`.
 template <class A, class T>
 ConstArrayMap<A> read(const T* p, int64_t len, ScratchBuffer<A>& buffer) {
@@ -57,7 +48,7 @@ void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
     const T* gp = gate.data<T>();
     const T* up_p = up.data<T>();
     T* op = out.data<T>();
-    for_each_block(gate.numel(), [&](int64_t i0, int64_t len) {
+    for_each_block(gate.numel(), kParallelGrain, [&](int64_t i0, int64_t len) {
       thread_local ScratchBuffer<A> gb, ub, ob;
       const ConstArrayMap<A> g = read(gp + i0, len, gb), u = read(up_p + i0, len, ub);
       write(op + i0, len, g / (A(1) + (-g).exp()) * u, ob);
@@ -76,7 +67,7 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, c
     T* dgp = dgate.data<T>();
     T* dup_p = dup.data<T>();
     // silu'(g) = s * (1 + g * (1 - s)) with s = sigmoid(g).
-    for_each_block(gate.numel(), [&](int64_t i0, int64_t len) {
+    for_each_block(gate.numel(), kParallelGrain, [&](int64_t i0, int64_t len) {
       thread_local ScratchBuffer<A> gb, ub, db, sb, dgb, ob;
       const ConstArrayMap<A> g = read(gp + i0, len, gb), u = read(up_p + i0, len, ub),
                              d = read(dop + i0, len, db);

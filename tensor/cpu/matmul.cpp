@@ -12,8 +12,6 @@
 // Ba, out [Ba, M, N]; f32 or f64 (the dispatcher converts 16-bit floats).
 #include <omp.h>
 
-#include <optional>
-
 // GCC 12 reports false -Wmaybe-uninitialized warnings inside its AVX-512 intrinsics headers when
 // Eigen's GEMM inlines them; the pragma covers those headers, included first by Eigen here.
 #pragma GCC diagnostic push
@@ -37,12 +35,12 @@ constexpr int64_t kParallelMacs = int64_t{1} << 24;
 // Eigen's thread count outside cpu::matmul's top-level products: one.
 [[maybe_unused]] const bool eigen_single_threaded = (Eigen::setNbThreads(1), true);
 
-// Eigen threads each product with OpenMP's default team while this lives.
-struct EigenThreaded {
-  EigenThreaded() { Eigen::setNbThreads(0); }
-  ~EigenThreaded() { Eigen::setNbThreads(1); }
-  EigenThreaded(const EigenThreaded&) = delete;
-  EigenThreaded& operator=(const EigenThreaded&) = delete;
+// Eigen's thread count while this lives (0: OpenMP's default team), one again after.
+struct EigenThreads {
+  explicit EigenThreads(int threads) { Eigen::setNbThreads(threads); }
+  ~EigenThreads() { Eigen::setNbThreads(1); }
+  EigenThreads(const EigenThreads&) = delete;
+  EigenThreads& operator=(const EigenThreads&) = delete;
 };
 
 // c [m, n] = (or +=) op(a) @ op(b) on row-major buffers.
@@ -94,8 +92,7 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, b
 #pragma omp parallel for
       for (int64_t i = 0; i < batch; ++i) product(i);
     } else {
-      std::optional<EigenThreaded> eigen_threads;
-      if (threaded) eigen_threads.emplace();
+      const EigenThreads eigen_threads(threaded ? 0 : 1);
       for (int64_t i = 0; i < batch; ++i) product(i);
     }
   });

@@ -28,10 +28,11 @@ namespace sprig::bench {
 
 namespace {
 
-// out = a [m, k] @ b, with b [k, n], or b [n, k] transposed (a Linear layer's weight).
+// out = op(a) @ op(b): a [m, k], or [k, m] transposed (a weight gradient's activations); b [k, n],
+// or [n, k] transposed (a Linear layer's weight).
 struct GemmShape {
   int64_t m, k, n;
-  bool trans_b;
+  bool trans_b, trans_a = false;
 };
 
 // Sizes, repetitions and ratio goals for one device.
@@ -72,7 +73,10 @@ Config config_for(Device device, bool quick) {
           .rope = {2, 1024 / shrink, 16, 128},
           .ce_rows = 256 / shrink,
           .vocab = 16384,
-          .gemms = {{512, 1024, 1024, false}, {512, 1024, 3072, true}},
+          .gemms = {{512, 1024, 1024, false},
+                    {512, 1024, 3072, true},
+                    {1024, 512, 1024, false, true},
+                    {1024, 512, 1024, true, true}},
           .copy_bytes = int64_t{64} << 20,
           .warmup = 1,
           .reps = quick ? 3 : 7,
@@ -134,20 +138,22 @@ class OpsBench {
   }
 
   void gemm(const GemmShape& g, Generator& gen) {
-    const Tensor a = random_rows({g.m, g.k}, c_.dtype, device_, gen);
+    const Tensor a =
+        random_rows(g.trans_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, c_.dtype, device_, gen);
     const Tensor b =
         random_rows(g.trans_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, c_.dtype, device_, gen);
     const Tensor out = Tensor::empty({g.m, g.n}, c_.dtype, device_);
     const double ours =
-        median_seconds(device_, c_.warmup, c_.reps, [&] { matmul(a, b, false, g.trans_b); });
-    const double ref =
-        median_seconds(device_, c_.warmup, c_.reps, reference_gemm(a, b, out, false, g.trans_b));
+        median_seconds(device_, c_.warmup, c_.reps, [&] { matmul(a, b, g.trans_a, g.trans_b); });
+    const double ref = median_seconds(device_, c_.warmup, c_.reps,
+                                      reference_gemm(a, b, out, g.trans_a, g.trans_b));
     const bool gpu = device_.is_cuda();
     const double scale = gpu ? 1e12 : 1e9;
     const double flops =
         2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
     rows_.push_back({"matmul",
-                     shape_str(a.shape()) + " x " + shape_str(b.shape()) + (g.trans_b ? "^T" : ""),
+                     shape_str(a.shape()) + (g.trans_a ? "^T" : "") + " x " + shape_str(b.shape()) +
+                         (g.trans_b ? "^T" : ""),
                      ours, flops / ours / scale, flops / ref / scale, gpu ? "TFLOP/s" : "GFLOP/s",
                      gpu ? "cuBLASLt" : "Eigen", c_.gemm_goal});
   }

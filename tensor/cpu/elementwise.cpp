@@ -3,7 +3,7 @@
 // floats); where moves elements without arithmetic and takes any dtype.
 // Backward rule: unary_backward writes (`=`) the activation gradient dx.
 // exp, log, tanh, sigmoid and SiLU (and SiLU's backward) go through Eigen's vectorised array
-// functions, within 4 f32 ulps of the exact values, tanh 5 (tests/tensor/vector_math_test.cpp);
+// functions, within 4 f32 ulps of the exact values, tanh 6 (tests/tensor/vector_math_test.cpp);
 // strided operands are made contiguous first, so they round exactly as contiguous ones do.
 #include <algorithm>
 #include <cmath>

@@ -41,12 +41,24 @@ constexpr bool kCacheBlocks = false;  // AddressSanitizer must see every block f
 constexpr bool kCacheBlocks = true;
 #endif
 constexpr size_t kCachedFrom = size_t{1} << 20;  // smaller blocks stay in malloc's own bins
-// The most the cache keeps: a quarter of the physical memory, at least 1 GiB. A step's working set
-// (a long GRU's gates alone can be a GiB) is reused whole only when it fits.
+// The memory this process may use: the physical memory, or less where a cgroup (v2 memory.max,
+// v1 memory.limit_in_bytes) limits it, as in a container.
+size_t memory_limit() {
+  size_t limit =
+      static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(::getpagesize());
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream file(path);
+    size_t bytes = 0;
+    if (file >> bytes && bytes > 0) limit = std::min(limit, bytes);  // "max" reads as no number
+  }
+  return limit;
+}
+
+// The most the cache keeps: a quarter of memory_limit(), at least 1 GiB. A step's working set (a
+// long GRU's gates alone can be a GiB) is reused whole only when it fits.
 size_t cache_budget() {
-  static const size_t budget =
-      std::max(size_t{1} << 30, static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) *
-                                    static_cast<size_t>(::getpagesize()) / 4);
+  static const size_t budget = std::max(size_t{1} << 30, memory_limit() / 4);
   return budget;
 }
 

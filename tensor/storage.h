@@ -34,10 +34,10 @@ size_t cpu_memory_peak();
 // allocator keeps for reuse), for refusing outputs and allocations that cannot fit before starting
 // them.
 size_t cpu_memory_available();
-// Freed large CPU blocks kept for reuse (up to a quarter of the physical memory, at least 1 GiB;
-// none under AddressSanitizer), and handing them back to the system. An allocation the system
-// cannot satisfy releases them first (checked for every block of 1 MiB and more while the cache
-// holds more than 1 GiB).
+// Freed large CPU blocks kept for reuse (up to a quarter of the physical or cgroup memory, at least
+// 1 GiB; none under AddressSanitizer), and handing them back to the system. An allocation the
+// system cannot satisfy releases them first (checked for every block of 1 MiB and more while the
+// cache holds more than 1 GiB).
 size_t cpu_memory_cached();
 void release_cpu_memory_cache();
 

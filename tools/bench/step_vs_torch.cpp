@@ -10,7 +10,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <ctime>
 #include <functional>
 #include <iomanip>
@@ -21,6 +20,7 @@
 
 #include "nn/checkpoint.h"
 #include "speculative/dflash.h"
+#include "tensor/ops.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "tools/options.h"
@@ -111,18 +111,14 @@ void run_step_bench(const StepOptions& o) {
   std::vector<double> adamw_s;
   for (size_t i = 0; i < forward_s.size(); ++i)
     adamw_s.push_back(t.wall[i] - forward_s[i] - backward_s[i]);
-  // sqrt(sum over every weight of (now - initial)^2): what all reps + 1 updates moved.
-  double moved = 0;
+  // The norm of (now - initial) over every weight: what all reps + 1 updates moved.
+  std::vector<Tensor> moved;
   const std::vector<Var> params = model->parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::vector<double> now = params[i].value().to(DType::f64).to_vector<double>();
-    const std::vector<double> was = initial[i].to(DType::f64).to_vector<double>();
-    for (size_t j = 0; j < now.size(); ++j) moved += (now[j] - was[j]) * (now[j] - was[j]);
-  }
+  for (size_t i = 0; i < params.size(); ++i) moved.push_back(sub(params[i].value(), initial[i]));
   std::cout << "model " << o.model << ": " << model->num_parameters() << " parameters, batch "
             << ids.size(0) << " x " << ids.size(1) << "\n"
             << "loss " << loss_value << "\n"
-            << "update_norm " << std::setprecision(9) << std::sqrt(moved) << std::setprecision(6)
+            << "update_norm " << std::setprecision(9) << global_norm(moved) << std::setprecision(6)
             << "\n"
             << "forward " << bench::median(forward_s) << " s, backward "
             << bench::median(backward_s) << " s, adamw " << bench::median(adamw_s)

@@ -39,7 +39,8 @@ AdamWScalars adamw_scalars(const AdamWParams& hp) {
           .one_minus_beta2 = static_cast<float>(1.0 - hp.beta2),
           .step_size = static_cast<float>(hp.lr / (1.0 - std::pow(hp.beta1, step))),
           .bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, step))),
-          .eps = static_cast<float>(hp.eps)};
+          .eps = static_cast<float>(hp.eps),
+          .grad_scale = static_cast<float>(hp.grad_scale)};
 }
 
 std::vector<float> rope_inv_freq(int64_t head_dim, double theta) {

@@ -16,6 +16,9 @@ const char* binary_op_name(BinaryOp op);  // "add", ...
 struct AdamWParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   int64_t step = 1;  // 1-based step number used for bias correction
+  // Every gradient is multiplied by this before the update: the loss normalisation and the
+  // clipping coefficient applied in the update's own pass instead of a pass of their own.
+  double grad_scale = 1.0;
 };
 
 // The per-step constants both devices' AdamW kernels derive from AdamWParams (in f64, then f32),
@@ -26,6 +29,7 @@ struct AdamWScalars {
   float step_size;   // lr / (1 - beta1^step)
   float bias2_sqrt;  // sqrt(1 - beta2^step)
   float eps;
+  float grad_scale;
 };
 AdamWScalars adamw_scalars(const AdamWParams& hp);
 

@@ -240,15 +240,19 @@ Tensor kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& s
                        const Tensor& teacher_rows = {}, IndexCheck check = IndexCheck::each_call);
 
 // ---- optimizer
-// ------------------------------------------------------------------------------------ Global L2
+// ----------------------------------------------------------------------------------- Global L2
 // norm of a list of tensors (fp32/fp64 accumulation), as a double on the host.
 double global_norm(const std::vector<Tensor>& tensors);
-// Scales every tensor by min(1, max_norm / (norm + 1e-6)); returns the norm before clipping.
+// The factor clipping to `max_norm` scales gradients of global norm `norm` by:
+// min(1, max_norm / (norm + 1e-6)), and 1 for a non-finite norm (nothing is clipped then).
+double clip_coefficient(double norm, double max_norm);
+// Scales every tensor by clip_coefficient(norm, max_norm); returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
 
-// In place, fp32 master weights and moments: p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)
-// (decoupled decay, torch.optim.AdamW). grad may be f32 or bf16; `compute_copy`, when defined
-// (bf16/f16, same shape), receives the updated parameter cast to its dtype.
+// In place, fp32 master weights and moments: with g = grad * hp.grad_scale,
+// p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p) (decoupled decay, torch.optim.AdamW). grad may
+// be f32 or bf16; `compute_copy`, when defined (bf16/f16, same shape), receives the updated
+// parameter cast to its dtype.
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                 const Tensor& exp_avg_sq, const AdamWParams& hp, const Tensor& compute_copy = {});
 

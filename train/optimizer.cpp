@@ -24,9 +24,15 @@ AdamW::AdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config
   }
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, double grad_scale) {
   ++steps_;
-  AdamWParams hp{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, steps_};
+  const AdamWParams hp{.lr = lr,
+                       .beta1 = config_.beta1,
+                       .beta2 = config_.beta2,
+                       .eps = config_.eps,
+                       .weight_decay = config_.weight_decay,
+                       .step = steps_,
+                       .grad_scale = grad_scale};
   for (Slot& s : slots_) {
     if (!s.param.grad().defined()) continue;
     const Tensor copy = s.master.shares_storage(s.param.value()) ? Tensor() : s.param.value();

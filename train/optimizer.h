@@ -24,9 +24,11 @@ class AdamW {
   AdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config,
         const std::map<std::string, Tensor>& masters = {});
 
-  // One update with learning rate `lr` from the accumulated gradients; parameters without a
-  // gradient are left alone. Counts the update (its bias correction uses the count).
-  void step(double lr);
+  // One update with learning rate `lr` from the accumulated gradients, each multiplied by
+  // `grad_scale` as it is read (normalisation and clipping without a pass of their own);
+  // parameters without a gradient are left alone. Counts the update (its bias correction uses the
+  // count).
+  void step(double lr, double grad_scale = 1.0);
   int64_t steps_taken() const { return steps_; }
 
   // The gradients of every parameter (undefined ones skipped), for norms and clipping.

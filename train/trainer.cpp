@@ -289,7 +289,7 @@ class TrainingRun {
         const double denom = recipe_.mean_denominator(m.weight);
         a.loss += sum / denom / static_cast<double>(G);
         (m.sum * (1.0 / (denom * static_cast<double>(G)))).backward();
-      } else {  // summed over the window, divided by its weight in synchronise()
+      } else {  // summed over the window, divided by its weight (synchronise's scale)
         a.loss += sum;
         m.sum.backward();
       }
@@ -298,8 +298,8 @@ class TrainingRun {
   }
 
   // Sums the gradients, the loss and the counts over the data-parallel ranks and normalises the
-  // gradients and the loss; returns the gradients.
-  std::vector<Tensor> synchronise(Accumulated& a) {
+  // loss; returns the factor that normalises the gradients (applied as the update reads them).
+  double synchronise(Accumulated& a) {
     const int64_t world = comm_.world_size();
     if (buckets_) {
       const auto start = Clock::now();
@@ -313,7 +313,6 @@ class TrainingRun {
       a.finite = sums[3] == 0;
       window_.comm_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     }
-    std::vector<Tensor> grads = optimizer_.grads();
     double scale = 1.0;
     if (c_.loss_normalization == LossNormalization::tokens) {
       scale = 1.0 / recipe_.mean_denominator(a.weight);
@@ -322,23 +321,24 @@ class TrainingRun {
       scale = 1.0 / static_cast<double>(world);
       a.loss *= scale;
     }
-    if (scale != 1.0)
-      for (const Tensor& grad : grads) grad.copy_(binary_scalar(BinaryOp::mul, grad, scale));
-    return grads;
+    return scale;
   }
 
   // One optimizer step: accumulation, synchronisation, clipping, the non-finite guard, the update.
+  // The gradients are read twice, once for their norm and once by the update, which applies the
+  // normalisation and the clipping coefficient as it reads them.
   Step optimizer_step() {
     recipe_.begin_step(state_.step, total_);
     Accumulated a = accumulate();
-    const std::vector<Tensor> grads = synchronise(a);
+    const double scale = synchronise(a);
     Step step;
     step.loss = a.loss;
-    step.grad_norm =
-        c_.max_grad_norm > 0 ? clip_grad_norm(grads, c_.max_grad_norm) : global_norm(grads);
+    step.grad_norm = scale * global_norm(optimizer_.grads());
+    const double clip =
+        c_.max_grad_norm > 0 ? clip_coefficient(step.grad_norm, c_.max_grad_norm) : 1.0;
     step.lr = c_.optimizer.lr * lr_multiplier(state_.step, warmup_, total_, c_.min_lr_ratio);
     if (a.finite && std::isfinite(step.grad_norm)) {
-      optimizer_.step(step.lr);
+      optimizer_.step(step.lr, scale * clip);
       consecutive_skips_ = 0;
     } else {
       ++state_.skipped_steps;

@@ -31,7 +31,7 @@ void adamw_loop(float* __restrict p, const G* __restrict grad, float* __restrict
   const AdamWScalars s = scalars;
 #pragma omp parallel for simd if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = convert<float>(grad[i]);
+    const float g = convert<float>(grad[i]) * s.grad_scale;
     const float decayed = p[i] * s.decay;                    // decoupled weight decay
     const float mi = m[i] + s.one_minus_beta1 * (g - m[i]);  // torch's lerp(m, g, 1 - beta1)
     const float vi = v[i] * s.beta2 + s.one_minus_beta2 * g * g;

@@ -43,7 +43,7 @@ __global__ void adamw_kernel(float* __restrict__ p, const G* __restrict__ grad,
                              int64_t n, AdamWScalars s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = to_float(grad[i]);
+    const float g = to_float(grad[i]) * s.grad_scale;
     const float mi = m[i] + s.one_minus_beta1 * (g - m[i]);  // torch's lerp(m, g, 1 - beta1)
     const float vi = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
     const float denom = ::sqrt(vi) / s.bias2_sqrt + s.eps;

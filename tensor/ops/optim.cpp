@@ -36,6 +36,11 @@ double global_norm(const std::vector<Tensor>& tensors) {
   return std::sqrt(total);
 }
 
+double clip_coefficient(double norm, double max_norm) {
+  const double coef = max_norm / (norm + 1e-6);
+  return std::isfinite(norm) && coef < 1.0 ? coef : 1.0;
+}
+
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   for (size_t i = 0; i < grads.size(); ++i)
     if (grads[i].defined() && !grads[i].is_contiguous())
@@ -43,7 +48,7 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
            "gradient " + std::to_string(i) + " must be contiguous (it is scaled in place)");
   const double norm = global_norm(grads);
   // A non-finite norm leaves the gradients untouched; the caller sees it in the returned norm.
-  const double coef = max_norm / (norm + 1e-6);
+  const double coef = clip_coefficient(norm, max_norm);
   if (coef < 1.0)
     for (const Tensor& g : grads) {
       if (g.numel() == 0) continue;
@@ -85,6 +90,8 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
     check_dtype(compute_copy, "compute_copy", DType::bf16, DType::f16);
   }
   if (hp.step < 1) fail(op, "step must be >= 1, got " + std::to_string(hp.step));
+  if (!std::isfinite(hp.grad_scale) || hp.grad_scale < 0)
+    fail(op, "grad_scale must be finite and >= 0, got " + std::to_string(hp.grad_scale));
   if (param.numel() > 0)
     SPRIG_DISPATCH(param.device(), adamw, param, grad, exp_avg, exp_avg_sq, compute_copy, hp);
 }

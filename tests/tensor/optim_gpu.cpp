@@ -60,7 +60,8 @@ TEST(AdamWGpu, MatchesCpuOverThreeSteps) {
                              .beta2 = 0.95,
                              .eps = 1e-8,
                              .weight_decay = 0.1,
-                             .step = step};
+                             .step = step,
+                             .grad_scale = step == 2 ? 0.3 : 1.0};  // step 2: a clipped one
         const Tensor g = rand_uniform(shape, -1, 1, 20 + step, grad_dt);
         adamw_step(p, g, m, v, hp);
         adamw_step(gp, to_cuda(g), gm, gv, hp, gcopy);

@@ -56,6 +56,14 @@ TEST(ClipGradNorm, LeavesGradientsBelowMaxNorm) {
   EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{3, 4}));
 }
 
+TEST(ClipGradNorm, CoefficientIsOneBelowMaxNormAndForNonFiniteNorms) {
+  EXPECT_DOUBLE_EQ(clip_coefficient(5.0, 1.0), 1.0 / (5.0 + 1e-6));
+  EXPECT_EQ(clip_coefficient(5.0, 5.5), 1.0);
+  EXPECT_EQ(clip_coefficient(0.0, 1.0), 1.0);
+  EXPECT_EQ(clip_coefficient(INFINITY, 1.0), 1.0);
+  EXPECT_EQ(clip_coefficient(NAN, 1.0), 1.0);
+}
+
 TEST(ClipGradNorm, RejectsNonContiguousGradients) {
   EXPECT_TRUE(throws_invalid(
       [&] {
@@ -112,12 +120,31 @@ TEST(AdamW, Bf16GradientAndComputeCopy) {
   EXPECT_TRUE(all_close(copy, p2.to(DType::bf16), 0.0));
 }
 
+TEST(AdamW, GradScaleMultipliesTheGradientAsItIsRead) {
+  // 0.25 is exact in fp32: the scaled update equals the update of the pre-scaled gradient bit for
+  // bit, and the gradient itself is left as it was.
+  const AdamWParams hp{.lr = 0.01, .weight_decay = 0.01, .step = 2};
+  const Tensor g = rand_normal({9}, 6);
+  const Tensor p1 = rand_normal({9}, 7), m1 = rand_normal({9}, 8), v1 = rand_uniform({9}, 0, 1, 9);
+  const Tensor p2 = p1.clone(), m2 = m1.clone(), v2 = v1.clone(), g_before = g.clone();
+  AdamWParams scaled = hp;
+  scaled.grad_scale = 0.25;
+  adamw_step(p1, g, m1, v1, scaled);
+  adamw_step(p2, binary_scalar(BinaryOp::mul, g, 0.25), m2, v2, hp);
+  EXPECT_TRUE(all_close(p1, p2, 0.0));
+  EXPECT_TRUE(all_close(m1, m2, 0.0));
+  EXPECT_TRUE(all_close(v1, v2, 0.0));
+  EXPECT_TRUE(all_close(g, g_before, 0.0));
+}
+
 TEST(AdamW, RejectsBadInputs) {
   const Tensor p = Tensor::zeros({3}), m = Tensor::zeros({3}), v = Tensor::zeros({3});
   EXPECT_TRUE(throws_invalid([&] { adamw_step(p.to(DType::bf16), p, m, v, {}); },
                              "[adamw_step] param must be f32, got bf16"));
   EXPECT_TRUE(throws_invalid([&] { adamw_step(p, Tensor::zeros({4}), m, v, {}); },
                              "[adamw_step] grad must have shape [3], got [4]"));
+  EXPECT_TRUE(throws_invalid([&] { adamw_step(p, p, m, v, {.grad_scale = NAN}); },
+                             "[adamw_step] grad_scale must be finite and >= 0, got nan"));
   EXPECT_TRUE(throws_invalid([&] { adamw_step(p, p.to(DType::f16), m, v, {}); },
                              "[adamw_step] grad must be f32 or bf16, got f16"));
   EXPECT_TRUE(throws_invalid([&] { adamw_step(p, p, m, v, {}, Tensor::zeros({3})); },

@@ -1,10 +1,11 @@
 // CPU rotary embedding (rotate-half layout), forward and its inverse rotation (the backward).
-// x, y [B, T, nH, D], pos [B, T]. cos/sin in fp32 as HF computes them, rounded to x's dtype, once
-// per distinct position.
+// x, y [B, T, nH, D], pos [B, T]. cos/sin in fp32 as HF computes them (vectorised), rounded to x's
+// dtype, once per distinct position.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "tensor/cpu/eigen_arrays.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/strided.h"
 
@@ -28,18 +29,25 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
     using A = acc_t<T>;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
-    // HF: freqs = float(pos) * inv_freq in fp32; cos/sin in fp32 (evaluated in f64 and rounded,
-    // as the CUDA twin does), then cast to x's dtype.
-    std::vector<A> cosines(static_cast<size_t>(P * half)), sines(static_cast<size_t>(P * half));
-#pragma omp parallel for if (P * half > kParallelGrain / 16)
+    // HF: freqs = float(pos) * inv_freq in fp32, cos/sin in fp32, then cast to x's dtype. The
+    // fp32 cos/sin are Eigen's vectorised ones (docs/architecture.md: within 2^-23 of the exact
+    // value), over one aligned table padded to whole vectors, so every angle takes the vector path.
+    const int64_t n = P * half, padded = (n + 15) / 16 * 16;
+    ScratchBuffer<float> angle(static_cast<size_t>(padded), 0.0f), cos32(angle.size()),
+        sin32(angle.size());
     for (int64_t p = 0; p < P; ++p)
-      for (int64_t i = 0; i < half; ++i) {
-        const float freq = static_cast<float>(distinct[p]) * inv_freq[i];
-        const A s = round_to<T>(A(static_cast<float>(std::sin(static_cast<double>(freq)))));
-        cosines[p * half + i] =
-            round_to<T>(A(static_cast<float>(std::cos(static_cast<double>(freq)))));
-        sines[p * half + i] = inverse ? -s : s;
-      }
+      for (int64_t i = 0; i < half; ++i)
+        angle[p * half + i] = static_cast<float>(distinct[p]) * inv_freq[i];
+    for_each_block(padded, kParallelGrain / 16, [&](int64_t off, int64_t len) {
+      const ConstArrayMap<float> a(angle.data() + off, len);
+      ArrayMap<float>(cos32.data() + off, len) = a.cos();
+      ArrayMap<float>(sin32.data() + off, len) = a.sin();
+    });
+    std::vector<A> cosines(static_cast<size_t>(n)), sines(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      cosines[k] = round_to<T>(A(cos32[k]));
+      sines[k] = round_to<T>(A(inverse ? -sin32[k] : sin32[k]));
+    }
 #pragma omp parallel for if (x.numel() > kParallelGrain)
     for (int64_t tok = 0; tok < tokens; ++tok) {
       const A* c = cosines.data() + slot[tok] * half;

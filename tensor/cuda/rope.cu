@@ -1,8 +1,9 @@
 // CUDA rotary embedding, rotate-half layout (twin of tensor/cpu/rope.cpp).
 // Layout: x, y [B, T, nH, D] contiguous, pos [B, T] i32/i64. One block per token: its threads first
-// compute the token's D/2 (cos, sin) pairs into shared memory exactly as the CPU does (fp32 angle
-// float(pos) * inv_freq, cos/sin evaluated in f64 and rounded to fp32, then to x's dtype as HF
-// does), then rotate every head of the token. The inverse rotation (backward) negates sin.
+// compute the token's D/2 (cos, sin) pairs into shared memory as the CPU does (fp32 angle
+// float(pos) * inv_freq, cos/sin evaluated in f64 and rounded to fp32, where the CPU's vectorised
+// fp32 ones are within 2^-23, then to x's dtype as HF does), then rotate every head of the token.
+// The inverse rotation (backward) negates sin.
 #include <algorithm>
 #include <string>
 

@@ -198,7 +198,8 @@ void pre_tokenize(const Tokenizer::Impl& t, size_t step, std::string_view piece,
     encode_word(t, piece, out);
     return;
   }
-  t.steps[step].regex.split(piece, [&](std::string_view sub) { pre_tokenize(t, step + 1, sub, out); });
+  t.steps[step].regex.split(piece,
+                            [&](std::string_view sub) { pre_tokenize(t, step + 1, sub, out); });
 }
 
 // A piece between raw added tokens: normalized, split around the normalized added tokens, then
@@ -239,8 +240,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
-std::vector<std::vector<int32_t>> Tokenizer::encode_batch(const std::vector<std::string_view>& texts,
-                                                          int threads) const {
+std::vector<std::vector<int32_t>> Tokenizer::encode_batch(
+    const std::vector<std::string_view>& texts, int threads) const {
   std::vector<std::vector<int32_t>> out(texts.size());
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), texts.size()));

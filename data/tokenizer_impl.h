@@ -24,11 +24,14 @@ class MergeTable {
   void build(const std::vector<std::pair<uint64_t, Merge>>& merges);
   Merge find(int32_t left, int32_t right) const;
   static uint64_t key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
 
  private:
-  size_t slot(uint64_t k) const { return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_); }
+  size_t slot(uint64_t k) const {
+    return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
   std::vector<uint64_t> keys_;
   std::vector<Merge> values_;
   int shift_ = 64;

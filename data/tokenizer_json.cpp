@@ -36,7 +36,7 @@ const json& member(const json& object, const char* key, const std::string& name,
 bool flag(const json& object, const char* key, bool fallback, const Problem& fail) {
   const auto it = object.find(key);
   if (it == object.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) fail("\"" + std::string(key) + "\" must be true or false, got " + it->dump());
+  if (!it->is_boolean()) fail(std::string(key) + " must be true or false, got " + it->dump());
   return it->get<bool>();
 }
 
@@ -83,7 +83,8 @@ void load_pre_tokenizer(const json& pre, Tokenizer::Impl& t, bool& byte_level,
     if (byte_level) fail("a Split pre-tokenizer after ByteLevel is not supported");
     const json& pattern = member(pre, "pattern", "the Split pre-tokenizer", fail);
     const bool literal = pattern.contains("String");
-    const json& text = literal ? pattern["String"] : member(pattern, "Regex", "Split.pattern", fail);
+    const json& text =
+        literal ? pattern["String"] : member(pattern, "Regex", "Split.pattern", fail);
     if (!text.is_string()) fail("Split.pattern must hold a string, got " + pattern.dump());
     const json behavior = pre.value("behavior", json("Isolated"));
     if (behavior != "Isolated")
@@ -241,7 +242,8 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& where) 
   load_normalizer(root.value("normalizer", json()), *impl, fail);
   bool byte_level = false;
   load_pre_tokenizer(root.value("pre_tokenizer", json()), *impl, byte_level, fail);
-  if (!byte_level) fail("the pre-tokenizer has no ByteLevel step (only byte-level BPE is supported)");
+  if (!byte_level)
+    fail("the pre-tokenizer has no ByteLevel step (only byte-level BPE is supported)");
   check_decoder(root.value("decoder", json()), fail);
   load_added_tokens(root.value("added_tokens", json()), *impl, fail);
   build_decode_table(*impl);
@@ -250,7 +252,8 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& where) 
 
 Tokenizer Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
-  const std::string file = fs::is_directory(path) ? (fs::path(path) / "tokenizer.json").string() : path;
+  const std::string file =
+      fs::is_directory(path) ? (fs::path(path) / "tokenizer.json").string() : path;
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::invalid_argument("[tokenizer] cannot open " + file);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -37,8 +37,8 @@ size_t sequence_length(const unsigned char* s, size_t n, size_t i, size_t& bad) 
     return 0;
   }
   for (size_t k = 1; k <= need; ++k) {
-    const bool in_range = i + k < n && s[i + k] >= (k == 1 ? lo : 0x80) &&
-                          s[i + k] <= (k == 1 ? hi : 0xBF);
+    const bool in_range =
+        i + k < n && s[i + k] >= (k == 1 ? lo : 0x80) && s[i + k] <= (k == 1 ? hi : 0xBF);
     if (!in_range) {
       bad = k;
       return 0;
@@ -104,8 +104,8 @@ char32_t previous_code_point(std::string_view text, size_t& i) {
 
 bool is_unicode_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 std::string nfc(std::string_view text) {

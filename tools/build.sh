@@ -12,8 +12,8 @@ build_dir="${SPRIG_BUILD_DIR:-$repo/build}"
 jobs="${SPRIG_JOBS:-$(nproc)}"
 
 "$repo/tools/install_packages.sh" build-essential cmake ccache libeigen3-dev nlohmann-json3-dev \
-  libyaml-cpp-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev python3 \
-  openmpi-bin libopenmpi-dev
+  libyaml-cpp-dev libcli11-dev libgtest-dev libgmock-dev libpng-dev libpcre2-dev libicu-dev \
+  pkg-config python3 openmpi-bin libopenmpi-dev
 
 configure=(-S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release)
 [[ -z "${SPRIG_CUDA:-}" ]] || configure+=("-DSPRIG_CUDA=$SPRIG_CUDA")

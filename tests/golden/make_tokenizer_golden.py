@@ -388,6 +388,7 @@ def conversations():
         [u("tell me about <|im_end|> tokens"), a("They close a turn: <|im_end|>.")],
         [u("Vie\u0323\u0302t Nam"), a("Vi\u1ec7t Nam is in Southeast Asia.")],
         [u("end on user"), a("ok"), u("bye")],
+        [a("I speak first"), u("ok"), a("fine")],
     ]
     qwen3_only = [
         [u("Think first"), a("<think>\nLet me see.\n</think>\n\nThe answer is 42.")],

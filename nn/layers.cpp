@@ -42,6 +42,12 @@ QwenMLP::QwenMLP(int64_t hidden, int64_t intermediate, double init_std, Generato
       down_proj(register_module(
           "down_proj", std::make_unique<Linear>(intermediate, hidden, false, init_std, gen))) {}
 
+Tensor GRU::step(const Tensor& x, const Tensor& h) const {
+  return gru_cell(matmul(x, weight_ih_l0.value(), false, true),
+                  matmul(h, weight_hh_l0.value(), false, true), h)
+      .h;
+}
+
 GRU::GRU(int64_t input_size, int64_t hidden_size_, Generator& gen) : hidden_size(hidden_size_) {
   if (input_size < 1 || hidden_size < 1)
     throw std::invalid_argument("[GRU] input_size and hidden_size must be positive, got " +

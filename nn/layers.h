@@ -53,6 +53,8 @@ class GRU : public Module {
  public:
   GRU(int64_t input_size, int64_t hidden_size, Generator& gen);
   Var forward(const Var& x) const { return gru(x, weight_ih_l0, weight_hh_l0); }
+  // One step without a graph: the state after x [R, input_size] from state h [R, hidden_size].
+  Tensor step(const Tensor& x, const Tensor& h) const;
 
   Var weight_ih_l0, weight_hh_l0;  // [3G, input_size], [3G, G]; row blocks r, z, n
   int64_t hidden_size;

@@ -58,24 +58,52 @@ QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
   }
 }
 
-Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv, const Tensor& kv_pos,
-                           const std::shared_ptr<const AttentionMask>& mask, KVCache* cache) const {
-  const int64_t B = xq.size(0), Tq = xq.size(1), Tk = xkv.size(1), D = config_.head_dim;
-  const int64_t nH = config_.num_heads, nKV = config_.num_kv_heads;
-  Var q = reshape(q_proj.forward(xq), {B, Tq, nH, D});    // (B, Tq, nH, D)
+void KVCache::truncate(int64_t new_length) {
+  if (new_length < 0 || new_length > length())
+    throw std::invalid_argument("[kv cache] cannot keep " + std::to_string(new_length) +
+                                " positions of " + std::to_string(length()));
+  for (std::vector<Tensor>* entries : {&k, &v})
+    for (Tensor& t : *entries)
+      if (t.defined()) t = t.narrow(1, 0, new_length);
+}
+
+std::pair<Var, Var> QwenAttention::keys_values(const Var& xkv, const Tensor& kv_pos) const {
+  const int64_t B = xkv.size(0), Tk = xkv.size(1), D = config_.head_dim;
+  const int64_t nKV = config_.num_kv_heads;
   Var k = reshape(k_proj.forward(xkv), {B, Tk, nKV, D});  // (B, Tk, nKV, D)
   Var v = reshape(v_proj.forward(xkv), {B, Tk, nKV, D});
-  if (q_norm) {  // Qwen3: per-head RMSNorm over D, before RoPE
-    q = q_norm->forward(q);
-    k = k_norm->forward(k);
+  if (k_norm) k = k_norm->forward(k);  // Qwen3: per-head RMSNorm over D, before RoPE
+  return {rope(k, kv_pos, config_.rope_theta), v};
+}
+
+std::pair<Tensor, Tensor> QwenAttention::store(KVCache& cache, const Var& k, const Var& v) const {
+  const auto index = static_cast<size_t>(layer_);
+  if (cache.k.size() <= index) {
+    cache.k.resize(index + 1);
+    cache.v.resize(index + 1);
   }
+  Tensor& ck = cache.k[index];
+  Tensor& cv = cache.v[index];
+  ck = ck.defined() ? concat({ck, k.value()}, 1) : k.value().contiguous();
+  cv = cv.defined() ? concat({cv, v.value()}, 1) : v.value().contiguous();
+  return {ck, cv};
+}
+
+void QwenAttention::append_keys_values(const Var& xkv, const Tensor& kv_pos, KVCache& cache) const {
+  const auto [k, v] = keys_values(xkv, kv_pos);
+  store(cache, k, v);
+}
+
+Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv, const Tensor& kv_pos,
+                           const std::shared_ptr<const AttentionMask>& mask, KVCache* cache) const {
+  const int64_t B = xq.size(0), Tq = xq.size(1), D = config_.head_dim;
+  const int64_t nH = config_.num_heads;
+  Var q = reshape(q_proj.forward(xq), {B, Tq, nH, D});  // (B, Tq, nH, D)
+  if (q_norm) q = q_norm->forward(q);
   q = rope(q, q_pos, config_.rope_theta);
-  k = rope(k, kv_pos, config_.rope_theta);
+  auto [k, v] = keys_values(xkv, kv_pos);
   if (cache) {  // decoding: attend to [cached | new] keys, no graph
-    Tensor& ck = cache->k[static_cast<size_t>(layer_)];
-    Tensor& cv = cache->v[static_cast<size_t>(layer_)];
-    ck = ck.defined() ? concat({ck, k.value()}, 1) : k.value().contiguous();
-    cv = cv.defined() ? concat({cv, v.value()}, 1) : v.value().contiguous();
+    const auto [ck, cv] = store(*cache, k, v);
     k = Var(ck);
     v = Var(cv);
   }
@@ -125,17 +153,13 @@ Var run_layer(const QwenModel& model, size_t layer, const Var& x, const QwenInpu
 }  // namespace
 
 Var QwenModel::forward(const QwenInput& in, KVCache* cache) const {
-  if (cache && cache->k.empty()) {
-    cache->k.resize(layers.size());
-    cache->v.resize(layers.size());
-  }
   Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
   for (size_t i = 0; i < layers.size(); ++i) x = run_layer(*this, i, x, in, cache);
   return norm->forward(x);
 }
 
 std::vector<Var> QwenModel::layer_outputs(const QwenInput& in, const std::vector<int64_t>& ids,
-                                          Var* final_hidden) const {
+                                          Var* final_hidden, KVCache* cache) const {
   const auto L = static_cast<int64_t>(layers.size());
   int64_t deepest = -1;
   for (int64_t id : ids) {
@@ -144,11 +168,11 @@ std::vector<Var> QwenModel::layer_outputs(const QwenInput& in, const std::vector
                                   std::to_string(L) + ")");
     deepest = std::max(deepest, id);
   }
-  const int64_t last = final_hidden ? L - 1 : deepest;
+  const int64_t last = final_hidden || cache ? L - 1 : deepest;
   std::vector<Var> out(ids.size());
   Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
   for (int64_t i = 0; i <= last; ++i) {
-    x = run_layer(*this, static_cast<size_t>(i), x, in, nullptr);
+    x = run_layer(*this, static_cast<size_t>(i), x, in, cache);
     for (size_t j = 0; j < ids.size(); ++j)
       if (ids[j] == i) out[j] = x;
   }

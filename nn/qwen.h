@@ -24,6 +24,9 @@ namespace sprig {
 struct KVCache {
   std::vector<Tensor> k, v;  // per layer: (B, T_past, nKV, D)
   int64_t length() const { return k.empty() || !k[0].defined() ? 0 : k[0].size(1); }
+  // Keeps the first `length` positions of every layer (speculative decoding rolls rejected tokens
+  // back); throws "[kv cache] ..." when the cache holds fewer.
+  void truncate(int64_t length);
 };
 
 // The settings of one attention layer, copied from its model's config.
@@ -45,12 +48,20 @@ class QwenAttention : public Module {
   // [cached | new] keys.
   Var forward(const Var& xq, const Tensor& q_pos, const Var& xkv, const Tensor& kv_pos,
               const std::shared_ptr<const AttentionMask>& mask, KVCache* cache = nullptr) const;
+  // Appends the keys and values of xkv (B, Tk, H) at kv_pos (B, Tk) to `cache` without attending
+  // (a draft's context rows in speculative decoding).
+  void append_keys_values(const Var& xkv, const Tensor& kv_pos, KVCache& cache) const;
   const AttentionConfig& config() const { return config_; }
 
   Linear &q_proj, &k_proj, &v_proj, &o_proj;
   RMSNorm *q_norm = nullptr, *k_norm = nullptr;  // Qwen3 only
 
  private:
+  // Keys and values (B, Tk, nKV, D) of xkv: projected, k-normed (Qwen3) and rotated.
+  std::pair<Var, Var> keys_values(const Var& xkv, const Tensor& kv_pos) const;
+  // Appends k and v to this layer's entries of `cache`; returns the entries.
+  std::pair<Tensor, Tensor> store(KVCache& cache, const Var& k, const Var& v) const;
+
   AttentionConfig config_;
   int64_t layer_;
 };
@@ -87,8 +98,9 @@ class QwenModel : public Module {
   // before the final norm), in the list's order. Runs the layers up to the deepest one listed, or
   // every layer and the final norm when `final_hidden` is given (set to what forward() returns).
   // Throws "[qwen] layer id ... outside [0, L)".
+  // With `cache`, every layer runs and appends the keys and values of in's tokens to it.
   std::vector<Var> layer_outputs(const QwenInput& in, const std::vector<int64_t>& layers,
-                                 Var* final_hidden = nullptr) const;
+                                 Var* final_hidden = nullptr, KVCache* cache = nullptr) const;
 
   Embedding& embed_tokens;
   std::vector<QwenDecoderLayer*> layers;

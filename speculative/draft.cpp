@@ -231,6 +231,26 @@ DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
       std::make_unique<Linear>(h.emb_dim, config_.layers.vocab_size, false, init, gen));
 }
 
+void DFlashDraft::extend_context(const Tensor& target_hidden, const Tensor& positions,
+                                 KVCache& cache) const {
+  const Var context = hidden_norm.forward(fc.forward(Var(target_hidden)));  // (1, m, H)
+  for (const QwenDecoderLayer* layer : layers)
+    layer->self_attn.append_keys_values(context, positions, cache);
+}
+
+Var DFlashDraft::decode_block(const Var& noise, const Tensor& positions, KVCache& cache) const {
+  const int64_t S = cache.length(), Q = noise.size(1);
+  // Query row 0 sits at key position S: the context rectangle's band starts there.
+  Mask mask{Q, S + Q, {}};
+  if (S > 0) mask.rects.push_back({0, Q, 0, S, RectKind::full, config_.sliding_window, S});
+  mask.rects.push_back({0, Q, S, S + Q, config_.causal ? RectKind::causal : RectKind::full});
+  const LayerInput in{positions, positions, compile_attention_mask(BatchMask(mask)), Var(), &cache};
+  Var h = noise;
+  for (const QwenDecoderLayer* layer : layers) h = layer->forward(h, in);
+  cache.truncate(S);  // the block's own keys and values go
+  return norm->forward(h);
+}
+
 Var DFlashDraft::domino_features(const Var& hidden, const Var& state) const {
   if (!embed_proj_in) throw std::logic_error("[draft] domino_features of a draft without the head");
   return silu(embed_proj_in->forward(concat({hidden, state}, 1)));

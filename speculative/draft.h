@@ -94,6 +94,14 @@ class DFlashDraft : public Module {
   // block mask [Q, S + Q].
   Var forward(const Var& noise, const Var& target_hidden, const Tensor& positions,
               const std::shared_ptr<const AttentionMask>& mask) const;
+  // Decoding (docs/semantics.md §13), one sequence, no graph. extend_context projects the
+  // target's hidden states (1, m, L * H) of newly committed tokens at `positions` (1, m) and
+  // appends every layer's keys and values to `cache`, once per token. decode_block returns the
+  // final hidden states (1, Q, H) of block slots with embeddings `noise` (1, Q, H) at `positions`
+  // (1, Q): they attend to the whole cached context (within the sliding window) and to the block
+  // (causally for an in-block causal draft); the cache is left as it was.
+  void extend_context(const Tensor& target_hidden, const Tensor& positions, KVCache& cache) const;
+  Var decode_block(const Var& noise, const Tensor& positions, KVCache& cache) const;
   // Domino's logit correction features: silu(embed_proj.0(concat(hidden, state))) (rows, E) of
   // slot states (rows, H) and GRU states (rows, G); the logits add them @ embed_proj.2^T.
   Var domino_features(const Var& hidden, const Var& state) const;

@@ -1,0 +1,190 @@
+#include "speculative/spec_decode.h"
+
+#include <chrono>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "nn/qwen_input.h"
+
+namespace sprig::speculative {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("[spec-decode] " + what);
+}
+
+Tensor positions_from(int64_t start, int64_t count, Device device) {
+  std::vector<int64_t> pos(static_cast<size_t>(count));
+  std::iota(pos.begin(), pos.end(), start);
+  return Tensor::from_vector(pos, {1, count}, device);
+}
+
+// The target's view of a run of tokens: its hidden states at the draft's target layers (1, T,
+// L * H), concatenated as the draft was trained on them, and the greedy successor of each token
+// (of the last one only with `last_only`).
+struct TargetStep {
+  Tensor features;
+  std::vector<int64_t> next;
+};
+
+TargetStep run_target(const QwenForCausalLM& target, const std::vector<int64_t>& layers,
+                      const std::vector<int64_t>& ids, KVCache& cache, bool last_only = false) {
+  const QwenInput in =
+      decode_input(ids, cache.length(), target.config(), target.head_weight().device());
+  Var final_hidden;
+  const std::vector<Var> outputs = target.model.layer_outputs(in, layers, &final_hidden, &cache);
+  std::vector<Tensor> captured;
+  for (const Var& o : outputs) captured.push_back(o.value());
+  const int64_t T = final_hidden.size(1);
+  if (last_only) final_hidden = narrow(final_hidden, 1, T - 1, 1);
+  const Tensor logits = target.logits(final_hidden).value();  // (1, T or 1, V)
+  return {concat(captured, 2), argmax(logits.reshape({logits.size(1), logits.size(2)}), 1)
+                                   .to(Device::cpu())
+                                   .to_vector<int64_t>()};
+}
+
+}  // namespace
+
+double SpecDecodeResult::tau() const {
+  if (accepted_per_step.empty()) return 0.0;
+  const double total = std::accumulate(accepted_per_step.begin(), accepted_per_step.end(), 0.0);
+  return total / static_cast<double>(accepted_per_step.size());
+}
+
+std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDraft& draft,
+                                   int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache) {
+  const DraftConfig& c = draft.config();
+  const Device device = target.head_weight().device();
+  std::vector<int64_t> ids(static_cast<size_t>(bs), c.mask_token_id);
+  ids[0] = anchor;
+  const Embedding& embed = target.model.embed_tokens;
+  const Var noise = embed.forward(Tensor::from_vector(ids, {1, bs}, device));
+  const int64_t H = c.layers.hidden_size;
+  const Tensor hidden = draft.decode_block(noise, positions_from(s, bs, device), draft_cache)
+                            .value()
+                            .reshape({bs, H});
+  const Tensor base = target.logits(Var(hidden)).value();  // (bs, V)
+  const auto best = [](const Tensor& row) {                // row (1, V)
+    return static_cast<int64_t>(argmax(row.reshape({-1}), 0).item());
+  };
+  std::vector<int64_t> drafts;
+  if (!c.domino) {  // slot k predicts anchor + k
+    for (int64_t k = 1; k < bs; ++k) drafts.push_back(best(base.narrow(0, k, 1)));
+    return drafts;
+  }
+  // Domino: the GRU reads [anchor, q1, ...] one token at a time; its state after j tokens corrects
+  // the slot proposing draft j (docs/semantics.md §13.2).
+  const DominoHeadConfig& head = *c.domino;
+  const int64_t first = head.shift_label ? 0 : 1;
+  const auto embedded = [&](int64_t id) {
+    return embed.forward(Tensor::from_vector<int64_t>({id}, {1, 1}, device))
+        .value()
+        .reshape({1, H});
+  };
+  Tensor state = draft.prefix_gru->step(
+      embedded(anchor), Tensor::zeros({1, draft.prefix_gru->hidden_size}, hidden.dtype(), device));
+  for (int64_t slot = first; slot < bs; ++slot) {
+    Tensor logits = base.narrow(0, slot, 1);
+    if (slot >= head.first_corrected_slot()) {
+      const Var z(hidden.narrow(0, slot, 1));
+      logits =
+          add(logits, draft.embed_proj_out->forward(draft.domino_features(z, Var(state))).value());
+    }
+    drafts.push_back(best(logits));
+    if (slot + 1 < bs) state = draft.prefix_gru->step(embedded(drafts.back()), state);
+  }
+  return drafts;
+}
+
+int64_t drafts_per_block(const DraftConfig& draft, int64_t block_size) {
+  return draft.domino && draft.domino->shift_label ? block_size : block_size - 1;
+}
+
+SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlashDraft& draft,
+                                      const std::vector<int64_t>& prompt,
+                                      const SpecDecodeOptions& o) {
+  const QwenConfig& tc = target.config();
+  const DraftConfig& dc = draft.config();
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (prompt.empty()) fail("the prompt is empty");
+  for (int64_t id : prompt)
+    if (id < 0 || id >= tc.vocab_size)
+      fail("prompt id " + std::to_string(id) + " is outside the vocabulary [0, " +
+           std::to_string(tc.vocab_size) + ")");
+  const int64_t room = tc.max_position_embeddings - n;
+  if (o.max_new_tokens < 1 || o.max_new_tokens > room)
+    fail("max_new_tokens " + std::to_string(o.max_new_tokens) + " must be in [1, " +
+         std::to_string(room) + "]: max_position_embeddings " +
+         std::to_string(tc.max_position_embeddings) + " less the " + std::to_string(n) +
+         "-token prompt");
+  const int64_t bs = o.block_size == 0 ? dc.block_size : o.block_size;
+  if (bs < 2 || bs > dc.block_size)
+    fail("block size " + std::to_string(bs) + " must be in [2, " + std::to_string(dc.block_size) +
+         "], the draft's block size");
+  if (o.stop_id >= tc.vocab_size)
+    fail("stop id " + std::to_string(o.stop_id) + " is outside the vocabulary [0, " +
+         std::to_string(tc.vocab_size) + ")");
+
+  NoGradGuard no_grad;
+  const Device device = target.head_weight().device();
+  const int64_t drafts_max = drafts_per_block(dc, bs);
+  SpecDecodeResult r;
+  KVCache target_cache, draft_cache;
+  bool stopped = false;
+  // Commits `id` unless the run is over; returns whether it was committed.
+  const auto commit = [&](int64_t id) {
+    if (stopped || static_cast<int64_t>(r.output_ids.size()) >= o.max_new_tokens) return false;
+    r.output_ids.push_back(id);
+    stopped = id == o.stop_id;
+    return true;
+  };
+
+  auto start = Clock::now();
+  TargetStep step = run_target(target, dc.target_layer_ids, prompt, target_cache, true);
+  commit(step.next.back());
+  r.prefill_seconds = seconds_since(start);
+  Tensor pending = step.features;  // target features of committed tokens the draft has not seen
+  int64_t s = n;                   // the anchor's position: committed, not yet run by the target
+  while (!stopped && static_cast<int64_t>(r.output_ids.size()) < o.max_new_tokens) {
+    const int64_t anchor = r.output_ids.back();
+    start = Clock::now();
+    const int64_t m = pending.size(1);
+    draft.extend_context(pending, positions_from(s - m, m, device), draft_cache);
+    std::vector<int64_t> drafts = propose_block(target, draft, anchor, s, bs, draft_cache);
+    r.draft_seconds += seconds_since(start);
+
+    // Never verify past the budget: k drafts and the bonus commit at most k + 1 tokens.
+    const int64_t remaining = o.max_new_tokens - static_cast<int64_t>(r.output_ids.size());
+    drafts.resize(static_cast<size_t>(std::min(drafts_max, remaining - 1)));
+    std::vector<int64_t> block = {anchor};
+    block.insert(block.end(), drafts.begin(), drafts.end());
+    start = Clock::now();
+    step = run_target(target, dc.target_layer_ids, block, target_cache);
+    r.verify_seconds += seconds_since(start);
+
+    int64_t accepted = 0;
+    while (accepted < static_cast<int64_t>(drafts.size()) &&
+           drafts[static_cast<size_t>(accepted)] == step.next[static_cast<size_t>(accepted)])
+      ++accepted;
+    int64_t committed = 0;
+    for (int64_t i = 0; i < accepted && commit(drafts[static_cast<size_t>(i)]); ++i) ++committed;
+    if (commit(step.next[static_cast<size_t>(committed)])) ++committed;
+    r.accepted_per_step.push_back(committed);
+    r.drafted_per_step.push_back(static_cast<int64_t>(drafts.size()));
+    // The anchor and the accepted drafts are now context; the rest of the block rolls back.
+    target_cache.truncate(s + committed);
+    pending = step.features.narrow(1, 0, committed);
+    s += committed;
+  }
+  return r;
+}
+
+}  // namespace sprig::speculative

@@ -1,0 +1,51 @@
+// Greedy speculative decoding of one sequence with a draft of the DFlash family and its target
+// (docs/semantics.md §13): the draft proposes a block from the target's hidden states of the
+// committed tokens, the target verifies the block in one forward, the longest agreeing prefix and
+// the target's own next token are committed, and both caches roll back past the rejection. The
+// output is the target's own greedy decoding; the per-step counts give the true acceptance length.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nn/qwen.h"
+#include "speculative/draft.h"
+
+namespace sprig::speculative {
+
+struct SpecDecodeOptions {
+  int64_t max_new_tokens = 128;
+  int64_t block_size = 0;  // slots per draft block, in [2, the draft's]; 0: the draft's
+  int64_t stop_id = -1;    // stop after committing this id (it is included); < 0: none
+};
+
+struct SpecDecodeResult {
+  std::vector<int64_t> output_ids;         // the new tokens, stop id included
+  std::vector<int64_t> accepted_per_step;  // per verify step: drafts accepted + 1 (the bonus)
+  std::vector<int64_t> drafted_per_step;   // per verify step: drafts the target checked
+  double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0;
+
+  int64_t target_forwards() const { return static_cast<int64_t>(accepted_per_step.size()); }
+  // Tokens committed per verify step (bonus-inclusive); 0 when no step ran.
+  double tau() const;
+};
+
+// Decodes `prompt` (ids of the target's vocabulary) for at most max_new_tokens new tokens. The
+// draft must fit the target (check_draft_fits) and be on its device in its dtype. Throws
+// std::invalid_argument "[spec-decode] ..." for an empty prompt, ids outside the vocabulary, a
+// budget past max_position_embeddings or a block size outside [2, the draft's].
+SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlashDraft& draft,
+                                      const std::vector<int64_t>& prompt,
+                                      const SpecDecodeOptions& options);
+
+// The greedy drafts (drafts_per_block of them) of the block [anchor, MASK x (bs - 1)] at
+// positions s .. s + bs - 1 over the context in `draft_cache` (DFlashDraft::extend_context);
+// Domino's head corrects them one at a time, its GRU reading the drafts themselves.
+std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDraft& draft,
+                                   int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache);
+
+// The number of drafts a block of `block_size` slots proposes: block_size - 1 (slot 0 shows the
+// anchor), or block_size for a Domino draft with shift_label (slot k predicts anchor + 1 + k).
+int64_t drafts_per_block(const DraftConfig& draft, int64_t block_size);
+
+}  // namespace sprig::speculative

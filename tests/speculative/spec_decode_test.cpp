@@ -1,0 +1,196 @@
+// Speculative decoding (docs/semantics.md §13) on the golden target qwen3_tiny with DFlash,
+// JetSpec and Domino (both shift_label settings) drafts: the output is the target's own greedy
+// decoding for every prompt, block size and budget (a budget below the block, a stop id); a draft
+// that agrees with the target is accepted whole, up to the budget; the drafts proposed from the
+// cached context equal the training layout's predictions at the same anchor (the cache, positions
+// and block mask are the trained draft's); and bad arguments are refused.
+#include "speculative/spec_decode.h"
+
+#include <gtest/gtest.h>
+
+#include "nn/generate.h"
+#include "speculative/dflash.h"
+#include "speculative/domino.h"
+#include "speculative/jetspec.h"
+#include "tests/speculative/draft_test_util.h"
+#include "tests/tensor/op_test_util.h"
+
+namespace sprig::speculative {
+namespace {
+
+using namespace testing_rows;
+
+std::unique_ptr<DFlashDraft> variant(DraftKind kind, bool shift_label = true) {
+  auto plain = load_draft(kGolden + "dflash_tiny");
+  DraftConfig c = plain->config();
+  if (kind == DraftKind::jetspec) c.causal = true;
+  if (kind == DraftKind::domino)
+    c.domino = DominoHeadConfig{.emb_dim = 8, .gru_hidden_dim = 6, .shift_label = shift_label};
+  Generator gen(5);
+  auto draft = std::make_unique<DFlashDraft>(c, gen);
+  std::map<std::string, Var> params;
+  for (const auto& [name, p] : draft->named_parameters()) params[name] = p;
+  for (const auto& [name, value] : plain->state_dict()) params.at(name).value().copy_(value);
+  if (draft->embed_proj_out)  // a correction large enough to change drafts
+    for (const Var& w : {draft->embed_proj_in->weight, draft->embed_proj_out->weight})
+      w.value().copy_(testing::rand_normal(w.shape(), 3, w.dtype()));
+  draft->train(false);
+  return draft;
+}
+
+struct Case {
+  const char* name;
+  DraftKind kind;
+  bool shift_label = true;
+};
+const Case kCases[] = {{"dflash", DraftKind::dflash},
+                       {"jetspec", DraftKind::jetspec},
+                       {"domino", DraftKind::domino, true},
+                       {"domino unshifted", DraftKind::domino, false}};
+
+TEST(SpecDecode, OutputIsTheTargetsGreedyDecoding) {
+  const FrozenTarget target = golden_target();
+  const QwenForCausalLM& model = target.model();
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    const auto draft = variant(c.kind, c.shift_label);
+    for (uint64_t seed : {1, 2, 3}) {
+      const std::vector<int64_t> prompt = tokens(seed, 5 + 4 * static_cast<int64_t>(seed));
+      for (int64_t bs : {2, 3, 4})
+        for (int64_t budget : {1, 3, 24}) {
+          SCOPED_TRACE("prompt " + std::to_string(seed) + ", block " + std::to_string(bs) +
+                       ", budget " + std::to_string(budget));
+          const SpecDecodeResult r = speculative_generate(
+              model, *draft, prompt, {.max_new_tokens = budget, .block_size = bs});
+          EXPECT_EQ(r.output_ids, generate_greedy(model, prompt, budget));
+          // Every step commits what it verified at most, and the steps add up to the output
+          // (less the prefill's token).
+          int64_t total = 1;
+          for (size_t i = 0; i < r.accepted_per_step.size(); ++i) {
+            EXPECT_GE(r.accepted_per_step[i], 1);
+            EXPECT_LE(r.accepted_per_step[i], r.drafted_per_step[i] + 1);
+            EXPECT_LE(r.drafted_per_step[i], drafts_per_block(draft->config(), bs));
+            total += r.accepted_per_step[i];
+          }
+          EXPECT_EQ(total, static_cast<int64_t>(r.output_ids.size()));
+        }
+    }
+  }
+}
+
+TEST(SpecDecode, StopsAfterTheStopIdAsGreedyDecodingDoes) {
+  const FrozenTarget target = golden_target();
+  const auto draft = variant(DraftKind::dflash);
+  const std::vector<int64_t> prompt = tokens(4, 9);
+  const std::vector<int64_t> greedy = generate_greedy(target.model(), prompt, 20);
+  const int64_t stop = greedy[5];
+  const SpecDecodeResult r =
+      speculative_generate(target.model(), *draft, prompt, {.max_new_tokens = 20, .stop_id = stop});
+  EXPECT_EQ(r.output_ids, generate_greedy(target.model(), prompt, 20, stop));
+  EXPECT_EQ(r.output_ids.back(), stop);
+}
+
+TEST(SpecDecode, AgreeingDraftIsAcceptedWholeUpToTheBudget) {
+  // Zero final norms: the target and the draft both give all-zero logits, so every greedy token
+  // is id 0 and every draft agrees. Budget 10, prefill 1 token, then blocks commit drafts + 1.
+  const FrozenTarget target = golden_target();
+  target.model().model.norm->weight.value().zero_();
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    const auto draft = variant(c.kind, c.shift_label);
+    draft->norm->weight.value().zero_();
+    if (draft->embed_proj_out) draft->embed_proj_out->weight.value().zero_();
+    const SpecDecodeResult r =
+        speculative_generate(target.model(), *draft, tokens(6, 7), {.max_new_tokens = 10});
+    EXPECT_EQ(r.output_ids, std::vector<int64_t>(10, 0));
+    // bs 4: 3 drafts per block (4 for shifted Domino): 1 + 4 + 4 + 1, or 1 + 5 + 4.
+    const bool four = drafts_per_block(draft->config(), 4) == 4;
+    EXPECT_EQ(r.accepted_per_step,
+              four ? std::vector<int64_t>({5, 4}) : std::vector<int64_t>({4, 4, 1}));
+    EXPECT_DOUBLE_EQ(r.tau(), four ? 4.5 : 3.0);
+  }
+}
+
+TEST(SpecDecode, ProposalsEqualTheTrainingLayoutsPredictions) {
+  // The context reaches the draft's cache in two pieces (as decoding commits it); the block's
+  // drafts must be the argmax of the teacher-forced slot logits at the same anchor on a text
+  // whose tokens after the anchor are the drafts (Domino's GRU then reads what it read when
+  // proposing them).
+  const FrozenTarget target = golden_target();
+  const QwenForCausalLM& model = target.model();
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    const auto draft = variant(c.kind, c.shift_label);
+    const DraftConfig& dc = draft->config();
+    const int64_t bs = dc.block_size, s = 9;
+    const std::vector<int64_t> text = tokens(7, s + 1);  // context [0, s) and the anchor
+    KVCache target_cache, draft_cache;
+    for (const auto& [from, count] : {std::pair<int64_t, int64_t>{0, 6}, {6, s - 6}}) {
+      const std::vector<int64_t> piece(text.begin() + from, text.begin() + from + count);
+      const QwenInput in = decode_input(piece, from, model.config(), Device::cpu());
+      Var final_hidden;
+      std::vector<Tensor> captured;
+      for (const Var& o :
+           model.model.layer_outputs(in, dc.target_layer_ids, &final_hidden, &target_cache))
+        captured.push_back(o.value());
+      std::vector<int64_t> pos(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) pos[i] = from + i;
+      draft->extend_context(concat(captured, 2), Tensor::from_vector(pos, {1, count}), draft_cache);
+    }
+    const std::vector<int64_t> drafts = propose_block(model, *draft, text[s], s, bs, draft_cache);
+    ASSERT_EQ(static_cast<int64_t>(drafts.size()), drafts_per_block(dc, bs));
+    EXPECT_EQ(draft_cache.length(), s);  // the block's rows were dropped
+
+    std::vector<int64_t> forced = text;
+    forced.insert(forced.end(), drafts.begin(), drafts.end());
+    forced.resize(static_cast<size_t>(s + bs + 1), 0);
+    const DraftRows rows = unpacked_row(forced);
+    const Anchors anchors = anchors_at({s});
+    Tensor logits;
+    if (c.kind == DraftKind::domino)
+      domino_loss(target, *draft, rows, anchors, {}, &logits);
+    else if (c.kind == DraftKind::jetspec)
+      jetspec_loss(target, *draft, rows, anchors, {}, &logits);
+    else
+      dflash_loss(target, *draft, rows, anchors, {}, {}, &logits);
+    const std::vector<int64_t> predicted = argmax(logits, 1).to_vector<int64_t>();  // per slot
+    const int64_t first = bs - static_cast<int64_t>(drafts.size());
+    for (size_t j = 0; j < drafts.size(); ++j)
+      EXPECT_EQ(drafts[j], predicted[first + j]) << "draft " << j + 1;
+  }
+}
+
+TEST(SpecDecode, RefusesBadArguments) {
+  const FrozenTarget target = golden_target();
+  const auto draft = variant(DraftKind::dflash);
+  const auto refuses = [&](const std::vector<int64_t>& prompt, const SpecDecodeOptions& o,
+                           const std::string& message) {
+    EXPECT_TRUE(testing::throws_invalid(
+        [&] { speculative_generate(target.model(), *draft, prompt, o); }, message));
+  };
+  refuses({}, {}, "[spec-decode] the prompt is empty");
+  refuses({96}, {}, "[spec-decode] prompt id 96 is outside the vocabulary [0, 96)");
+  refuses({1, 2}, {.max_new_tokens = 127},
+          "[spec-decode] max_new_tokens 127 must be in [1, 126]: max_position_embeddings 128 less "
+          "the 2-token prompt");
+  refuses({1}, {.max_new_tokens = 4, .block_size = 5},
+          "[spec-decode] block size 5 must be in [2, 4], the draft's");
+  refuses({1}, {.max_new_tokens = 4, .block_size = 1},
+          "[spec-decode] block size 1 must be in [2, 4]");
+  refuses({1}, {.max_new_tokens = 4, .stop_id = 96},
+          "[spec-decode] stop id 96 is outside the vocabulary [0, 96)");
+}
+
+TEST(KVCache, TruncateKeepsThePrefixAndRefusesToGrow) {
+  KVCache cache;
+  cache.k = {Tensor::from_vector<float>({1, 2, 3}, {1, 3, 1, 1})};
+  cache.v = {Tensor::from_vector<float>({4, 5, 6}, {1, 3, 1, 1})};
+  cache.truncate(2);
+  EXPECT_EQ(cache.length(), 2);
+  EXPECT_EQ(cache.v[0].to_vector<float>(), (std::vector<float>{4, 5}));
+  EXPECT_TRUE(testing::throws_invalid([&] { cache.truncate(3); },
+                                      "[kv cache] cannot keep 3 positions of 2"));
+}
+
+}  // namespace
+}  // namespace sprig::speculative

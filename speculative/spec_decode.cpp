@@ -104,6 +104,21 @@ std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDr
   return drafts;
 }
 
+std::vector<WholeBlockStep> whole_block_steps(const SpecDecodeResult& r, int64_t prompt_length,
+                                              const DraftConfig& draft, int64_t block_size) {
+  // Whole blocks whose drafts' positions all lie in the text (a stop id may end it sooner).
+  const int64_t drafts = drafts_per_block(draft, block_size);
+  const int64_t length = prompt_length + static_cast<int64_t>(r.output_ids.size());
+  std::vector<WholeBlockStep> steps;
+  int64_t s = prompt_length;
+  for (size_t i = 0; i < r.accepted_per_step.size(); ++i) {
+    if (r.drafted_per_step[i] == drafts && s + std::max(drafts, block_size - 1) < length)
+      steps.push_back({s, r.accepted_per_step[i]});
+    s += r.accepted_per_step[i];
+  }
+  return steps;
+}
+
 int64_t drafts_per_block(const DraftConfig& draft, int64_t block_size) {
   return draft.domino && draft.domino->shift_label ? block_size : block_size - 1;
 }

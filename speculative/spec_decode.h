@@ -44,6 +44,16 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
 std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDraft& draft,
                                    int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache);
 
+// The steps that verified a whole block of drafts inside the text (a stop id may end it sooner):
+// their anchor positions in prompt ++ output and the tokens they committed. There, the
+// teacher-forced acceptance of the same draft on the same text is the step's own
+// (docs/semantics.md §13.3).
+struct WholeBlockStep {
+  int64_t anchor = 0, committed = 0;
+};
+std::vector<WholeBlockStep> whole_block_steps(const SpecDecodeResult& result, int64_t prompt_length,
+                                              const DraftConfig& draft, int64_t block_size);
+
 // The number of drafts a block of `block_size` slots proposes: block_size - 1 (slot 0 shows the
 // anchor), or block_size for a Domino draft with shift_label (slot k predicts anchor + 1 + k).
 int64_t drafts_per_block(const DraftConfig& draft, int64_t block_size);

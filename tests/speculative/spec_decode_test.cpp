@@ -3,7 +3,8 @@
 // decoding for every prompt, block size and budget (a budget below the block, a stop id); a draft
 // that agrees with the target is accepted whole, up to the budget; the drafts proposed from the
 // cached context equal the training layout's predictions at the same anchor (the cache, positions
-// and block mask are the trained draft's); and bad arguments are refused.
+// and block mask are the trained draft's), so every whole-block step accepts what teacher forcing
+// accepts at its anchor; and bad arguments are refused.
 #include "speculative/spec_decode.h"
 
 #include <gtest/gtest.h>
@@ -158,6 +159,58 @@ TEST(SpecDecode, ProposalsEqualTheTrainingLayoutsPredictions) {
     for (size_t j = 0; j < drafts.size(); ++j)
       EXPECT_EQ(drafts[j], predicted[first + j]) << "draft " << j + 1;
   }
+}
+
+// The teacher-forced metrics of `draft` on `text` (supervised from `prompt_length` on) at `at`.
+DraftMetrics teacher_forced(const FrozenTarget& target, const DFlashDraft& draft,
+                            const std::vector<int64_t>& text, int64_t prompt_length,
+                            const std::vector<int64_t>& at) {
+  DraftRows rows = unpacked_row(text);
+  std::vector<int64_t> mask(text.size(), 1);
+  std::fill(mask.begin(), mask.begin() + prompt_length, 0);
+  rows.loss_mask = Tensor::from_vector(mask, {1, static_cast<int64_t>(text.size())});
+  const Anchors anchors = anchors_at(at);
+  switch (draft.config().kind()) {
+    case DraftKind::domino: return domino_loss(target, draft, rows, anchors, {}).metrics;
+    case DraftKind::jetspec: return jetspec_loss(target, draft, rows, anchors, {}).metrics;
+    case DraftKind::dflash: break;
+  }
+  return dflash_loss(target, draft, rows, anchors, {}).metrics;
+}
+
+TEST(SpecDecode, EveryFullStepAcceptsWhatTeacherForcingAcceptsAtItsAnchor) {
+  // Decoding commits drafts + 1 where the teacher-forced block at the same anchor counts its
+  // leading correct slots + 1: the same number, step by step, on the decoded text. With the zeroed
+  // target and Domino's base, slot 0's draft (id 0) is right and the corrected slots decide.
+  for (const bool zeroed : {false, true})
+    for (const Case& c : kCases) {
+      if (zeroed && c.kind != DraftKind::domino) continue;
+      SCOPED_TRACE(std::string(c.name) + (zeroed ? ", zeroed target" : ""));
+      const FrozenTarget target = golden_target();
+      const auto draft = variant(c.kind, c.shift_label);
+      if (zeroed) {
+        target.model().model.norm->weight.value().zero_();
+        draft->norm->weight.value().zero_();
+      }
+      const std::vector<int64_t> prompt = tokens(8, 6);
+      const SpecDecodeResult r =
+          speculative_generate(target.model(), *draft, prompt, {.max_new_tokens = 40});
+      const int64_t bs = draft->config().block_size;
+      std::vector<int64_t> at;
+      int64_t committed = 0, steps = 0;
+      for (const WholeBlockStep& step : whole_block_steps(r, 6, draft->config(), bs)) {
+        at.push_back(step.anchor);
+        committed += step.committed;
+        ++steps;
+      }
+      ASSERT_GT(steps, 5);
+      if (zeroed) EXPECT_GE(committed, 2 * steps);
+      std::vector<int64_t> text = prompt;
+      text.insert(text.end(), r.output_ids.begin(), r.output_ids.end());
+      const DraftMetrics m = teacher_forced(target, *draft, text, 6, at);
+      EXPECT_EQ(m.valid_blocks, steps);
+      EXPECT_EQ(m.accept_len_sum, committed);
+    }
 }
 
 TEST(SpecDecode, RefusesBadArguments) {

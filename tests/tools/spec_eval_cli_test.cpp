@@ -1,0 +1,91 @@
+// `sprig spec-eval` end to end on the golden pair (tests/golden: qwen3_tiny, dflash_tiny): one JSON
+// line per prompt whose output equals `sprig generate`'s, then the aggregate, with the human
+// table on stderr; bad records and options stop with one sentence.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cli_run.h"
+#include "tests/nn/checkpoint_fixtures.h"
+#include "tests/nn/golden_check.h"
+
+namespace sprig {
+namespace {
+
+using json = nlohmann::json;
+using testing::kGoldenDir;
+using testing::run_sprig;
+
+class SpecEvalCli : public ::testing::Test {
+ protected:
+  testing::CliRun spec_eval(const std::string& records, const std::string& args = "") {
+    testing::write_text(input, records);
+    return run_sprig("spec-eval --target " + kGoldenDir + "qwen3_tiny --draft " + kGoldenDir +
+                         "dflash_tiny --input " + input + " " + args,
+                     tmp.path);
+  }
+
+  testing::NamedTempDir tmp{"spec_eval_cli"};
+  std::string input = tmp.path + "/prompts.jsonl";
+};
+
+TEST_F(SpecEvalCli, OutputsEqualGreedyDecodingAndTheAggregateFollows) {
+  const std::vector<std::string> prompts = {"3,14,15,92,65", "7,1,8,2,8,18,28,4", "42"};
+  std::string records;
+  for (const std::string& p : prompts) records += "{\"prompt_ids\": [" + p + "]}\n";
+  const testing::CliRun r = spec_eval(records, "--max-new-tokens 10 --block-size 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> lines;
+  std::istringstream out(r.out);
+  for (std::string line; std::getline(out, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), prompts.size() + 1);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const testing::CliRun greedy =
+        run_sprig("generate --device cpu --model " + kGoldenDir +
+                      "qwen3_tiny --max-new-tokens 10 --prompt-ids " + prompts[i],
+                  tmp.path);
+    ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+    std::string ids;
+    for (const json& id : lines[i]["output_ids"]) ids += (ids.empty() ? "" : ",") + id.dump();
+    EXPECT_EQ(ids + "\n", greedy.out);
+    EXPECT_TRUE(lines[i]["lossless"].get<bool>());
+    int64_t committed = 1;  // the prefill's token
+    for (const json& a : lines[i]["accepted_per_step"]) committed += a.get<int64_t>();
+    EXPECT_EQ(committed, 10);
+    EXPECT_EQ(lines[i]["target_forwards"].get<int64_t>(),
+              static_cast<int64_t>(lines[i]["accepted_per_step"].size()));
+  }
+  const json& a = lines.back().at("aggregate");
+  EXPECT_EQ(a["prompts"], 3);
+  EXPECT_EQ(a["lossless_prompts"], 3);
+  EXPECT_EQ(a["new_tokens"], 30);
+  EXPECT_EQ(a["acceptance_by_slot"].size(), 2u);  // block 3: two drafts per step
+  for (const char* key : {"tau", "teacher_forced_accept_len", "speedup", "tokens_per_second",
+                          "verify_step_vs_decode_step", "draft_step_vs_decode_step"})
+    EXPECT_TRUE(a.contains(key)) << key;
+  EXPECT_GE(a["tau"].get<double>(), 1.0);
+  EXPECT_NE(r.err.find("acceptance by draft slot:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("speed-up"), std::string::npos) << r.err;
+}
+
+TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
+  testing::CliRun r = spec_eval("{\"prompt_ids\": [1, 2]}\n{\"input_ids\": [1]}\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(input + ":2: a record needs \"prompt_ids\""), std::string::npos) << r.err;
+  r = spec_eval("{\"prompt_ids\": [1, 96]}\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(":1: prompt id 96 is outside the vocabulary [0, 96)"), std::string::npos)
+      << r.err;
+  r = spec_eval("{\"prompt_ids\": [1]}\n", "--block-size 9 --max-new-tokens 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("block size 9 must be in [2, 4]"), std::string::npos) << r.err;
+  r = spec_eval("", "--max-new-tokens 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no records"), std::string::npos) << r.err;
+  r = spec_eval("{\"prompt_ids\": [1]}\n", "--max-new-tokens 0");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace sprig

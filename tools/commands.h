@@ -14,13 +14,15 @@ void add_bench_step_command(CLI::App& bench);         // tools/bench/step_bench.
 void add_bench_draft_command(CLI::App& bench);        // tools/bench/draft_bench.cpp
 void add_bench_gru_command(CLI::App& bench);          // tools/bench/gru_bench.cpp
 void add_bench_comm_command(CLI::App& bench);         // tools/bench/comm_bench.cpp
+void add_bench_tokenize_command(CLI::App& bench);     // tools/bench/tokenize_bench.cpp
 void add_bench_torch_step_commands(CLI::App& bench);  // tools/bench/step_vs_torch.cpp
 void add_data_command(CLI::App& app);                 // tools/data_command.cpp
 void add_demo_command(CLI::App& app);                 // tools/demo_command.cpp
 void add_eval_command(CLI::App& app);                 // tools/eval_command.cpp
 void add_mask_command(CLI::App& app);                 // tools/mask_command.cpp
-void add_model_commands(CLI::App& app);  // tools/model_commands.cpp: convert, score, generate
-void add_plot_command(CLI::App& app);    // tools/plot_command.cpp
-void add_train_command(CLI::App& app);   // tools/train_command.cpp
+void add_model_commands(CLI::App& app);     // tools/model_commands.cpp: convert, score, generate
+void add_plot_command(CLI::App& app);       // tools/plot_command.cpp
+void add_spec_eval_command(CLI::App& app);  // tools/spec_eval_command.cpp
+void add_train_command(CLI::App& app);      // tools/train_command.cpp
 
 }  // namespace sprig::tools

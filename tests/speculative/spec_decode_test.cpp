@@ -204,7 +204,9 @@ TEST(SpecDecode, EveryFullStepAcceptsWhatTeacherForcingAcceptsAtItsAnchor) {
         ++steps;
       }
       ASSERT_GT(steps, 5);
-      if (zeroed) EXPECT_GE(committed, 2 * steps);
+      if (zeroed) {
+        EXPECT_GE(committed, 2 * steps);
+      }
       std::vector<int64_t> text = prompt;
       text.insert(text.end(), r.output_ids.begin(), r.output_ids.end());
       const DraftMetrics m = teacher_forced(target, *draft, text, 6, at);

@@ -1,7 +1,9 @@
 // `sprig demo --quick`: every stage runs end to end (pre-training, rollout fine-tuning, the
-// DFlash and the Domino drafts) and says where its outputs are; a directory it did not make is
-// refused untouched.
+// DFlash and the Domino drafts, speculative decoding with each) and says where its outputs are; a
+// directory it did not make is refused untouched.
 #include <gtest/gtest.h>
+
+#include <regex>
 
 #include "tests/cli_run.h"
 #include "tests/nn/checkpoint_fixtures.h"
@@ -15,11 +17,19 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   const testing::CliRun r =
       testing::run_sprig("demo --quick --device cpu --run-dir " + run_dir, tmp.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line :
-       {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
-        "acceptance length on held-out documents",
-        "acceptance length on the same held-out documents: DFlash ", "demo finished in"})
+  for (const char* line : {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
+                           "acceptance length on held-out documents",
+                           "acceptance length on the same held-out documents: DFlash ",
+                           "== stage 5:", "  DFlash: tau ", "  Domino: tau ", "demo finished in"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line;
+  // Speculative decoding is lossless on every held-out prompt, with either draft.
+  const std::regex lossless(R"((\d+)/(\d+) outputs equal to greedy decoding)");
+  int drafts = 0;
+  for (std::sregex_iterator m(r.out.begin(), r.out.end(), lossless), end; m != end; ++m, ++drafts) {
+    EXPECT_EQ((*m)[1].str(), (*m)[2].str()) << m->str();
+    EXPECT_NE((*m)[2].str(), "0");
+  }
+  EXPECT_EQ(drafts, 2) << r.out;
   for (const char* file : {"pretrain/curves.png", "rollouts/curves.png", "draft/curves.png",
                            "draft.yaml", "draft/checkpoints/latest", "domino.yaml",
                            "domino/curves.png", "domino/checkpoints/latest"})

@@ -47,7 +47,10 @@ TEST_F(SpecEvalCli, OutputsEqualGreedyDecodingAndTheAggregateFollows) {
                   tmp.path);
     ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
     std::string ids;
-    for (const json& id : lines[i]["output_ids"]) ids += (ids.empty() ? "" : ",") + id.dump();
+    for (const json& id : lines[i]["output_ids"]) {
+      if (!ids.empty()) ids += ',';
+      ids += id.dump();
+    }
     EXPECT_EQ(ids + "\n", greedy.out);
     EXPECT_TRUE(lines[i]["lossless"].get<bool>());
     int64_t committed = 1;  // the prefill's token
@@ -70,9 +73,18 @@ TEST_F(SpecEvalCli, OutputsEqualGreedyDecodingAndTheAggregateFollows) {
 }
 
 TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
-  testing::CliRun r = spec_eval("{\"prompt_ids\": [1, 2]}\n{\"input_ids\": [1]}\n");
+  // Every record is checked before any decoding: nothing is printed to stdout.
+  testing::CliRun r =
+      spec_eval("{\"prompt_ids\": [1, 2]}\n{\"input_ids\": [1]}\n", "--max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(input + ":2: a record needs \"prompt_ids\""), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  r = spec_eval("{\"prompt_ids\": [1, 2]}\n", "--max-new-tokens 127");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(input + ":1: a prompt of 2 tokens and 127 new tokens exceed the target's "
+                               "max_position_embeddings 128 (lower --max-new-tokens)"),
+            std::string::npos)
+      << r.err;
   r = spec_eval("{\"prompt_ids\": [1, 96]}\n");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(":1: prompt id 96 is outside the vocabulary [0, 96)"), std::string::npos)

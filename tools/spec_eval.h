@@ -1,0 +1,61 @@
+// Speculative decoding evaluated prompt by prompt (`sprig spec-eval`, the end of `sprig demo`):
+// each prompt decoded by the target alone and with the draft (speculative/spec_decode.h), the
+// outputs compared (lossless), the true acceptance length τ (tokens committed per target forward,
+// bonus-inclusive), tokens per second with and without the draft, and the draft's teacher-forced
+// accept_len on the same text: at anchors sampled as `sprig eval` samples them and at the
+// decoding's own anchors (docs/semantics.md §13.3).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "speculative/objective.h"
+#include "speculative/spec_decode.h"
+#include "speculative/target.h"
+
+namespace sprig::tools {
+
+struct SpecEvalSettings {
+  int64_t max_new_tokens = 128, block_size = 0, stop_id = -1;  // as SpecDecodeOptions
+  int64_t num_anchors = 512;  // teacher-forced blocks sampled per prompt at most
+  uint64_t seed = 0;          // of those anchors
+};
+
+class SpecEvaluator {
+ public:
+  // The draft must fit the target and be on its device in its dtype.
+  SpecEvaluator(const speculative::FrozenTarget& target, const speculative::DFlashDraft& draft,
+                SpecEvalSettings settings);
+
+  // Decodes `prompt` both ways; returns its JSON line {"prompt", "output_ids", "tau",
+  // "target_forwards", "accepted_per_step", "lossless", ...} and, with `table`, prints its row.
+  nlohmann::json evaluate(const std::vector<int64_t>& prompt, std::FILE* table = nullptr);
+  // Every prompt so far, pooled: τ over all steps and per prompt, the teacher-forced lengths,
+  // acceptance by draft slot, the committed-per-step histogram, speeds and step costs.
+  nlohmann::json aggregate() const;
+  void print_header(std::FILE* out) const;   // the settings and the table's column names
+  void print_summary(std::FILE* out) const;  // aggregate() in sentences
+
+ private:
+  // Sums over the prompts evaluated.
+  struct Totals {
+    int64_t prompts = 0, lossless = 0, tokens = 0, steps = 0, committed = 0;
+    int64_t whole_steps = 0, whole_committed = 0;  // speculative::whole_block_steps
+    double tau_sum = 0, spec_seconds = 0, greedy_seconds = 0;
+    double draft_seconds = 0, verify_seconds = 0, decode_seconds = 0, decode_steps = 0;
+    speculative::DraftMetrics forced, forced_here;            // sampled anchors, the decoding's own
+    std::vector<int64_t> verified_by_slot, accepted_by_slot;  // slot k: draft k + 1
+    std::vector<int64_t> histogram;                           // steps committing k + 1 tokens
+  };
+
+  const speculative::FrozenTarget& target_;
+  const speculative::DFlashDraft& draft_;
+  SpecEvalSettings settings_;
+  int64_t block_size_;
+  Generator gen_;
+  Totals totals_;
+};
+
+}  // namespace sprig::tools

@@ -1,12 +1,16 @@
-// `sprig data pack|fold|dump`: what packing and folding make of a file, and the first batches a
-// training config will see. Each writes JSON Lines (one object per row, group or batch) with
+// `sprig data pack|fold|dump|tokenize`: what packing and folding make of a file, the first
+// batches a training config will see, and text or chat records tokenized into documents
+// (docs/tokenizer.md §3). Each writes JSON Lines (one object per row, group, batch or record) with
 // the reference's field names (docs/semantics.md §4.9).
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +19,7 @@
 #include "data/loader.h"
 #include "data/prefix_tree.h"
 #include "data/readers.h"
+#include "data/tokenize_jsonl.h"
 #include "tensor/storage.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
@@ -34,7 +39,8 @@ class JsonlOutput {
       : out_(path, kJsonlOutput, overwrite), file_(out_.temp()) {
     if (!file_) throw std::runtime_error("[data] cannot write " + out_.temp());
   }
-  void write(const ordered_json& j) { file_ << j.dump() << '\n'; }
+  void write(const ordered_json& j) { write_line(j.dump()); }
+  void write_line(const std::string& line) { file_ << line << '\n'; }
   void commit() {
     file_.close();
     if (!file_) throw std::runtime_error("[data] writing " + out_.path() + " failed");
@@ -193,11 +199,60 @@ void run_dump(const DumpArgs& a) {
   std::cout << "wrote " << a.out << ": " << a.batches << " batches; " << loader.summary() << "\n";
 }
 
+struct TokenizeArgs {
+  std::string tokenizer, input, out, format = "auto";
+  int64_t threads = 0;
+  bool skip_bad_records = false, overwrite = false;
+};
+
+void run_tokenize(const TokenizeArgs& a) {
+  JsonlOutput out(a.out, a.overwrite);
+  const Tokenizer tokenizer = Tokenizer::load(a.tokenizer);
+  const RecordFormat format = record_format_from_name(a.format);
+  // The chat template is needed for chat records; --format auto loads it when it is there.
+  std::optional<ChatTemplate> chat;
+  const std::string config =
+      (std::filesystem::path(a.tokenizer) / "tokenizer_config.json").string();
+  if (format == RecordFormat::chat ||
+      (format == RecordFormat::any && std::filesystem::exists(config)))
+    chat = ChatTemplate::load(a.tokenizer);
+  BadRecords bad;
+  const auto start = std::chrono::steady_clock::now();
+  auto rate = [&](const TokenizeCounts& c) {
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::to_string(
+               static_cast<int64_t>(static_cast<double>(c.records) / std::max(s, 1e-9))) +
+           " records/s";
+  };
+  bool progress_shown = false;
+  const TokenizeJob job{&tokenizer, chat ? &*chat : nullptr, format, static_cast<int>(a.threads),
+                        a.skip_bad_records};
+  TokenizeCounts counts;
+  try {
+    counts = tokenize_jsonl(
+        a.input, job, bad, [&](const std::string& line) { out.write_line(line); },
+        [&](const TokenizeCounts& c) {
+          std::cerr << "\rtokenized " << c.records << " records, " << rate(c) << std::flush;
+          progress_shown = true;
+        });
+  } catch (...) {
+    if (progress_shown) std::cerr << "\n";
+    throw;
+  }
+  if (progress_shown) std::cerr << "\n";
+  out.commit();
+  std::cout << "wrote " << a.out << ": " << counts.records << " records (" << counts.chats
+            << " chat), " << counts.tokens << " tokens, " << counts.supervised << " supervised; "
+            << rate(counts) << "\n";
+  if (bad.count) std::cout << bad.summary() << "\n";
+}
+
 }  // namespace
 
 void add_data_command(CLI::App& app) {
   CLI::App* data = app.add_subcommand(
-      "data", "Pack, fold and inspect training data; every subcommand writes JSON Lines");
+      "data", "Pack, fold, inspect and tokenize training data; every subcommand writes JSON Lines");
   data->require_subcommand(1);
 
   auto pack_args = std::make_shared<PackArgs>();
@@ -281,6 +336,35 @@ void add_data_command(CLI::App& app) {
       ->capture_default_str();
   add_overwrite_flag(dump, dump_args->overwrite);
   dump->callback([dump_args] { run_dump(*dump_args); });
+
+  auto tokenize_args = std::make_shared<TokenizeArgs>();
+  CLI::App* tokenize = data->add_subcommand(
+      "tokenize",
+      "Tokenize text records ({\"text\"} -> {\"input_ids\"}) and chat records ({\"messages\"} -> "
+      "{\"input_ids\", \"loss_mask\"}, the assistant's tokens supervised) with a Hugging Face "
+      "tokenizer; the output is documents JSONL the training configs read");
+  tokenize
+      ->add_option("--tokenizer", tokenize_args->tokenizer,
+                   "directory with tokenizer.json (and tokenizer_config.json for chat records)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  tokenize->add_option("--input", tokenize_args->input, "JSONL of {\"text\"} or {\"messages\"}")
+      ->required()
+      ->check(CLI::ExistingFile);
+  tokenize->add_option("--out", tokenize_args->out, "output JSONL, one record per input record")
+      ->required();
+  tokenize
+      ->add_option("--format", tokenize_args->format,
+                   "auto: each record by its key; text or chat: every record must be of that kind")
+      ->check(CLI::IsMember({"auto", "text", "chat"}))
+      ->capture_default_str();
+  tokenize->add_option("--threads", tokenize_args->threads, "encoding threads (0: one per core)")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  tokenize->add_flag("--skip-bad-records", tokenize_args->skip_bad_records,
+                     "skip bad records (counted and reported) instead of stopping at the first");
+  add_overwrite_flag(tokenize, tokenize_args->overwrite);
+  tokenize->callback([tokenize_args] { run_tokenize(*tokenize_args); });
 }
 
 }  // namespace sprig::tools

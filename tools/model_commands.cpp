@@ -1,6 +1,6 @@
 // `sprig convert`, `sprig score` and `sprig generate`: Hugging Face checkpoints (models and DFlash
 // drafts) in and out, scoring records (plain sequences, packed documents, folded rollouts) and
-// greedy decoding.
+// greedy decoding (ids, or text through the model's tokenizer).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <filesystem>
@@ -11,6 +11,7 @@
 
 #include "data/batch.h"
 #include "data/prefix_tree.h"
+#include "data/tokenizer.h"
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
 #include "speculative/draft.h"
@@ -353,9 +354,19 @@ void add_model_commands(CLI::App& app) {
   add_placement_options(score, placement);
   score->callback([] { run_score(model_dir, input, out, overwrite, placement, score_options); });
 
-  CLI::App* generate = app.add_subcommand("generate", "Greedy decoding with a KV cache");
+  CLI::App* generate = app.add_subcommand(
+      "generate",
+      "Greedy decoding with a KV cache: ids in and out (--prompt-ids), or text (--prompt)");
   generate->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
-  generate->add_option("--prompt-ids", prompt, "Comma-separated prompt token ids")->required();
+  static std::string prompt_text, tokenizer_dir;
+  auto* ids_option =
+      generate->add_option("--prompt-ids", prompt, "Comma-separated prompt token ids");
+  generate
+      ->add_option("--prompt", prompt_text,
+                   "Prompt text, encoded with the tokenizer; the new tokens are printed as text")
+      ->excludes(ids_option);
+  generate->add_option("--tokenizer", tokenizer_dir,
+                       "Directory with tokenizer.json for --prompt (default: --model's own)");
   generate
       ->add_option("--max-new-tokens", max_new_tokens,
                    "Tokens to generate, at most max_position_embeddings less the prompt")
@@ -364,13 +375,45 @@ void add_model_commands(CLI::App& app) {
   generate->add_option("--stop-id", stop_id, "Stop after generating this id (a vocabulary id)")
       ->check(kNonNegative);
   add_placement_options(generate, placement);
-  generate->callback([] {
+  generate->callback([generate] {
+    const bool text = generate->count("--prompt") > 0;
+    if (!text && prompt.empty())
+      throw CLI::ValidationError("generate", "give --prompt-ids or --prompt");
+    if (!text && !tokenizer_dir.empty())
+      throw CLI::ValidationError("generate", "--tokenizer applies to --prompt");
+    if (!text) {
+      auto model = load_placed(model_dir, placement);
+      bool first = true;  // each id is printed as it is produced
+      generate_greedy(*model, parse_id_csv(prompt), max_new_tokens, stop_id, [&](int64_t id) {
+        std::cout << (first ? "" : ",") << id << std::flush;
+        first = false;
+      });
+      std::cout << "\n";
+      return;
+    }
+    const data::Tokenizer tokenizer =
+        data::Tokenizer::load(tokenizer_dir.empty() ? model_dir : tokenizer_dir);
+    const std::vector<int32_t> encoded = tokenizer.encode(prompt_text);
+    if (encoded.empty()) throw std::runtime_error("--prompt: the text encodes to no token");
     auto model = load_placed(model_dir, placement);
-    bool first = true;  // each id is printed as it is produced
-    generate_greedy(*model, parse_id_csv(prompt), max_new_tokens, stop_id, [&](int64_t id) {
-      std::cout << (first ? "" : ",") << id << std::flush;
-      first = false;
-    });
+    // The text of the new ids, printed as it grows; held back while it ends in an incomplete
+    // character (decoded as U+FFFD), which a later id may complete.
+    std::vector<int32_t> generated;
+    size_t printed = 0;
+    auto flush = [&](bool last) {
+      const std::string decoded = tokenizer.decode(generated);
+      const bool incomplete =
+          decoded.size() >= 3 && decoded.compare(decoded.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+      if ((incomplete && !last) || decoded.size() <= printed) return;
+      std::cout << decoded.substr(printed) << std::flush;
+      printed = decoded.size();
+    };
+    generate_greedy(*model, std::vector<int64_t>(encoded.begin(), encoded.end()), max_new_tokens,
+                    stop_id, [&](int64_t id) {
+                      generated.push_back(static_cast<int32_t>(id));
+                      flush(false);
+                    });
+    flush(true);
     std::cout << "\n";
   });
 }

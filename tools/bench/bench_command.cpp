@@ -1,7 +1,7 @@
 // `sprig bench`: benchmarks that print ratios against ceilings measured in the same run:
 // `sprig bench ops [--device cpu|cuda|auto] [--quick]` (tools/bench/ops_bench.h), and the
-// subcommands of the other files of tools/bench/ (attention, data, step, draft, gru, comm, and the
-// hidden helpers of the scripts that compare against PyTorch).
+// subcommands of the other files of tools/bench/ (attention, data, step, draft, gru, comm,
+// tokenize, and the hidden helpers of the scripts that compare against PyTorch).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -40,6 +40,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_draft_command(*bench);
   add_bench_gru_command(*bench);
   add_bench_comm_command(*bench);
+  add_bench_tokenize_command(*bench);
   add_bench_torch_step_commands(*bench);
 }
 

@@ -9,6 +9,9 @@ Each seed exercises a different part of its format:
   fuzz_train_config  first byte = the recipe (fuzz_train_config.cpp), then YAML, "%%", overrides
   fuzz_mask_spec     every spec kind with its optional fields
   fuzz_qwen_config   Qwen2 and Qwen3 config.json files, rope_parameters, sliding-window layers
+  fuzz_tokenizer     '{' first: a tiny tokenizer.json (ByteLevel alone; Qwen2's NFC and Split
+                     regex); anything else: text for the golden tokenizer (scripts, emoji,
+                     combining marks, code, whitespace, added tokens, invalid UTF-8)
 Usage:
     python3 tools/fuzz/make_seeds.py [SEEDS_DIR]   # default: tools/fuzz/seeds
 """
@@ -149,10 +152,46 @@ def qwen_config_seeds():
     return {name: json.dumps(c, indent=1).encode() for name, c in configs.items()}
 
 
+def tokenizer_seeds():
+    vocab = {"a": 0, "b": 1, "c": 2, "ab": 3, "\u0120": 4}
+    added = [{"id": 5, "content": "<|x|>", "special": True, "lstrip": True, "rstrip": False,
+              "normalized": False, "single_word": False}]
+    byte_level = {"model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]},
+                  "normalizer": None,
+                  "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+                  "decoder": {"type": "ByteLevel"}, "added_tokens": added}
+    split = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    qwen = dict(byte_level, normalizer={"type": "NFC"}, pre_tokenizer={
+        "type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+             "use_regex": False}]})
+    texts = {
+        "text_latin.txt": "Hello world, it's 2026! Numbers 1234567 and 3.14159",
+        "text_scripts.txt": "\u4eca\u5929\u661f\u671f\u4e09 \u0645\u0631\u062d\u0628\u0627 "
+                            "\u041f\u0440\u0438\u0432\u0435\u0442 \u0928\u092e\u0938\u094d\u0924\u0947 "
+                            "H\u00e0 N\u1ed9i",
+        "text_emoji.txt": "\U0001f44d\U0001f3fd \U0001f469\u200d\U0001f4bb \u2764\ufe0f flags "
+                          "\U0001f1eb\U0001f1f7",
+        "text_combining.txt": "cafe\u0301 \u212b A\u030a \u1100\u1161\u11a8 e\u0301\u0302",
+        "text_code.txt": "def f(x):\n    return x  # code\n\tif (a != b) { c[i] += 1; }\n",
+        "text_whitespace.txt": "  leading\u00a0nbsp\u3000ideographic   runs\r\n\n\n end   ",
+        "text_added_tokens.txt": "fill  <|mask|>  here <|im_start|>user\nhi<|im_end|>\n<think>",
+    }
+    seeds = {"tiny_bytelevel.json": json.dumps(byte_level).encode(),
+             "tiny_split_nfc.json": json.dumps(qwen).encode()}
+    seeds.update({name: text.encode() for name, text in texts.items()})
+    seeds["text_invalid_utf8.txt"] = (b"bad \xc3\x28 utf8 \xed\xa0\x80 and \xf0\x9f\x98 cut, "
+                                      b"\xf4\x90\x80\x80 high \xff\xfe")
+    return seeds
+
+
 def main(out_dir):
     targets = {"fuzz_safetensors": safetensors_seeds(), "fuzz_readers": readers_seeds(),
                "fuzz_train_config": train_config_seeds(), "fuzz_mask_spec": mask_spec_seeds(),
-               "fuzz_qwen_config": qwen_config_seeds()}
+               "fuzz_qwen_config": qwen_config_seeds(), "fuzz_tokenizer": tokenizer_seeds()}
     for target, seeds in targets.items():
         os.makedirs(os.path.join(out_dir, target), exist_ok=True)
         for name, data in seeds.items():

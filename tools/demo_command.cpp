@@ -6,6 +6,7 @@
 
 #include "tools/commands.h"
 #include "tools/demo.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -14,13 +15,13 @@ void add_demo_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "demo",
       "Train a tiny Qwen3 from scratch on synthetic documents, fine-tune it on shared-prefix "
-      "rollouts with prefix-tree attention, and train a DFlash speculative-decoding draft for it; "
-      "prints where the metrics and curves are");
+      "rollouts with prefix-tree attention, train a DFlash and a Domino speculative-decoding draft "
+      "for it "
+      "and decode held-out prompts speculatively with each; prints where the metrics and curves "
+      "are");
   cmd->add_option("--run-dir", opt->run_dir, "where data, configs, runs and curves go")
       ->capture_default_str();
-  cmd->add_option("--device", opt->device, "cpu, cuda or auto (cuda when present)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  add_device_option(cmd, opt->device);
   cmd->add_flag("--quick", opt->quick, "a few steps per stage (a smoke run)");
   cmd->callback([opt] { run_demo(*opt); });
 }

@@ -242,12 +242,8 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   cmd->add_option("--num-anchors", o->num_anchors, "Blocks sampled per record at most")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda or auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "Compute dtype: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
+  add_device_option(cmd, o->device);
+  add_compute_dtype_option(cmd, o->dtype);
   cmd->callback([o] { run_eval(*o); });
 }
 

@@ -34,10 +34,8 @@ struct Placement {
 };
 
 void add_placement_options(CLI::App* cmd, Placement& p) {
-  cmd->add_option("--device", p.device, "cpu, cuda or auto (cuda when present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  cmd->add_option("--dtype", p.dtype, "Compute dtype of the weights: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  add_device_option(cmd, p.device);
+  add_compute_dtype_option(cmd, p.dtype);
 }
 
 std::unique_ptr<QwenForCausalLM> load_placed(const std::string& dir, const Placement& p) {

@@ -1,5 +1,5 @@
-// Option helpers shared by the subcommands: readable checks for numeric options and the
-// --overwrite flag of every command that writes.
+// Option helpers shared by the subcommands: readable checks for numeric options, --device and
+// --dtype, and the --overwrite flag of every command that writes.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,6 +27,20 @@ inline const CLI::Validator kPositive =
     number_check([](double v) { return v > 0; }, "a positive number", "POSITIVE");
 inline const CLI::Validator kNonNegative =
     number_check([](double v) { return v >= 0; }, "zero or positive", "NON-NEGATIVE");
+
+// --device cpu|cuda|auto (resolve_device of tensor/dtype.h reads it; auto is cuda when present).
+inline CLI::Option* add_device_option(CLI::App* cmd, std::string& device) {
+  return cmd->add_option("--device", device, "cpu, cuda or auto (cuda when present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+}
+
+// --dtype f32|bf16: the compute dtype of a model's weights and activations.
+inline CLI::Option* add_compute_dtype_option(CLI::App* cmd, std::string& dtype) {
+  return cmd->add_option("--dtype", dtype, "Compute dtype: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+}
 
 // --overwrite: lets the command replace an earlier output of its own kind (tensor/output.h).
 inline CLI::Option* add_overwrite_flag(CLI::App* cmd, bool& overwrite) {

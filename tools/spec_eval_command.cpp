@@ -93,12 +93,8 @@ void add_spec_eval_command(CLI::App& app) {
       ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--seed", o->settings.seed, "Seed of those anchors")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda or auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "Compute dtype: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
+  add_device_option(cmd, o->device);
+  add_compute_dtype_option(cmd, o->dtype);
   cmd->callback([o] { run_spec_eval(*o); });
 }
 

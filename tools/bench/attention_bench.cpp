@@ -219,9 +219,7 @@ void add_bench_attention_command(CLI::App& bench) {
   auto o = std::make_shared<AttentionOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "attention", "Attention forward/backward per mask kind, TFLOP/s over allowed elements");
-  cmd->add_option("--device", o->device, "cpu, cuda or auto (cuda when present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
+  add_device_option(cmd, o->device);
   cmd->add_option("--mask", o->mask, "causal, documents, prefix_tree, dflash or all")
       ->check(CLI::IsMember({"causal", "documents", "prefix_tree", "dflash", "all"}))
       ->capture_default_str();

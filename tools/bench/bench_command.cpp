@@ -11,6 +11,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tools/bench/ops_bench.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 namespace sprig::tools {
 
@@ -27,9 +28,7 @@ void add_bench_command(CLI::App& app) {
       "ops",
       "GEMM TFLOP/s against cuBLASLt (Eigen on CPU) and memory-bound kernel GB/s against "
       "the copy bandwidth");
-  ops->add_option("--device", opts->device, "cpu, cuda or auto (cuda when present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
+  add_device_option(ops, opts->device);
   ops->add_flag("--quick", opts->quick, "smaller sizes and fewer repetitions (a smoke run)");
   ops->callback(
       [opts] { bench::run_ops_bench(resolve_device(opts->device), opts->quick, std::cout); });

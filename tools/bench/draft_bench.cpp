@@ -358,9 +358,7 @@ void add_bench_draft_command(CLI::App& bench) {
       "draft",
       "DFlash draft training step: packed vs padded rows on the same documents, the step time "
       "against the number of anchors, and the Domino and JetSpec steps against DFlash's");
-  cmd->add_option("--device", o->device, "cpu, cuda or auto (cuda when present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
+  add_device_option(cmd, o->device);
   cmd->add_option(
       "--target", o->target,
       "tiny, wide, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");

@@ -132,9 +132,7 @@ void add_bench_gru_command(CLI::App& bench) {
   cmd->add_option("--hidden", o->hidden, "Hidden size (G)")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda or auto (cuda when present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
+  add_device_option(cmd, o->device);
   cmd->add_option("--dtype", o->dtype, "f32, bf16, f16 or f64 (default: f32 CPU, bf16 CUDA)")
       ->check(CLI::IsMember({"f32", "bf16", "f16", "f64"}));
   cmd->add_option("--repeats", o->repeats, "Timed runs of each measurement")

@@ -27,6 +27,7 @@
 #include "tools/bench/models.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "train/batch_input.h"
 #include "train/optimizer.h"
 #include "train/sft.h"
@@ -246,9 +247,7 @@ void add_bench_step_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "step",
       "Training step and scoring on a shared-prefix rollout group: prefix-tree layout vs naive");
-  cmd->add_option("--device", opt->device, "cpu, cuda or auto (cuda when present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
+  add_device_option(cmd, opt->device);
   cmd->add_option("--model", opt->model,
                   "tiny, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");
   cmd->add_option("--completions", opt->completions, "N, completions per prompt")

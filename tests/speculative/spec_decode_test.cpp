@@ -1,10 +1,11 @@
 // Speculative decoding (docs/semantics.md §13) on the golden target qwen3_tiny with DFlash,
 // JetSpec and Domino (both shift_label settings) drafts: the output is the target's own greedy
-// decoding for every prompt, block size and budget (a budget below the block, a stop id); a draft
-// that agrees with the target is accepted whole, up to the budget; the drafts proposed from the
-// cached context equal the training layout's predictions at the same anchor (the cache, positions
-// and block mask are the trained draft's), so every whole-block step accepts what teacher forcing
-// accepts at its anchor; and bad arguments are refused.
+// decoding for every prompt, block size and budget (a budget below the block, a stop id, a prompt
+// that ends on a document boundary); a draft that agrees with the target is accepted whole, up to
+// the budget; the drafts proposed from the cached context equal the training layout's predictions
+// at the same anchor (the cache, positions and block mask are the trained draft's), so every
+// whole-block step accepts what teacher forcing accepts at its anchor; and bad arguments are
+// refused.
 #include "speculative/spec_decode.h"
 
 #include <gtest/gtest.h>
@@ -89,6 +90,25 @@ TEST(SpecDecode, StopsAfterTheStopIdAsGreedyDecodingDoes) {
       speculative_generate(target.model(), *draft, prompt, {.max_new_tokens = 20, .stop_id = stop});
   EXPECT_EQ(r.output_ids, generate_greedy(target.model(), prompt, 20, stop));
   EXPECT_EQ(r.output_ids.back(), stop);
+}
+
+// A prompt that ends on a document boundary (its last token the stop id: the next document starts
+// at the first new token), decoded up to the next boundary or the budget, with every draft kind.
+TEST(SpecDecode, PromptEndingOnADocumentBoundary) {
+  const FrozenTarget target = golden_target();
+  std::vector<int64_t> prompt = tokens(6, 7);
+  const std::vector<int64_t> greedy = generate_greedy(target.model(), prompt, 12);
+  const int64_t end = greedy[7];  // stands for the document-end id
+  prompt.push_back(end);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    const auto draft = variant(c.kind, c.shift_label);
+    for (int64_t bs : {2, 4}) {
+      const SpecDecodeResult r = speculative_generate(
+          target.model(), *draft, prompt, {.max_new_tokens = 16, .block_size = bs, .stop_id = end});
+      EXPECT_EQ(r.output_ids, generate_greedy(target.model(), prompt, 16, end));
+    }
+  }
 }
 
 TEST(SpecDecode, AgreeingDraftIsAcceptedWholeUpToTheBudget) {

@@ -1,3 +1,5 @@
+// SpecEvaluator (tools/spec_eval.h): each prompt decoded by the target alone and with the draft,
+// the draft's teacher-forced metrics on the same text, and the sums the aggregate is made of.
 #include "tools/spec_eval.h"
 
 #include <chrono>

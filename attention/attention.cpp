@@ -92,6 +92,22 @@ const cuda::DeviceTileMap& AttentionMask::device_tile_map(int32_t block_m, int32
   return it->second;
 }
 
+const cuda::cudnn::DeviceRagged& AttentionMask::cudnn_ragged(const CudnnMaskForm& form,
+                                                             int64_t batch, int64_t heads_q,
+                                                             int64_t heads_kv, int64_t head_dim,
+                                                             Device device) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto key = std::make_tuple(device.index, batch, heads_q, heads_kv, head_dim);
+  auto it = cudnn_ragged_.find(key);
+  if (it == cudnn_ragged_.end())
+    it = cudnn_ragged_
+             .emplace(key,
+                      cuda::cudnn::upload_ragged(cuda::cudnn::ragged_sequences(form, mask_.q_len()),
+                                                 heads_q, heads_kv, head_dim, device))
+             .first;
+  return it->second;
+}
+
 std::shared_ptr<const AttentionMask> compile_attention_mask(BatchMask mask) {
   return std::make_shared<const AttentionMask>(std::move(mask));
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The check to run on a GPU machine (docs/architecture.md §9), in under 8 minutes on one H200: CUDA build into
-# build-gpu/ (reused when present), the `gpu` tests, `sprig bench ops`, `sprig bench draft`
-# (packed against padded draft steps, MFU, Domino and JetSpec against DFlash), `sprig bench gru`
-# and `sprig bench step` (prefix-tree against naive rollout steps, Qwen3-0.6B) on the device, then the attention benchmark against
-# PyTorch (tools/bench/attention_vs_torch.py; up to 4 more minutes, most of it FlexAttention's
-# compilation). Full logs go to ${OUT:-gpu_out}/; the benchmark
-# tables and a summary of every step are printed last. Exits non-zero when a step fails.
+# The check to run on a GPU machine (docs/architecture.md §9), in under 8 minutes on one H200:
+# CUDA build into build-gpu/ (reused when present), the `gpu` tests (the cuDNN backend's among
+# them), `sprig bench ops`, `sprig bench draft` (packed against padded draft steps, MFU, Domino and
+# JetSpec against DFlash), `sprig bench gru` and `sprig bench step` (prefix-tree against naive
+# rollout steps, Qwen3-0.6B) on the device, then the attention benchmark: sprig's kernels and its
+# cuDNN backend against PyTorch's SDPA and FlexAttention (tools/bench/attention_vs_torch.py; up to
+# 4 more minutes, most of it FlexAttention's compilation). Full logs go to ${OUT:-gpu_out}/; the
+# benchmark tables and a summary of every step are printed last. Exits non-zero when a step fails.
 # Environment: SPRIG_BUILD_DIR (default <repo>/build-gpu), SPRIG_JOBS.
 set -euo pipefail
 

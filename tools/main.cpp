@@ -2,12 +2,35 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "attention/cudnn/sdpa.h"
+#include "tensor/cuda/kernels.h"
 #include "tools/commands.h"
+
+namespace {
+
+std::string version_str(int v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+// What this build holds: CUDA kernels, cuDNN's attention backend (compiled and loaded versions).
+std::string build_info() {
+  namespace cudnn = sprig::cuda::cudnn;
+  std::string info = "sprig\n  CUDA kernels: ";
+  info += sprig::cuda::kBuilt ? "built" : "not built (CPU only)";
+  info += "\n  cuDNN attention backend: ";
+  if (!cudnn::kBuilt) return info + "not built";
+  return info + "built against cuDNN " + version_str(cudnn::compiled_version()) + ", loaded " +
+         version_str(cudnn::runtime_version());
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
       "sprig: train Qwen-style language models (packed documents, prefix-tree rollouts, "
       "speculative-decoding drafts) on CPU and CUDA"};
+  app.set_version_flag("--version", build_info, "Print what this build holds and exit");
   app.require_subcommand(1);
   sprig::tools::add_bench_command(app);
   sprig::tools::add_data_command(app);

@@ -31,8 +31,9 @@ const std::map<std::string, std::vector<std::string>>& schema() {
   static const std::map<std::string, std::vector<std::string>> s = {
       {"",
        {"run_dir", "seed", "device", "model", "target", "draft", "data", "loss", "train",
-        "optimizer", "scheduler", "log", "checkpoint", "val"}},
+        "optimizer", "scheduler", "log", "checkpoint", "val", "attention"}},
       {"model", {"path", "config", "dtype"}},
+      {"attention", {"backend"}},
       {"loss", {"type", "average", "clip_eps"}},
       {"target", {"path", "config"}},
       {"draft",
@@ -305,6 +306,12 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.model_dtype = get<std::string>(root, dtype_section, "dtype", "bf16");
     if (c.model_dtype != "bf16" && c.model_dtype != "f32")
       fail(std::string(dtype_section) + ".dtype must be bf16 or f32, got '" + c.model_dtype + "'");
+    if (present(root["attention"])) {  // left out of the resolved config when absent
+      const std::string backend = get<std::string>(root, "attention", "backend", "auto");
+      if (backend != "auto" && backend != "sprig" && backend != "cudnn")
+        fail("attention.backend must be auto, sprig or cudnn, got '" + backend + "'");
+      c.attention_backend = parse_attention_backend(backend);
+    }
     c.data = data::parse_data_config(root);
     if (dflash && present(root["loss"]))
       fail(
@@ -390,11 +397,12 @@ void flatten(const YAML::Node& node, const std::string& prefix,
             out);
 }
 
-// Settings that say where a run is, how long it runs or what it reports, not what it computes.
+// Settings that say where a run is, how long it runs, what it reports or which kernels compute
+// it, not what it computes.
 bool alters_run(const std::string& key) {
   static const std::vector<std::string> keys = {
-      "run_dir",         "train.max_steps",        "train.num_epochs",    "log.every_steps",
-      "val.every_steps", "checkpoint.every_steps", "checkpoint.keep_last"};
+      "run_dir",         "train.max_steps",        "train.num_epochs",     "log.every_steps",
+      "val.every_steps", "checkpoint.every_steps", "checkpoint.keep_last", "attention.backend"};
   return std::find(keys.begin(), keys.end(), key) == keys.end();
 }
 

@@ -11,6 +11,7 @@
 //   optimizer: {lr: 1e-4, betas: [0.9, 0.999], weight_decay: 0.0, eps: 1e-8}
 //   scheduler: {warmup_ratio: 0.04, min_lr_ratio: 0.1}
 //   log: {every_steps: 10}
+//   attention: {backend: auto}   # auto | sprig | cudnn: the kernels attention runs on CUDA
 //   checkpoint: {every_steps: 50, keep_last: 3}
 //   val: {every_steps: 50}
 #pragma once
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/backend.h"
 #include "data/config.h"
 #include "speculative/draft.h"
 #include "speculative/objective.h"
@@ -78,8 +80,10 @@ struct TrainConfig {
   std::string device = "auto";
   std::string model_path, model_config;  // sft: exactly one is set
   std::string model_dtype = "bf16";      // compute dtype on CUDA (CPU always trains in f32)
-  DFlashConfig dflash;                   // the draft recipes only
-  LossConfig loss;                       // sft only
+  // attention: {backend: auto}: the kernels attention runs on CUDA (attention/backend.h).
+  AttentionBackend attention_backend = AttentionBackend::automatic;
+  DFlashConfig dflash;  // the draft recipes only
+  LossConfig loss;      // sft only
   data::DataConfig data;
 
   int64_t max_steps = 0;  // 0: num_epochs over the training data
@@ -117,7 +121,8 @@ struct ConfigChange {
 
 // The settings of `after` that differ from `before`, by key (resolved YAML both). Those that do
 // not alter the run: run_dir, train.max_steps, train.num_epochs (the schedule follows the new
-// length), log.every_steps, val.every_steps, checkpoint.every_steps, checkpoint.keep_last.
+// length), log.every_steps, val.every_steps, checkpoint.every_steps, checkpoint.keep_last,
+// attention.backend (the same attention on other kernels).
 std::vector<ConfigChange> config_changes(const std::string& before, const std::string& after);
 
 // Loads `path`, applies overrides ("a.b=value", value parsed as YAML), validates everything for

@@ -537,6 +537,7 @@ Trainer::Trainer(TrainConfig config, bool resume, Communicator& comm)
       comm_(comm),
       device_(rank_device(config_.device, comm)) {
   check_same_config(config_.resolved_yaml, comm_);
+  set_attention_backend(config_.attention_backend);
   // The CPU computes in f32: the run records what it does.
   if (!device_.is_cuda() && config_.model_dtype == "bf16") {
     const std::string key = is_draft_recipe(config_.recipe) ? "draft.dtype" : "model.dtype";

@@ -400,14 +400,4 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   run_flash_backward(q, k, v, out, lse, dout, map, scale, dq, dk, dv, stream, deterministic);
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
-                        double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                        cudaStream_t stream) {
-  const TileShape s = flash_tile_shape(FlashPass::backward, q.size(3));
-  flash_attention_backward(q, k, v, out, lse, dout,
-                           mask.device_tile_map(s.block_m, s.block_n, q.device()), scale, dq, dk,
-                           dv, stream);
-}
-
 }  // namespace sprig::cuda

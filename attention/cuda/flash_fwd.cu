@@ -239,11 +239,4 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   run_flash_forward(q, k, v, map, scale, out, lse, stream);
 }
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
-                       double scale, const Tensor& out, const Tensor& lse, cudaStream_t stream) {
-  const TileShape s = flash_tile_shape(FlashPass::forward, q.size(3));
-  flash_attention_forward(q, k, v, mask.device_tile_map(s.block_m, s.block_n, q.device()), scale,
-                          out, lse, stream);
-}
-
 }  // namespace sprig::cuda

@@ -183,6 +183,23 @@ TEST(TrainConfig, BadValuesNameTheKey) {
                "[config] cannot open /nonexistent/c.yaml"));
 }
 
+TEST(TrainConfig, AttentionBackendIsReadOnlyWhenGivenAndNeverAltersTheRun) {
+  const TrainConfig plain = load(kMinimal);
+  EXPECT_EQ(plain.attention_backend, AttentionBackend::automatic);
+  EXPECT_FALSE(contains(plain.resolved_yaml, "attention"));  // runs before it resume unchanged
+  const TrainConfig cudnn = load(kMinimal, {"attention.backend=cudnn"});
+  EXPECT_EQ(cudnn.attention_backend, AttentionBackend::cudnn);
+  EXPECT_EQ(load(kMinimal, {"attention.backend=sprig"}).attention_backend, AttentionBackend::sprig);
+  EXPECT_TRUE(contains(load_error(kMinimal, {"attention.backend=flash"}),
+                       "attention.backend must be auto, sprig or cudnn, got 'flash'"));
+  EXPECT_TRUE(contains(load_error(kMinimal, {"attention.kernels=cudnn"}), "attention.backend"));
+  const std::vector<ConfigChange> changes =
+      config_changes(plain.resolved_yaml, cudnn.resolved_yaml);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "attention.backend");
+  EXPECT_FALSE(changes[0].alters_run);
+}
+
 TEST(TrainConfig, LossSectionAndFirstTokenSupervision) {
   const std::string rollouts =
       "run_dir: runs/x\n"

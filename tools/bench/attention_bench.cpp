@@ -1,8 +1,10 @@
 // `sprig bench attention`: forward and backward time of sprig's attention (attention/attention.h)
 // for each mask kind of issue 4, with the throughput counted over allowed (query, key) pairs
 // only: forward FLOPs 4 * D * allowed * H * B, backward 2.5x the forward (the FlashAttention
-// convention, docs/kernels.md §7). Every case is built from a mask spec of attention/mask_io.h,
-// printed in the --json rows so that tools/bench/attention_*vs_torch.py rebuild the very same mask.
+// convention, docs/kernels.md §7). On CUDA each case runs on sprig's kernels and, where cuDNN
+// expresses the mask, on the cuDNN backend too (--backend). Every case is built from a mask spec of
+// attention/mask_io.h, printed in the --json rows so that tools/bench/attention_*vs_torch.py
+// rebuild the very same mask.
 //
 // Shapes: CUDA (bf16) runs issue 4's targets: causal T=4k and 16k with B*T = 16k, packed
 // documents of 16k tokens (lengths drawn in 128..4k), a prefix tree N=8, P=2048, C=512, DFlash
@@ -20,8 +22,10 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/backend.h"
 #include "attention/cpu_attention.h"
 #include "attention/cuda/device_tile_map.h"
+#include "attention/cudnn/sdpa.h"
 #include "attention/mask_io.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/random.h"
@@ -36,7 +40,7 @@ namespace {
 using json = nlohmann::json;
 
 struct AttentionOptions {
-  std::string device = "auto", mask = "all";
+  std::string device = "auto", mask = "all", backend = "both";
   int64_t seq = 0, heads = 0, kv_heads = 0, head_dim = 0, batch = 0;  // 0: the device's default
   int reps = 0;
   bool json = false;
@@ -123,6 +127,20 @@ std::vector<Case> make_cases(const AttentionOptions& o, bool cuda) {
   return cases;
 }
 
+// The backends a case runs on: sprig's kernels (always on the CPU), and on CUDA the cuDNN backend
+// where this build and the loaded library run the case's mask.
+std::vector<AttentionBackend> case_backends(const AttentionOptions& o, const Case& c, bool cuda) {
+  std::vector<AttentionBackend> out;
+  if (!cuda || o.backend != "cudnn") out.push_back(AttentionBackend::sprig);
+  if (cuda && o.backend != "sprig") {
+    const BatchMask mask(parse_mask_spec(c.spec.dump()));
+    if (cudnn_route(AttentionBackend::automatic, mask, c.batch, o.head_dim,
+                    cuda::cudnn::runtime_version()))
+      out.push_back(AttentionBackend::cudnn);
+  }
+  return out;
+}
+
 struct Result {
   int64_t q_len, k_len, allowed;
   double tile_efficiency, fwd_s, bwd_s, fwd_flops;
@@ -172,45 +190,51 @@ void run_bench_attention(AttentionOptions o) {
   if (!o.json)
     std::printf(
         "bench attention on %s, %s, %lld/%lld heads, D=%lld, median of %d runs; FLOP/s count "
-        "allowed elements only (bwd = 2.5x fwd FLOPs), in %s\n%-12s %-24s %12s %8s %10s %10s "
+        "allowed elements only (bwd = 2.5x fwd FLOPs), in %s\n%-12s %-7s %-24s %12s %8s %10s %10s "
         "%9s %9s %9s\n",
         device.str().c_str(), dtype_name(dtype), static_cast<long long>(o.heads),
         static_cast<long long>(o.kv_heads), static_cast<long long>(o.head_dim), o.reps,
-        cuda ? "TFLOP/s" : "GFLOP/s", "mask", "B x Tq x Tk", "allowed", "tile eff", "fwd ms",
-        "bwd ms", "fwd", "bwd", "fwd+bwd");
+        cuda ? "TFLOP/s" : "GFLOP/s", "mask", "backend", "B x Tq x Tk", "allowed", "tile eff",
+        "fwd ms", "bwd ms", "fwd", "bwd", "fwd+bwd");
   Generator gen(1);
-  for (const Case& c : make_cases(o, cuda)) {
-    const Result r = run_case(c, o, device, dtype, gen);
-    const double fwd_rate = r.fwd_flops / r.fwd_s, bwd_rate = 2.5 * r.fwd_flops / r.bwd_s;
-    const double total_rate = 3.5 * r.fwd_flops / (r.fwd_s + r.bwd_s);
-    if (o.json) {
-      std::cout << json{{"mask", c.name},
-                        {"device", device.str()},
-                        {"dtype", dtype_name(dtype)},
-                        {"batch", c.batch},
-                        {"q_len", r.q_len},
-                        {"k_len", r.k_len},
-                        {"heads", o.heads},
-                        {"kv_heads", o.kv_heads},
-                        {"head_dim", o.head_dim},
-                        {"allowed", r.allowed},
-                        {"tile_efficiency", r.tile_efficiency},
-                        {"fwd_ms", r.fwd_s * 1e3},
-                        {"bwd_ms", r.bwd_s * 1e3},
-                        {"fwd_tflops", fwd_rate / 1e12},
-                        {"bwd_tflops", bwd_rate / 1e12},
-                        {"fwd_bwd_tflops", total_rate / 1e12},
-                        {"spec", c.spec}}
-                       .dump()
-                << std::endl;
-      continue;
+  for (const Case& c : make_cases(o, cuda))
+    for (AttentionBackend backend : case_backends(o, c, cuda)) {
+      set_attention_backend(backend);
+      const Result r = run_case(c, o, device, dtype, gen);
+      const char* backend_name = attention_backend_name(backend);
+      const double fwd_rate = r.fwd_flops / r.fwd_s, bwd_rate = 2.5 * r.fwd_flops / r.bwd_s;
+      const double total_rate = 3.5 * r.fwd_flops / (r.fwd_s + r.bwd_s);
+      if (o.json) {
+        std::cout << json{{"mask", c.name},
+                          {"backend", backend_name},
+                          {"device", device.str()},
+                          {"dtype", dtype_name(dtype)},
+                          {"batch", c.batch},
+                          {"q_len", r.q_len},
+                          {"k_len", r.k_len},
+                          {"heads", o.heads},
+                          {"kv_heads", o.kv_heads},
+                          {"head_dim", o.head_dim},
+                          {"allowed", r.allowed},
+                          {"tile_efficiency", r.tile_efficiency},
+                          {"fwd_ms", r.fwd_s * 1e3},
+                          {"bwd_ms", r.bwd_s * 1e3},
+                          {"fwd_tflops", fwd_rate / 1e12},
+                          {"bwd_tflops", bwd_rate / 1e12},
+                          {"fwd_bwd_tflops", total_rate / 1e12},
+                          {"spec", c.spec}}
+                         .dump()
+                  << std::endl;
+        continue;
+      }
+      const std::string shape = std::to_string(c.batch) + " x " + std::to_string(r.q_len) + " x " +
+                                std::to_string(r.k_len);
+      std::printf("%-12s %-7s %-24s %12lld %8.3f %10.3f %10.3f %9.1f %9.1f %9.1f\n", c.name.c_str(),
+                  backend_name, shape.c_str(), static_cast<long long>(r.allowed), r.tile_efficiency,
+                  r.fwd_s * 1e3, r.bwd_s * 1e3, fwd_rate / unit, bwd_rate / unit,
+                  total_rate / unit);
     }
-    const std::string shape =
-        std::to_string(c.batch) + " x " + std::to_string(r.q_len) + " x " + std::to_string(r.k_len);
-    std::printf("%-12s %-24s %12lld %8.3f %10.3f %10.3f %9.1f %9.1f %9.1f\n", c.name.c_str(),
-                shape.c_str(), static_cast<long long>(r.allowed), r.tile_efficiency, r.fwd_s * 1e3,
-                r.bwd_s * 1e3, fwd_rate / unit, bwd_rate / unit, total_rate / unit);
-  }
+  set_attention_backend(AttentionBackend::automatic);
 }
 
 }  // namespace
@@ -220,6 +244,11 @@ void add_bench_attention_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "attention", "Attention forward/backward per mask kind, TFLOP/s over allowed elements");
   add_device_option(cmd, o->device);
+  cmd->add_option("--backend", o->backend,
+                  "CUDA kernels to time: sprig, cudnn (the masks cuDNN expresses) or both; the CPU "
+                  "runs sprig's")
+      ->check(CLI::IsMember({"sprig", "cudnn", "both"}))
+      ->capture_default_str();
   cmd->add_option("--mask", o->mask, "causal, documents, prefix_tree, dflash or all")
       ->check(CLI::IsMember({"causal", "documents", "prefix_tree", "dflash", "all"}))
       ->capture_default_str();

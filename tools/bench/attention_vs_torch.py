@@ -4,12 +4,14 @@
 The benchmark of issue 4's targets, one run on the GPU machine (PyTorch >= 2.5 with CUDA). Runs
 `sprig bench attention --device cuda --json` (dense causal T=4k and 16k with B*T = 16k, packed
 documents of 16k tokens, prefix tree N=8 P=2048 C=512, DFlash S=3072 with 512 anchors and bs=16;
-16 heads, D=128, bf16), and on the same shapes times, fwd and bwd in bf16:
+16 heads, D=128, bf16; each case on sprig's kernels and, where cuDNN expresses the mask, on sprig's
+cuDNN backend, shown as "sp-cud"), and on the same shapes times, fwd and bwd in bf16:
   - SDPA with the flash and the cuDNN backends where the mask is expressible (dense causal);
   - FlexAttention always, its mask_mod built from the row's spec with the rules of
     docs/semantics.md §2 (attention_masks.py; its block mask's allowed count must equal sprig's).
 TFLOP/s count allowed elements only: fwd 4 * D * allowed * H * B, bwd 2.5x that. Printed last, the
-ratios of the targets: sprig / flash on causal (>= 0.8), sprig / Flex on every mask (>= 1.0), each
+ratios of the targets: sprig / flash on causal (>= 0.8), sprig / Flex on every mask (>= 1.0),
+sprig's cuDNN backend / PyTorch's cuDNN SDPA on the same shapes (>= 0.95), each
 custom mask against sprig's best dense causal rate (>= 0.85), and the prefix tree's fwd+bwd time
 against the same completions with the prompt repeated N times (sprig both; >= 1.8x).
 
@@ -112,7 +114,8 @@ def repeated_prompt_row(sprig, tree, reps):
     if len(paths) != 1:
         return None
     rows = tree["batch"] * len(tree["spec"]["sample_paths"])
-    return run_sprig(sprig, ["--device", "cuda", "--mask", "causal", "--seq", str(paths.pop()),
+    return run_sprig(sprig, ["--device", "cuda", "--backend", "sprig", "--mask", "causal",
+                             "--seq", str(paths.pop()),
                              "--batch", str(rows), "--heads", str(tree["heads"]),
                              "--kv-heads", str(tree["kv_heads"]),
                              "--head-dim", str(tree["head_dim"]), "--reps", str(reps)])[0]
@@ -132,6 +135,9 @@ def main():
           f"{args.reps} runs; TFLOP/s over allowed elements (bwd = 2.5x fwd FLOPs)", flush=True)
     rows = run_sprig(args.sprig, ["--device", "cuda", "--mask", args.mask, "--reps",
                                   str(args.reps)])
+    # sprig's cuDNN backend rows, by case; the other rows are sprig's kernels.
+    on_cudnn = {label(r): r for r in rows if r.get("backend") == "cudnn"}
+    rows = [r for r in rows if r.get("backend") != "cudnn"]
     print(f"{'case':<30} {'impl':<6} {'fwd ms':>8} {'bwd ms':>8} {'fwd':>7} {'bwd':>7} "
           f"{'fwd+bwd':>8}  (TFLOP/s)", flush=True)
     results = []  # (row, {impl: (fwd, bwd) or None}) with sprig's own times under "sprig"
@@ -140,8 +146,11 @@ def main():
         if allowed != row["allowed"]:
             sys.exit(f"{label(row)}: the PyTorch mask allows {allowed} elements, sprig "
                      f"{row['allowed']}")
-        times = {"sprig": (row["fwd_ms"] / 1e3, row["bwd_ms"] / 1e3), **measure(torch, row,
-                                                                                args.reps)}
+        times = {"sprig": (row["fwd_ms"] / 1e3, row["bwd_ms"] / 1e3)}
+        if label(row) in on_cudnn:
+            ours = on_cudnn[label(row)]
+            times["sp-cud"] = (ours["fwd_ms"] / 1e3, ours["bwd_ms"] / 1e3)
+        times.update(measure(torch, row, args.reps))
         for name, t in times.items():
             shown = (f"{t[0] * 1e3:>8.3f} {t[1] * 1e3:>8.3f} " +
                      "{:>7.1f} {:>7.1f} {:>8.1f}".format(*rates(row, *t))) if t else "failed"
@@ -159,6 +168,10 @@ def main():
                 ratio = ", ".join(f"{a / b:.2f}" for a, b in zip(ours, theirs))
                 target = f"  (target >= {goal})" if goal else ""
                 print(f"{label(row):<30} vs {name:<14} {ratio}{target}")
+        if times.get("sp-cud") and times.get("cudnn"):
+            ratio = ", ".join(f"{a / b:.2f}" for a, b in
+                              zip(rates(row, *times["sp-cud"]), rates(row, *times["cudnn"])))
+            print(f"{label(row):<30} sprig's cudnn vs cudnn {ratio}  (target >= 0.95)")
         if best_dense and row["spec"]["kind"] != "causal":
             ratio = ", ".join(f"{a / b:.2f}" for a, b in zip(ours, best_dense))
             print(f"{label(row):<30} vs sprig dense   {ratio}  (target >= 0.85)")

@@ -1,0 +1,635 @@
+// cuDNN's fused attention through the backend API (attention/cudnn/sdpa.h): descriptors, the
+// forward and backward graphs, plan building and caching, and execution. Built only when cuDNN is
+// (sdpa_stubs.cpp stands in otherwise).
+//
+// The graphs are the ones cuDNN's runtime fusion engine recognises as flash attention:
+//   forward:  S = (Q K^T) * scale -> [padding mask] -> causal mask -> [window] ->
+//             softmax (max, exp, sum; stats = max + log sum) -> O = P V
+//   backward: softmax_sum = rowsum(dO * O); P = exp(S - stats) under the same masks;
+//             dV = P^T dO; dS = (dO V^T - softmax_sum) * P * scale; dK = dS^T Q; dQ = dS K
+//             (through an f32 accumulator), with a head-group reduction of dK and dV under GQA.
+// Masks are index comparisons (row >= col; col + window > row; row < seq_len_q, col < seq_len_kv
+// for ragged sequences) feeding a select of -inf.
+#include "attention/cudnn/sdpa.h"
+
+#include <cudnn.h>
+
+#include <array>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "attention/cudnn/sdpa_plan.h"
+
+namespace sprig::cuda::cudnn {
+
+namespace {
+
+std::string status_text(cudnnStatus_t status) {
+  std::string text = cudnnGetErrorString(status);
+  char detail[1024] = {0};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  if (detail[0]) text += std::string(" (") + detail + ")";
+  return text;
+}
+
+void check(cudnnStatus_t status, const char* what) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("[cudnn] ") + what + ": " + status_text(status));
+}
+
+// One backend descriptor, destroyed with its owner.
+class Descriptor {
+ public:
+  explicit Descriptor(cudnnBackendDescriptorType_t type) {
+    check(cudnnBackendCreateDescriptor(type, &d_), "creating a descriptor");
+  }
+  ~Descriptor() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+  Descriptor& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+                  const void* values, int64_t count = 1) {
+    const cudnnStatus_t status = cudnnBackendSetAttribute(d_, name, type, count, values);
+    if (status != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error("[cudnn] setting attribute " + std::to_string(name) + ": " +
+                               status_text(status));
+    return *this;
+  }
+  Descriptor& set(cudnnBackendAttributeName_t name, const Descriptor& other) {
+    const cudnnBackendDescriptor_t raw = other.get();
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &raw);
+  }
+  cudnnStatus_t finalize() { return cudnnBackendFinalize(d_); }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// The device buffers and host scalars an execution binds; each graph tensor that is not virtual
+// reads or writes one of them.
+enum class Slot : uint8_t {
+  q,
+  k,
+  v,
+  out,
+  stats,
+  dout,
+  dq,
+  dk,
+  dv,  // sprig's tensors (stats: lse or its token-major copy)
+  softmax_sum,
+  dq_accum,  // f32 scratch of the backward
+  seq_lens,
+  q_offsets,
+  kv_offsets,
+  stats_offsets,
+  scale,
+  neg_inf,
+  window,
+  one,  // host scalars passed by value
+  count
+};
+
+struct TensorRef {
+  const Descriptor* desc = nullptr;
+  TensorLayout layout;
+};
+
+// A built plan: the descriptors it was made of (kept alive with it), the slot of every bound
+// tensor, and its workspace size.
+struct Plan {
+  std::vector<std::unique_ptr<Descriptor>> descriptors;
+  const Descriptor* plan = nullptr;
+  std::vector<std::pair<int64_t, Slot>> bindings;
+  int64_t workspace = 0;
+};
+
+cudnnDataType_t io_type(DType dtype) {
+  return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+}
+
+// Builds one operation graph and its execution plan.
+class GraphBuilder {
+ public:
+  GraphBuilder(cudnnHandle_t handle, cudnnDataType_t io) : handle_(handle), io_(io) {}
+
+  // A tensor bound to `slot` at execution (ragged: its ragged-offset tensor's slot).
+  TensorRef bound(Slot slot, const TensorLayout& l, cudnnDataType_t type,
+                  std::optional<Slot> ragged = std::nullopt) {
+    const Descriptor* offsets = ragged ? offsets_tensor(l, *ragged) : nullptr;
+    return {make_tensor(l, type, slot, false, offsets), l};
+  }
+  // A scalar passed by value from host memory.
+  TensorRef scalar(Slot slot, cudnnDataType_t type) {
+    const TensorLayout l{{1, 1, 1, 1}, {1, 1, 1, 1}};
+    return {make_tensor(l, type, slot, true, nullptr), l};
+  }
+  TensorRef virtual_tensor(const TensorLayout& l, cudnnDataType_t type) {
+    return {make_tensor(l, type, std::nullopt, false, nullptr), l};
+  }
+
+  // y = mode(x[, b][, t]); math: the computation's precision; axis: GEN_INDEX's dimension.
+  void pointwise(cudnnPointwiseMode_t mode, const TensorRef& x, const TensorRef* b,
+                 const TensorRef* t, const TensorRef& y, cudnnDataType_t math = CUDNN_DATA_FLOAT,
+                 int64_t axis = -1) {
+    Descriptor& pw = add(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode)
+        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &math);
+    if (axis >= 0) pw.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, &axis);
+    finalize(pw, "pointwise descriptor");
+    Descriptor& op = add(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    const float one = 1.0f;
+    op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *x.desc)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, *y.desc)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, &one)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, &one);
+    if (b) op.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b->desc);
+    if (t) op.set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t->desc);
+    operation(op, "pointwise operation");
+  }
+  // The same into a new virtual tensor of x's layout (or `l`).
+  TensorRef pointwise(cudnnPointwiseMode_t mode, const TensorRef& x, const TensorRef* b,
+                      cudnnDataType_t out = CUDNN_DATA_FLOAT,
+                      cudnnDataType_t math = CUDNN_DATA_FLOAT, int64_t axis = -1) {
+    TensorRef y = virtual_tensor(x.layout, out);
+    pointwise(mode, x, b, nullptr, y, math, axis);
+    return y;
+  }
+
+  void reduction(cudnnReduceTensorOp_t mode, const TensorRef& x, const TensorRef& y) {
+    Descriptor& red = add(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+    red.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &mode)
+        .set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &math);
+    finalize(red, "reduction descriptor");
+    Descriptor& op = add(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    op.set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, red)
+        .set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, *x.desc)
+        .set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, *y.desc);
+    operation(op, "reduction operation");
+  }
+
+  // c = a b; the overrides bound the rows (m), columns (n) and inner dimension (k) per sequence.
+  struct Overrides {
+    const TensorRef *m = nullptr, *n = nullptr, *k = nullptr;
+  };
+  void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& c, Overrides o,
+              bool pad_zero = false) {
+    Descriptor& mm = add(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+    mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &math);
+    const double zero = 0.0;
+    if (pad_zero) mm.set(CUDNN_ATTR_MATMUL_PADDING_VALUE, CUDNN_TYPE_DOUBLE, &zero);
+    finalize(mm, "matmul descriptor");
+    Descriptor& op = add(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    op.set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, *a.desc)
+        .set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, *b.desc)
+        .set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, *c.desc)
+        .set(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
+    if (o.m) op.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, *o.m->desc);
+    if (o.n) op.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, *o.n->desc);
+    if (o.k) op.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, *o.k->desc);
+    operation(op, "matmul operation");
+  }
+
+  // The same memory seen in another layout (a transpose); ragged: the slot of x's offsets.
+  TensorRef reshape(const TensorRef& x, const TensorLayout& l, cudnnDataType_t type,
+                    std::optional<Slot> ragged = std::nullopt) {
+    const Descriptor* offsets = ragged ? offsets_tensor(l, *ragged) : nullptr;
+    const TensorRef y{make_tensor(l, type, std::nullopt, false, offsets), l};
+    Descriptor& op = add(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    op.set(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, *x.desc)
+        .set(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, *y.desc);
+    operation(op, "reshape operation");
+    return y;
+  }
+
+  cudnnDataType_t io() const { return io_; }
+  int64_t num_operations() const { return static_cast<int64_t>(ops_.size()); }
+
+  // The operation graph, cuDNN's heuristics and the first engine configuration that finalises
+  // into a plan. Throws Unsupported when none does.
+  std::shared_ptr<Plan> build() {
+    Descriptor& graph = add(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    graph
+        .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops_.data(),
+             static_cast<int64_t>(ops_.size()))
+        .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle_);
+    unsupported_unless(graph.finalize(), "the operation graph");
+    Descriptor& heuristics = add(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+        .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+    unsupported_unless(heuristics.finalize(), "the engine heuristics");
+    int64_t count = 0;
+    check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+          "counting engine configurations");
+    std::vector<cudnnBackendDescriptor_t> configs;
+    for (int64_t i = 0; i < count; ++i)
+      configs.push_back(add(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
+    check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, configs.data()),
+          "reading engine configurations");
+    std::string last = "no engine configuration";
+    for (int64_t i = 0; i < count; ++i) {
+      Descriptor& plan = add(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle_)
+          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &configs[i]);
+      const cudnnStatus_t status = plan.finalize();
+      if (status != CUDNN_STATUS_SUCCESS) {
+        last = status_text(status);
+        continue;
+      }
+      auto built = std::make_shared<Plan>();
+      check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, nullptr, &built->workspace),
+            "reading the workspace size");
+      built->plan = &plan;
+      built->descriptors = std::move(descriptors_);
+      built->bindings = std::move(bindings_);
+      return built;
+    }
+    throw Unsupported("[cudnn] no engine runs this attention graph (" + last + ")");
+  }
+
+ private:
+  Descriptor& add(cudnnBackendDescriptorType_t type) {
+    descriptors_.push_back(std::make_unique<Descriptor>(type));
+    return *descriptors_.back();
+  }
+  void finalize(Descriptor& d, const char* what) {
+    check(d.finalize(), (std::string("finalising the ") + what).c_str());
+  }
+  void operation(Descriptor& op, const char* what) {
+    finalize(op, what);
+    ops_.push_back(op.get());
+  }
+  static void unsupported_unless(cudnnStatus_t status, const char* what) {
+    if (status != CUDNN_STATUS_SUCCESS)
+      throw Unsupported(std::string("[cudnn] cuDNN refuses ") + what + ": " + status_text(status));
+  }
+  // The i64 ragged offsets [b + 1, 1, 1, 1] of a tensor of layout l, bound to `slot`.
+  const Descriptor* offsets_tensor(const TensorLayout& l, Slot slot) {
+    return make_tensor({{l.dims[0] + 1, 1, 1, 1}, {1, 1, 1, 1}}, CUDNN_DATA_INT64, slot, false,
+                       nullptr);
+  }
+  const Descriptor* make_tensor(const TensorLayout& l, cudnnDataType_t type,
+                                std::optional<Slot> slot, bool by_value, const Descriptor* ragged) {
+    Descriptor& t = add(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const int64_t uid = next_uid_++, alignment = 16;
+    const bool is_virtual = !slot;
+    t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type)
+        .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, l.dims.data(), 4)
+        .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, l.strides.data(), 4)
+        .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid)
+        .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment)
+        .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual);
+    if (by_value) t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &by_value);
+    if (ragged) t.set(CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, *ragged);
+    finalize(t, "tensor descriptor");
+    if (slot) bindings_.emplace_back(uid, *slot);
+    return &t;
+  }
+
+  cudnnHandle_t handle_;
+  cudnnDataType_t io_;
+  int64_t next_uid_ = 1;
+  std::vector<std::unique_ptr<Descriptor>> descriptors_;
+  std::vector<cudnnBackendDescriptor_t> ops_;
+  std::vector<std::pair<int64_t, Slot>> bindings_;
+};
+
+TensorLayout scores_layout(const SdpaShape& s) {
+  const int64_t n = s.seq_len;
+  return {{s.batch, s.heads_q, n, n}, {s.heads_q * n * n, n * n, n, 1}};
+}
+TensorLayout row_layout(const SdpaShape& s) {
+  return {{s.batch, s.heads_q, s.seq_len, 1}, {s.heads_q * s.seq_len, s.seq_len, 1, 1}};
+}
+// [b, Hq, s, d] head-major (the full-head dK/dV before the GQA reduction, the unragged dQ
+// accumulator).
+TensorLayout head_major_layout(const SdpaShape& s) {
+  const int64_t n = s.seq_len, d = s.head_dim;
+  return {{s.batch, s.heads_q, n, d}, {s.heads_q * n * d, n * d, d, 1}};
+}
+
+// The inputs of the masks: the -inf they select, the window's width and the sequence lengths
+// (only where used: every bound tensor is in the graph).
+struct MaskInputs {
+  TensorRef neg_inf;
+  std::optional<TensorRef> window, seq_q, seq_kv;
+};
+
+MaskInputs mask_inputs(GraphBuilder& g, const SdpaShape& s) {
+  MaskInputs m{g.scalar(Slot::neg_inf, CUDNN_DATA_FLOAT), {}, {}, {}};
+  if (s.window > 0) m.window = g.scalar(Slot::window, CUDNN_DATA_FLOAT);
+  if (s.ragged) {
+    const TensorLayout l{{s.batch, 1, 1, 1}, {1, 1, 1, 1}};
+    m.seq_q = g.bound(Slot::seq_lens, l, CUDNN_DATA_INT32);
+    m.seq_kv = g.bound(Slot::seq_lens, l, CUDNN_DATA_INT32);
+  }
+  return m;
+}
+
+// -inf where `keep` is false.
+TensorRef select(GraphBuilder& g, const TensorRef& scores, const TensorRef& keep,
+                 const MaskInputs& m) {
+  TensorRef y = g.virtual_tensor(scores.layout, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, scores, &m.neg_inf, &keep, y);
+  return y;
+}
+
+TensorRef index(GraphBuilder& g, const TensorRef& scores, int64_t axis) {
+  return g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, CUDNN_DATA_INT32, CUDNN_DATA_INT32,
+                     axis);
+}
+
+// The padding mask of ragged sequences: row < seq_len_q and col < seq_len_kv.
+TensorRef padding_mask(GraphBuilder& g, const TensorRef& scores, const MaskInputs& m) {
+  const TensorRef row = index(g, scores, 2), col = index(g, scores, 3);
+  const TensorRef row_ok =
+      g.pointwise(CUDNN_POINTWISE_CMP_LT, row, &*m.seq_q, CUDNN_DATA_BOOLEAN, CUDNN_DATA_BOOLEAN);
+  const TensorRef col_ok =
+      g.pointwise(CUDNN_POINTWISE_CMP_LT, col, &*m.seq_kv, CUDNN_DATA_BOOLEAN, CUDNN_DATA_BOOLEAN);
+  const TensorRef both = g.pointwise(CUDNN_POINTWISE_LOGICAL_AND, row_ok, &col_ok,
+                                     CUDNN_DATA_BOOLEAN, CUDNN_DATA_BOOLEAN);
+  return select(g, scores, both, m);
+}
+
+// The causal mask (row >= col), then the sliding window (col + window > row) when there is one.
+TensorRef band_masks(GraphBuilder& g, TensorRef scores, const SdpaShape& s, const MaskInputs& m) {
+  {
+    const TensorRef row = index(g, scores, 2), col = index(g, scores, 3);
+    const TensorRef causal =
+        g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, CUDNN_DATA_BOOLEAN, CUDNN_DATA_BOOLEAN);
+    scores = select(g, scores, causal, m);
+  }
+  if (s.window > 0) {
+    const TensorRef row = index(g, scores, 2), col = index(g, scores, 3);
+    const TensorRef reach = g.pointwise(CUDNN_POINTWISE_ADD, col, &*m.window);
+    const TensorRef inside =
+        g.pointwise(CUDNN_POINTWISE_CMP_GT, reach, &row, CUDNN_DATA_BOOLEAN, CUDNN_DATA_BOOLEAN);
+    scores = select(g, scores, inside, m);
+  }
+  return scores;
+}
+
+// The tensors of sprig's side, as both graphs see them.
+struct IoTensors {
+  TensorRef q, k_t, v, out, stats;
+};
+
+IoTensors io_tensors(GraphBuilder& g, const SdpaShape& s, bool v_transposed) {
+  auto ragged = [&](Slot slot) { return s.ragged ? std::optional<Slot>(slot) : std::nullopt; };
+  const TensorLayout ql = token_major_layout(s, s.heads_q), kl = token_major_layout(s, s.heads_kv);
+  return {g.bound(Slot::q, ql, g.io(), ragged(Slot::q_offsets)),
+          g.bound(Slot::k, transposed(kl), g.io(), ragged(Slot::kv_offsets)),
+          g.bound(Slot::v, v_transposed ? transposed(kl) : kl, g.io(), ragged(Slot::kv_offsets)),
+          g.bound(Slot::out, ql, g.io(), ragged(Slot::q_offsets)),
+          g.bound(Slot::stats, stats_layout(s), CUDNN_DATA_FLOAT, ragged(Slot::stats_offsets))};
+}
+
+void forward_graph(GraphBuilder& g, const SdpaShape& s) {
+  const IoTensors t = io_tensors(g, s, false);
+  const MaskInputs m = mask_inputs(g, s);
+  const TensorRef scale = g.scalar(Slot::scale, CUDNN_DATA_FLOAT);
+  const GraphBuilder::Overrides qk{s.ragged ? &*m.seq_q : nullptr, s.ragged ? &*m.seq_kv : nullptr,
+                                   nullptr};
+  TensorRef scores = g.virtual_tensor(scores_layout(s), CUDNN_DATA_FLOAT);
+  g.matmul(t.q, t.k_t, scores, qk, s.ragged);
+  scores = g.pointwise(CUDNN_POINTWISE_MUL, scores, &scale);
+  if (s.ragged) scores = padding_mask(g, scores, m);
+  scores = band_masks(g, scores, s, m);
+
+  const TensorRef max = g.virtual_tensor(row_layout(s), CUDNN_DATA_FLOAT);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, scores, max);
+  const TensorRef shifted = g.pointwise(CUDNN_POINTWISE_SUB, scores, &max);
+  const TensorRef exp = g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr);
+  const TensorRef sum = g.virtual_tensor(row_layout(s), CUDNN_DATA_FLOAT);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exp, sum);
+  const TensorRef log_sum = g.pointwise(CUDNN_POINTWISE_LOG, sum, nullptr);
+  g.pointwise(CUDNN_POINTWISE_ADD, max, &log_sum, nullptr, t.stats);
+  const TensorRef probs = g.pointwise(CUDNN_POINTWISE_DIV, exp, &sum, g.io());
+
+  const GraphBuilder::Overrides pv{s.ragged ? &*m.seq_q : nullptr, nullptr,
+                                   s.ragged ? &*m.seq_kv : nullptr};
+  g.matmul(probs, t.v, t.out, pv);
+}
+
+// dK or dV: a^T b (a: the [b, Hq, s_q, s_kv] scores seen transposed), reduced over each kv
+// head's query heads under GQA.
+void key_gradient(GraphBuilder& g, const TensorRef& a_t, const TensorRef& b, const TensorRef& out,
+                  const SdpaShape& s, GraphBuilder::Overrides o) {
+  if (s.heads_q == s.heads_kv) return g.matmul(a_t, b, out, o);
+  const TensorRef full = g.virtual_tensor(head_major_layout(s), g.io());
+  g.matmul(a_t, b, full, o);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out);
+}
+
+void backward_graph(GraphBuilder& g, const SdpaShape& s) {
+  auto ragged = [&](Slot slot) { return s.ragged ? std::optional<Slot>(slot) : std::nullopt; };
+  const IoTensors t = io_tensors(g, s, true);  // v as V^T
+  const TensorLayout ql = token_major_layout(s, s.heads_q), kl = token_major_layout(s, s.heads_kv);
+  const TensorRef dout = g.bound(Slot::dout, ql, g.io(), ragged(Slot::q_offsets));
+  const TensorRef dq = g.bound(Slot::dq, ql, g.io(), ragged(Slot::q_offsets));
+  const TensorRef dk = g.bound(Slot::dk, kl, g.io(), ragged(Slot::kv_offsets));
+  const TensorRef dv = g.bound(Slot::dv, kl, g.io(), ragged(Slot::kv_offsets));
+  const TensorRef softmax_sum =
+      g.bound(Slot::softmax_sum, stats_layout(s), CUDNN_DATA_FLOAT, ragged(Slot::stats_offsets));
+  const TensorRef dq_accum = g.bound(Slot::dq_accum, s.ragged ? ql : head_major_layout(s),
+                                     CUDNN_DATA_FLOAT, ragged(Slot::q_offsets));
+  const MaskInputs m = mask_inputs(g, s);
+  const TensorRef scale = g.scalar(Slot::scale, CUDNN_DATA_FLOAT);
+  const TensorRef one = g.scalar(Slot::one, CUDNN_DATA_FLOAT);
+  const TensorRef *seq_q = s.ragged ? &*m.seq_q : nullptr,
+                  *seq_kv = s.ragged ? &*m.seq_kv : nullptr;
+
+  // softmax_sum = rowsum(dO * O)
+  const TensorRef d_o = g.pointwise(CUDNN_POINTWISE_MUL, dout, &t.out);
+  const TensorRef row_sum = g.virtual_tensor(row_layout(s), CUDNN_DATA_FLOAT);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o, row_sum);
+  g.pointwise(CUDNN_POINTWISE_MUL, row_sum, &one, nullptr, softmax_sum);
+
+  // P = exp(S * scale - stats) under the masks
+  TensorRef scores = g.virtual_tensor(scores_layout(s), CUDNN_DATA_FLOAT);
+  g.matmul(t.q, t.k_t, scores, {seq_q, seq_kv, nullptr});
+  scores = g.pointwise(CUDNN_POINTWISE_MUL, scores, &scale);
+  if (s.ragged) scores = padding_mask(g, scores, m);  // before the statistics, as cuDNN's own
+  scores = band_masks(g, g.pointwise(CUDNN_POINTWISE_SUB, scores, &t.stats), s, m);
+  const TensorRef probs = g.pointwise(CUDNN_POINTWISE_EXP, scores, nullptr);
+
+  const TensorLayout scores_t = transposed(scores_layout(s));
+  const GraphBuilder::Overrides key_rows{seq_kv, nullptr, seq_q};
+  key_gradient(g, g.reshape(probs, scores_t, g.io()), dout, dv, s, key_rows);
+
+  // dS = (dO V^T - softmax_sum) * P * scale
+  TensorRef dp = g.virtual_tensor(scores_layout(s), CUDNN_DATA_FLOAT);
+  g.matmul(dout, t.v, dp, {seq_q, seq_kv, nullptr});
+  dp = g.pointwise(CUDNN_POINTWISE_SUB, dp, &softmax_sum);
+  dp = g.pointwise(CUDNN_POINTWISE_MUL, dp, &probs);
+  const TensorRef ds = g.pointwise(CUDNN_POINTWISE_MUL, dp, &scale);
+  key_gradient(g, g.reshape(ds, scores_t, g.io()), t.q, dk, s, key_rows);
+
+  // dQ = dS K, accumulated in f32
+  const TensorRef k = g.reshape(t.k_t, kl, g.io(), ragged(Slot::kv_offsets));
+  g.matmul(ds, k, dq_accum, {seq_q, nullptr, seq_kv});
+  g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, nullptr, dq);
+}
+
+void describe(GraphBuilder& g, SdpaPass pass, const SdpaShape& s) {
+  if (pass == SdpaPass::forward)
+    forward_graph(g, s);
+  else
+    backward_graph(g, s);
+}
+
+// ---- handles and the plan cache ---------------------------------------------------------------
+
+std::mutex g_mutex;
+std::map<int, cudnnHandle_t> g_handles;
+// Built plans, and the keys cuDNN refused (null plan, the reason kept), so neither is rebuilt.
+std::map<SdpaPlanKey, std::pair<std::shared_ptr<Plan>, std::string>> g_plans;
+
+// The device's handle (the caller holds a DeviceGuard for it), set to run on `stream`.
+cudnnHandle_t handle_for(int device, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  cudnnHandle_t& h = g_handles[device];
+  if (!h) check(cudnnCreate(&h), "creating a handle");
+  check(cudnnSetStream(h, stream), "setting the stream");
+  return h;
+}
+
+std::shared_ptr<Plan> plan_for(const SdpaPlanKey& key, cudnnHandle_t handle, const SdpaShape& s) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_plans.find(key);
+    if (it != g_plans.end()) {
+      if (!it->second.first) throw Unsupported(it->second.second);
+      return it->second.first;
+    }
+  }
+  std::shared_ptr<Plan> plan;
+  try {
+    GraphBuilder g(handle, io_type(key.dtype));
+    describe(g, key.pass, s);
+    plan = g.build();
+  } catch (const Unsupported& e) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_plans[key] = {nullptr, e.what()};
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_plans.emplace(key, std::make_pair(plan, std::string())).first->second.first;
+}
+
+void execute(cudnnHandle_t handle, const Plan& plan,
+             const std::array<void*, size_t(Slot::count)>& at, int device) {
+  std::vector<int64_t> uids;
+  std::vector<void*> pointers;
+  for (const auto& [uid, slot] : plan.bindings) {
+    uids.push_back(uid);
+    pointers.push_back(at[static_cast<size_t>(slot)]);
+  }
+  // Workspace from the caching allocator, ordered on the device's current stream like the work.
+  const Tensor workspace =
+      Tensor::empty({std::max<int64_t>(plan.workspace, 1)}, DType::boolean, Device::cuda(device));
+  void* ws = workspace.data_ptr();
+  Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
+           static_cast<int64_t>(uids.size()))
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(),
+           static_cast<int64_t>(pointers.size()))
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &ws);
+  check(pack.finalize(), "finalising the variant pack");
+  check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "executing attention");
+}
+
+// What one call needs besides its tensors: the shape cuDNN sees, its plan, the ragged sequences
+// and the scalars.
+struct Call {
+  SdpaShape shape;
+  const DeviceRagged* ragged = nullptr;
+  float scale = 0, neg_inf = -std::numeric_limits<float>::infinity(), window = 0, one = 1;
+  std::array<void*, size_t(Slot::count)> at{};
+
+  Call(const Tensor& q, const Tensor& k, const AttentionMask& mask, const CudnnMaskForm& form,
+       double scale_) {
+    const int64_t B = q.size(0), T = q.size(1), hq = q.size(2), hkv = k.size(2), d = q.size(3);
+    if (form.ragged) ragged = &mask.cudnn_ragged(form, B, hq, hkv, d, q.device());
+    shape = sdpa_shape(B, T, hq, hkv, d, form, ragged ? ragged->seqs : RaggedSequences{});
+    scale = static_cast<float>(scale_);
+    window = static_cast<float>(form.window);
+    bind(Slot::scale, &scale), bind(Slot::neg_inf, &neg_inf), bind(Slot::window, &window);
+    bind(Slot::one, &one);
+    if (ragged) {
+      bind(Slot::seq_lens, ragged->seq_lens), bind(Slot::q_offsets, ragged->q_offsets);
+      bind(Slot::kv_offsets, ragged->kv_offsets), bind(Slot::stats_offsets, ragged->stats_offsets);
+    }
+  }
+  void bind(Slot slot, void* p) { at[static_cast<size_t>(slot)] = p; }
+  void bind(Slot slot, const Tensor& t) { bind(slot, t.data_ptr()); }
+  void run(SdpaPass pass, DType dtype, int device, cudaStream_t stream) {
+    cudnnHandle_t handle = handle_for(device, stream);
+    const SdpaPlanKey key = sdpa_plan_key(device, dtype, pass, shape);
+    execute(handle, *plan_for(key, handle, shape), at, device);
+  }
+};
+
+// The token-major [B*T, Hq] statistics of ragged sequences, as a [B, Hq, T] view over them.
+Tensor token_major_stats(const Tensor& lse) {
+  const int64_t B = lse.size(0), H = lse.size(1), T = lse.size(2);
+  return Tensor::empty({B, T, H}, DType::f32, lse.device());
+}
+Tensor as_lse(const Tensor& stats) { return stats.permute({0, 2, 1}); }
+
+}  // namespace
+
+int64_t describe_graph(DType dtype, SdpaPass pass, const SdpaShape& shape) {
+  GraphBuilder g(nullptr, io_type(dtype));
+  describe(g, pass, shape);
+  return g.num_operations();
+}
+
+int compiled_version() { return CUDNN_VERSION; }
+int runtime_version() { return static_cast<int>(cudnnGetVersion()); }
+
+void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                  const CudnnMaskForm& form, double scale, const Tensor& out, const Tensor& lse,
+                  cudaStream_t stream) {
+  Call c(q, k, mask, form, scale);
+  const Tensor stats = form.ragged ? token_major_stats(lse) : lse;
+  c.bind(Slot::q, q), c.bind(Slot::k, k), c.bind(Slot::v, v), c.bind(Slot::out, out);
+  c.bind(Slot::stats, stats);
+  c.run(SdpaPass::forward, q.dtype(), q.device().index, stream);
+  if (form.ragged) lse.copy_(as_lse(stats));
+}
+
+void sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                   const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
+                   const CudnnMaskForm& form, double scale, const Tensor& dq, const Tensor& dk,
+                   const Tensor& dv, cudaStream_t stream) {
+  Call c(q, k, mask, form, scale);
+  Tensor stats = lse;
+  if (form.ragged) {
+    stats = token_major_stats(lse);
+    as_lse(stats).copy_(lse);
+  }
+  const Tensor softmax_sum = Tensor::empty(stats.shape(), DType::f32, q.device());
+  const Tensor dq_accum = Tensor::zeros(q.shape(), DType::f32, q.device());
+  c.bind(Slot::q, q), c.bind(Slot::k, k), c.bind(Slot::v, v), c.bind(Slot::out, out);
+  c.bind(Slot::stats, stats), c.bind(Slot::dout, dout), c.bind(Slot::dq, dq);
+  c.bind(Slot::dk, dk), c.bind(Slot::dv, dv);
+  c.bind(Slot::softmax_sum, softmax_sum), c.bind(Slot::dq_accum, dq_accum);
+  c.run(SdpaPass::backward, q.dtype(), q.device().index, stream);
+}
+
+}  // namespace sprig::cuda::cudnn

@@ -1,0 +1,76 @@
+// Host-side planning of cuDNN's fused attention (attention/cudnn/sdpa_plan.h).
+#include "attention/cudnn/sdpa_plan.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace sprig::cuda::cudnn {
+
+RaggedSequences ragged_sequences(const CudnnMaskForm& form, int64_t row_len) {
+  RaggedSequences s;
+  s.seq_lens = form.seq_lens;
+  s.count = static_cast<int64_t>(s.seq_lens.size());
+  s.token_offsets.assign(1, 0);
+  int64_t longest = 0;
+  for (int32_t len : s.seq_lens) {
+    s.token_offsets.push_back(s.token_offsets.back() + len);
+    longest = std::max<int64_t>(longest, len);
+  }
+  int64_t bucket = 64;
+  while (bucket < longest) bucket *= 2;
+  s.max_len = std::min(bucket, row_len);
+  return s;
+}
+
+std::vector<int64_t> element_offsets(const RaggedSequences& seqs, int64_t per_token) {
+  std::vector<int64_t> out(seqs.token_offsets);
+  for (int64_t& o : out) o *= per_token;
+  return out;
+}
+
+DeviceRagged upload_ragged(RaggedSequences seqs, int64_t heads_q, int64_t heads_kv,
+                           int64_t head_dim, Device device) {
+  const int64_t n = seqs.count;
+  auto offsets = [&](int64_t per_token) {
+    return Tensor::from_vector(element_offsets(seqs, per_token), {n + 1, 1, 1, 1}, device);
+  };
+  DeviceRagged r{{},
+                 Tensor::from_vector(seqs.seq_lens, {n, 1, 1, 1}, device),
+                 offsets(heads_q * head_dim),
+                 offsets(heads_kv * head_dim),
+                 offsets(heads_q)};
+  r.seqs = std::move(seqs);
+  return r;
+}
+
+SdpaShape sdpa_shape(int64_t batch, int64_t row_len, int64_t heads_q, int64_t heads_kv,
+                     int64_t head_dim, const CudnnMaskForm& form, const RaggedSequences& seqs) {
+  SdpaShape s{batch, heads_q, heads_kv, row_len, head_dim, form.ragged, form.window};
+  if (form.ragged) s.batch = seqs.count, s.seq_len = seqs.max_len;
+  return s;
+}
+
+TensorLayout token_major_layout(const SdpaShape& s, int64_t heads) {
+  const int64_t d = s.head_dim;
+  return {{s.batch, heads, s.seq_len, d}, {s.seq_len * heads * d, d, heads * d, 1}};
+}
+
+TensorLayout transposed(const TensorLayout& t) {
+  TensorLayout r = t;
+  std::swap(r.dims[2], r.dims[3]);
+  std::swap(r.strides[2], r.strides[3]);
+  return r;
+}
+
+TensorLayout stats_layout(const SdpaShape& s) {
+  const int64_t h = s.heads_q, len = s.seq_len;
+  if (s.ragged) return {{s.batch, h, len, 1}, {len * h, 1, h, 1}};
+  return {{s.batch, h, len, 1}, {h * len, len, 1, 1}};
+}
+
+SdpaPlanKey sdpa_plan_key(int device, DType dtype, SdpaPass pass, const SdpaShape& s) {
+  return {device,     dtype,     pass,       s.batch,  s.heads_q,
+          s.heads_kv, s.seq_len, s.head_dim, s.ragged, s.window > 0};
+}
+
+}  // namespace sprig::cuda::cudnn

@@ -5,7 +5,8 @@
 //     packed causal documents that tile the row, optionally with one sliding window shared by
 //     every rectangle (top-left aligned in each document);
 //   - backend `sprig` always runs sprig's kernels; `cudnn` runs cuDNN and is an error (naming the
-//     mask kind) where cuDNN cannot run the mask; `auto` runs cuDNN where it can, else sprig's.
+//     mask kind) where cuDNN cannot run the mask; `auto` runs, where cuDNN can, whichever of the
+//     two measured faster on the call's shape (attention/cuda/twins.cpp), else sprig's.
 // CPU attention ignores the backend.
 #pragma once
 
@@ -51,7 +52,7 @@ CudnnMaskClass classify_for_cudnn(const BatchMask& mask, int64_t batch);
 inline constexpr int kCudnnMinVersion = 90000;
 inline constexpr int kCudnnRaggedMinVersion = 90600;
 
-// The cuDNN form attention on a CUDA device runs `mask` with, or nullopt for sprig's kernels.
+// The cuDNN form attention on a CUDA device may run `mask` in, or nullopt for sprig's kernels.
 // `cudnn_version` is the loaded library's version (0: none, or a build without cuDNN); cuDNN runs
 // bf16/f16 at head dims that are multiples of 8 up to 256. Backend cudnn throws
 // std::invalid_argument "[attention] backend cudnn ..." where cuDNN cannot run the call.

@@ -1,10 +1,17 @@
 // The CUDA twins of the attention op (attention/cuda/flash.h): each call runs on cuDNN's fused
-// attention where the backend rule says so (attention/backend.h), else on sprig's flash kernels
-// over the mask's tile map of the pass's tile shape. Under the automatic backend, a graph cuDNN
-// refuses falls back to the flash kernels (reported once per process on stderr).
+// attention or on sprig's flash kernels (over the mask's tile map of the pass's tile shape), as
+// the backend rule says (attention/backend.h). Backend cudnn always runs cuDNN. Backend auto, on a
+// call cuDNN can run, measures once per plan key (shape, mask form, dtype, pass): cuDNN runs once
+// to build its plan, then cuDNN and the flash kernels are timed once each on the stream, and the
+// faster serves that key from then on (cuDNN alone where the flash kernels lack the head dim). A
+// graph cuDNN refuses counts as slower (reported once per process on stderr).
+#include <cuda_runtime.h>
+
 #include <atomic>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "attention/backend.h"
 #include "attention/cuda/flash.h"
@@ -14,52 +21,90 @@ namespace sprig::cuda {
 
 namespace {
 
-std::optional<CudnnMaskForm> route(const Tensor& q, const AttentionMask& mask) {
-  return cudnn_route(attention_backend(), mask.mask(), q.size(0), q.size(3),
-                     cudnn::runtime_version());
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("[attention] ") + what + ": " + cudaGetErrorString(e));
 }
 
-// Runs `on_cudnn`; under the automatic backend, a refused graph returns false instead.
-template <class F> bool ran_on_cudnn(F&& on_cudnn) {
+// Seconds `run` takes on `stream` (events around it; waits for it to finish).
+template <class F> double seconds_on(cudaStream_t stream, F&& run) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "creating an event");
+  check(cudaEventCreate(&stop), "creating an event");
+  check(cudaEventRecord(start, stream), "recording an event");
+  run();
+  check(cudaEventRecord(stop, stream), "recording an event");
+  check(cudaEventSynchronize(stop), "waiting for an event");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "timing");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / 1e3;
+}
+
+// Runs the call on cuDNN or on the flash kernels as the backend and (for auto) the measurement
+// of its plan key decide. Both write every output with `=`, so a measured call's result is the
+// last run's, computed as any other.
+template <class Cudnn, class Flash>
+void run_attention(const Tensor& q, const Tensor& k, const AttentionMask& mask,
+                   cudnn::SdpaPass pass, cudaStream_t stream, Cudnn&& on_cudnn, Flash&& on_flash) {
+  const AttentionBackend backend = attention_backend();
+  const std::optional<CudnnMaskForm> form =
+      cudnn_route(backend, mask.mask(), q.size(0), q.size(3), cudnn::runtime_version());
+  if (!form) return on_flash();
+  const bool flash_runs = q.size(3) == 64 || q.size(3) == 128;  // flash_tile_shape's head dims
+  if (backend == AttentionBackend::cudnn || !flash_runs) return on_cudnn(*form);
+  const cudnn::SdpaPlanKey key =
+      cudnn::sdpa_plan_key(q.device().index, q.dtype(), pass, cudnn::call_shape(q, k, mask, *form));
+  if (const std::optional<bool> faster = cudnn::measured_cudnn_faster(key))
+    return *faster ? on_cudnn(*form) : on_flash();
   try {
-    on_cudnn();
-    return true;
+    on_cudnn(*form);  // builds the plan
   } catch (const cudnn::Unsupported& e) {
-    if (attention_backend() == AttentionBackend::cudnn) throw;
     static std::atomic<bool> reported{false};
     if (!reported.exchange(true))
-      std::cerr << "sprig: attention falls back to sprig's kernels where cuDNN refuses the graph: "
+      std::cerr << "sprig: attention runs sprig's kernels where cuDNN refuses the graph: "
                 << e.what() << "\n";
-    return false;
+    cudnn::record_measurement(key, 1, 0);
+    return on_flash();
   }
+  const double on_cudnn_s = seconds_on(stream, [&] { on_cudnn(*form); });
+  on_flash();  // compiles and uploads the mask's tile map
+  const double on_flash_s = seconds_on(stream, on_flash);
+  cudnn::record_measurement(key, on_cudnn_s, on_flash_s);
 }
 
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                        double scale, const Tensor& out, const Tensor& lse, cudaStream_t stream) {
-  if (const auto form = route(q, mask);
-      form &&
-      ran_on_cudnn([&] { cudnn::sdpa_forward(q, k, v, mask, *form, scale, out, lse, stream); }))
-    return;
-  const TileShape s = flash_tile_shape(FlashPass::forward, q.size(3));
-  flash_attention_forward(q, k, v, mask.device_tile_map(s.block_m, s.block_n, q.device()), scale,
-                          out, lse, stream);
+  run_attention(
+      q, k, mask, cudnn::SdpaPass::forward, stream,
+      [&](const CudnnMaskForm& form) {
+        cudnn::sdpa_forward(q, k, v, mask, form, scale, out, lse, stream);
+      },
+      [&] {
+        const TileShape s = flash_tile_shape(FlashPass::forward, q.size(3));
+        flash_attention_forward(q, k, v, mask.device_tile_map(s.block_m, s.block_n, q.device()),
+                                scale, out, lse, stream);
+      });
 }
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
                         double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                         cudaStream_t stream) {
-  if (const auto form = route(q, mask);
-      form && ran_on_cudnn([&] {
-        cudnn::sdpa_backward(q, k, v, out, lse, dout, mask, *form, scale, dq, dk, dv, stream);
-      }))
-    return;
-  const TileShape s = flash_tile_shape(FlashPass::backward, q.size(3));
-  flash_attention_backward(q, k, v, out, lse, dout,
-                           mask.device_tile_map(s.block_m, s.block_n, q.device()), scale, dq, dk,
-                           dv, stream);
+  run_attention(
+      q, k, mask, cudnn::SdpaPass::backward, stream,
+      [&](const CudnnMaskForm& form) {
+        cudnn::sdpa_backward(q, k, v, out, lse, dout, mask, form, scale, dq, dk, dv, stream);
+      },
+      [&] {
+        const TileShape s = flash_tile_shape(FlashPass::backward, q.size(3));
+        flash_attention_backward(q, k, v, out, lse, dout,
+                                 mask.device_tile_map(s.block_m, s.block_n, q.device()), scale, dq,
+                                 dk, dv, stream);
+      });
 }
 
 }  // namespace sprig::cuda

@@ -563,9 +563,7 @@ struct Call {
 
   Call(const Tensor& q, const Tensor& k, const AttentionMask& mask, const CudnnMaskForm& form,
        double scale_) {
-    const int64_t B = q.size(0), T = q.size(1), hq = q.size(2), hkv = k.size(2), d = q.size(3);
-    if (form.ragged) ragged = &mask.cudnn_ragged(form, B, hq, hkv, d, q.device());
-    shape = sdpa_shape(B, T, hq, hkv, d, form, ragged ? ragged->seqs : RaggedSequences{});
+    shape = call_shape(q, k, mask, form, &ragged);
     scale = static_cast<float>(scale_);
     window = static_cast<float>(form.window);
     bind(Slot::scale, &scale), bind(Slot::neg_inf, &neg_inf), bind(Slot::window, &window);

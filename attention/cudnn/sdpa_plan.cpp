@@ -2,7 +2,11 @@
 #include "attention/cudnn/sdpa_plan.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <utility>
+
+#include "attention/cudnn/sdpa.h"
 
 namespace sprig::cuda::cudnn {
 
@@ -71,6 +75,32 @@ TensorLayout stats_layout(const SdpaShape& s) {
 SdpaPlanKey sdpa_plan_key(int device, DType dtype, SdpaPass pass, const SdpaShape& s) {
   return {device,     dtype,     pass,       s.batch,  s.heads_q,
           s.heads_kv, s.seq_len, s.head_dim, s.ragged, s.window > 0};
+}
+
+namespace {
+std::mutex g_measured_mutex;
+std::map<SdpaPlanKey, bool> g_measured;
+}  // namespace
+
+std::optional<bool> measured_cudnn_faster(const SdpaPlanKey& key) {
+  std::lock_guard<std::mutex> lock(g_measured_mutex);
+  const auto it = g_measured.find(key);
+  if (it == g_measured.end()) return std::nullopt;
+  return it->second;
+}
+
+void record_measurement(const SdpaPlanKey& key, double cudnn_seconds, double sprig_seconds) {
+  std::lock_guard<std::mutex> lock(g_measured_mutex);
+  g_measured[key] = cudnn_seconds < sprig_seconds;
+}
+
+SdpaShape call_shape(const Tensor& q, const Tensor& k, const AttentionMask& mask,
+                     const CudnnMaskForm& form, const DeviceRagged** ragged) {
+  const int64_t B = q.size(0), T = q.size(1), hq = q.size(2), hkv = k.size(2), d = q.size(3);
+  const DeviceRagged* r =
+      form.ragged ? &mask.cudnn_ragged(form, B, hq, hkv, d, q.device()) : nullptr;
+  if (ragged) *ragged = r;
+  return sdpa_shape(B, T, hq, hkv, d, form, r ? r->seqs : RaggedSequences{});
 }
 
 }  // namespace sprig::cuda::cudnn

@@ -13,6 +13,7 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "attention/backend.h"
@@ -85,5 +86,11 @@ struct SdpaPlanKey {
   auto operator<=>(const SdpaPlanKey&) const = default;
 };
 SdpaPlanKey sdpa_plan_key(int device, DType dtype, SdpaPass pass, const SdpaShape& s);
+
+// The automatic backend's measurements (attention/cuda/twins.cpp): per plan key, whether cuDNN ran
+// faster than sprig's kernels the first time both ran it (nullopt: not measured yet). A key
+// cuDNN refuses is recorded as slower. Process-wide, thread-safe.
+std::optional<bool> measured_cudnn_faster(const SdpaPlanKey& key);
+void record_measurement(const SdpaPlanKey& key, double cudnn_seconds, double sprig_seconds);
 
 }  // namespace sprig::cuda::cudnn

@@ -208,6 +208,18 @@ TEST(CudnnPlan, KeysSeparateWhatPlansDependOn) {
   EXPECT_NE(key(docs_a), key(CudnnMaskForm{false, 0, {}}));
 }
 
+TEST(CudnnPlan, MeasurementsAreKeptPerPlanKey) {
+  const auto key = [](int64_t seq, SdpaPass pass) {
+    return cuda::cudnn::sdpa_plan_key(0, DType::bf16, pass, {1, 8, 8, seq, 64, false, 0});
+  };
+  EXPECT_FALSE(cuda::cudnn::measured_cudnn_faster(key(4096, SdpaPass::forward)));
+  cuda::cudnn::record_measurement(key(4096, SdpaPass::forward), 1e-3, 2e-3);
+  cuda::cudnn::record_measurement(key(4096, SdpaPass::backward), 3e-3, 2e-3);
+  EXPECT_EQ(cuda::cudnn::measured_cudnn_faster(key(4096, SdpaPass::forward)), true);
+  EXPECT_EQ(cuda::cudnn::measured_cudnn_faster(key(4096, SdpaPass::backward)), false);
+  EXPECT_FALSE(cuda::cudnn::measured_cudnn_faster(key(2048, SdpaPass::forward)));
+}
+
 TEST(CudnnBuild, VersionsAgreeWithTheBuild) {
   if (cuda::cudnn::kBuilt) {
     EXPECT_GE(cuda::cudnn::compiled_version(), kCudnnMinVersion);

@@ -3,8 +3,8 @@
 // (as flash_gpu.cpp checks sprig's kernels), and against sprig's kernels on the same inputs, on
 // every mask form cuDNN runs: causal squares, packed documents (other documents per batch row),
 // each with and without a sliding window; lengths 1..1025, head dims 64, 96 and 128 (96: cuDNN
-// only), GQA 1:1, 2:1 and 8:1, bf16 and f16. Backend auto on a prefix tree runs sprig's kernels;
-// backend cudnn on it is an error naming the mask kind.
+// only), GQA 1:1, 2:1 and 8:1, bf16 and f16. Backend auto measures and stays right; on a prefix
+// tree it runs sprig's kernels, and backend cudnn on it is an error naming the mask kind.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -99,6 +99,18 @@ TEST(CudnnGpu, HalfPrecision) {
   Problem p{documents(97, 2, 0), 2, 4, 2, 128};
   p.dtype = DType::f16;
   check(p, 900);
+}
+
+// The first call of a key measures both backends, later calls run the faster: right either way.
+TEST(CudnnGpu, AutoMeasuresOncePerShapeAndStaysRight) {
+  SPRIG_REQUIRE_CUDNN();
+  for (const BatchMask& mask : {BatchMask(causal_mask(1025)), documents(1025, 1, 0)}) {
+    const Problem p{mask, 1, 8, 2, 128};
+    for (int call = 0; call < 2; ++call)
+      flash_test::check_flash(p, 300 + call, [](const Problem& pr, const Inputs& host, bool) {
+        return run_op(AttentionBackend::automatic, pr, host);
+      });
+  }
 }
 
 TEST(CudnnGpu, AutoRunsSprigsKernelsWhereCudnnCannotAndCudnnSaysWhy) {

@@ -276,8 +276,8 @@ void execute(cudnnHandle_t handle, const Plan& plan,
   check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "executing attention");
 }
 
-// What one call needs besides its tensors: the shape cuDNN sees, its plan, the ragged sequences
-// and the scalars.
+// What one call needs besides its tensors: the shape cuDNN sees, the ragged sequences, the
+// scalars, and the pointer of every slot; run() finds the plan and executes it.
 struct Call {
   SdpaShape shape;
   const DeviceRagged* ragged = nullptr;
@@ -305,7 +305,8 @@ struct Call {
   }
 };
 
-// The token-major [B*T, Hq] statistics of ragged sequences, as a [B, Hq, T] view over them.
+// A token-major [B, T, Hq] buffer for the statistics of ragged sequences; as_lse views it in
+// lse's [B, Hq, T] order.
 Tensor token_major_stats(const Tensor& lse) {
   const int64_t B = lse.size(0), H = lse.size(1), T = lse.size(2);
   return Tensor::empty({B, T, H}, DType::f32, lse.device());

@@ -101,9 +101,9 @@ const cuda::cudnn::DeviceRagged& AttentionMask::cudnn_ragged(const CudnnMaskForm
   auto it = cudnn_ragged_.find(key);
   if (it == cudnn_ragged_.end())
     it = cudnn_ragged_
-             .emplace(key,
-                      cuda::cudnn::upload_ragged(cuda::cudnn::ragged_sequences(form, mask_.q_len()),
-                                                 heads_q, heads_kv, head_dim, device))
+             .emplace(key, cuda::cudnn::upload_ragged(
+                               cuda::cudnn::ragged_sequences(form, batch, mask_.q_len()), heads_q,
+                               heads_kv, head_dim, device))
              .first;
   return it->second;
 }

@@ -33,8 +33,9 @@ class AttentionMask {
   const TileMap& tile_map(int32_t block_m, int32_t block_n) const;
   // That map uploaded to `device`, on first use.
   const cuda::DeviceTileMap& device_tile_map(int32_t block_m, int32_t block_n, Device device) const;
-  // The ragged sequences of the mask's packed documents in its cuDNN form (attention/backend.h)
-  // for a call of `batch` rows, heads and head dim, uploaded to `device`, on first use.
+  // The sequences of the mask's cuDNN form (attention/cudnn/sdpa_plan.h: its documents, or its
+  // rows where a padding mask needs them) for a call of `batch` rows, heads and head dim, uploaded
+  // to `device`, on first use.
   const cuda::cudnn::DeviceRagged& cudnn_ragged(const CudnnMaskForm& form, int64_t batch,
                                                 int64_t heads_q, int64_t heads_kv, int64_t head_dim,
                                                 Device device) const;

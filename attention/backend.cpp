@@ -120,6 +120,11 @@ std::optional<CudnnMaskForm> cudnn_route(AttentionBackend backend, const BatchMa
   if (head_dim % 8 != 0 || head_dim > 256)
     return refuse("runs head dims that are multiples of 8 up to 256, got " +
                   std::to_string(head_dim));
+  if (cudnn_version == 91000 || cudnn_version == 91001)
+    return refuse("does not run on cuDNN " + version_str(cudnn_version) +
+                  ", whose attention backward has known bugs (use 9.10.2 or newer)");
+  if (mask.q_len() == 1)
+    return refuse("cannot run rows of one token (cuDNN's backward refuses s_q = s_kv = 1)");
   CudnnMaskClass c = classify_for_cudnn(mask, batch);
   if (!c.form)
     return refuse("cannot express a " + c.kind +

@@ -54,7 +54,8 @@ inline constexpr int kCudnnRaggedMinVersion = 90600;
 
 // The cuDNN form attention on a CUDA device may run `mask` in, or nullopt for sprig's kernels.
 // `cudnn_version` is the loaded library's version (0: none, or a build without cuDNN); cuDNN runs
-// bf16/f16 at head dims that are multiples of 8 up to 256. Backend cudnn throws
+// bf16/f16 at head dims that are multiples of 8 up to 256, rows longer than one token, and not on
+// 9.10.0 or 9.10.1 (whose backward is broken). Backend cudnn throws
 // std::invalid_argument "[attention] backend cudnn ..." where cuDNN cannot run the call.
 std::optional<CudnnMaskForm> cudnn_route(AttentionBackend backend, const BatchMask& mask,
                                          int64_t batch, int64_t head_dim, int cudnn_version);

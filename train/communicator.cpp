@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -15,10 +16,21 @@ namespace sprig {
 
 namespace {
 
-// A symbol of plugin `name` (lib<name>.so in the build's plugin directory), loaded once and kept.
-// Global scope: Open MPI's own components look up libmpi's symbols there.
+// The plugins' folder: plugins/ beside the running executable's folder (build/plugins for
+// build/tools/sprig and build/tests/*, a bundle's plugins/ for its bin/sprig).
+std::filesystem::path plugin_dir() {
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error)
+    throw std::runtime_error("[launch] cannot find the running executable to locate its plugins: " +
+                             error.message());
+  return exe.parent_path().parent_path() / "plugins";
+}
+
+// A symbol of plugin `name` (lib<name>.so in plugin_dir()), loaded once and kept. Global scope:
+// Open MPI's own components look up libmpi's symbols there.
 void* plugin_symbol(const std::string& name, const char* symbol, const std::string& needs) {
-  const std::string path = std::string(SPRIG_PLUGIN_DIR) + "/lib" + name + ".so";
+  const std::string path = (plugin_dir() / ("lib" + name + ".so")).string();
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);  // the loaded one when it is
   if (!handle) {
     const char* why = ::dlerror();
@@ -74,6 +86,13 @@ std::unique_ptr<Communicator> launch_communicator(bool cuda) {
   if (launcher_world_size() == 1) return std::make_unique<Communicator>();
   std::unique_ptr<Communicator> mpi = make_mpi_communicator();
   return cuda ? make_nccl_communicator(std::move(mpi)) : std::move(mpi);
+}
+
+int device_for_local_rank(int64_t local_rank, int device_count) {
+  if (device_count < 1)
+    throw std::runtime_error("[launch] local rank " + std::to_string(local_rank) +
+                             " of a CUDA run sees no CUDA device (check CUDA_VISIBLE_DEVICES)");
+  return static_cast<int>(local_rank % device_count);
 }
 
 void mpi_reference_all_reduce(float* data, int64_t count) {

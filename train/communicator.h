@@ -72,6 +72,12 @@ Communicator& single_process();
 // several ranks by a sprig built without MPI (or a CUDA run without NCCL).
 std::unique_ptr<Communicator> launch_communicator(bool cuda);
 
+// The CUDA device a rank of a CUDA run computes on: its local rank among the devices it sees
+// (local_rank % device_count), so a launcher that gives each rank one device through
+// CUDA_VISIBLE_DEVICES and one that shows every rank all devices both work. Throws
+// std::runtime_error "[launch] ..." when it sees none.
+int device_for_local_rank(int64_t local_rank, int device_count);
+
 // The number of ranks the launcher says this process is part of (1 without a launcher), from its
 // environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE).
 int64_t launcher_world_size();

@@ -54,8 +54,10 @@ ncclDataType_t nccl_type(DType dtype) {
 class NcclCommunicator : public Communicator {
  public:
   explicit NcclCommunicator(std::unique_ptr<Communicator> mpi) : mpi_(std::move(mpi)) {
-    device_ = static_cast<int>(mpi_->local_rank());
-    check(cudaSetDevice(device_), "cudaSetDevice(local rank)");
+    int devices = 0;
+    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    device_ = device_for_local_rank(mpi_->local_rank(), devices);
+    check(cudaSetDevice(device_), "cudaSetDevice");
     ncclUniqueId id;
     std::string bytes;
     if (mpi_->rank() == 0) {
@@ -71,11 +73,13 @@ class NcclCommunicator : public Communicator {
     check(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
+  // The communicator goes first, once its stream's work is done; then the stream and events.
   ~NcclCommunicator() override {
+    cudaStreamSynchronize(stream_);
+    ncclCommDestroy(comm_);
     cudaEventDestroy(done_);
     cudaEventDestroy(inputs_ready_);
     cudaStreamDestroy(stream_);
-    ncclCommDestroy(comm_);
   }
 
   int64_t rank() const override { return mpi_->rank(); }
@@ -111,7 +115,9 @@ class NcclCommunicator : public Communicator {
   bool overlaps_backward() const override { return true; }
   void start_sum(const Tensor& t) override { launch_all_reduce(t, Reduction::sum); }
   void finish_sums() override { compute_waits(); }
+  // NCCL's abort first: collectives in flight on this rank end instead of waiting for the others.
   [[noreturn]] void abort(int code) override {
+    ncclCommAbort(comm_);
     mpi_->abort(code);
     std::abort();  // not reached: [[noreturn]] does not carry through a virtual call
   }

@@ -301,23 +301,27 @@ template <class F> void dispatch_flash(DType dtype, int64_t head_dim, F&& f) {
     with_head_dim(__half{});
 }
 
-// Whether `kernel` runs on the calling thread's current device for the first time.
-inline bool first_launch_on_device(const void* kernel) {
+// Runs set_limit() (which raises `kernel`'s dynamic shared memory limit) once per kernel and
+// device, under a lock: a thread that finds the limit raised, or waits for it, launches after it
+// is in place on that device.
+template <class SetLimit> void raise_smem_limit_once(const void* kernel, SetLimit&& set_limit) {
   static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> launched;
+  static std::set<std::pair<const void*, int>> raised;
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> lock(mutex);
-  return launched.emplace(kernel, device).second;
+  if (raised.count({kernel, device})) return;
+  CUDA_CHECK(set_limit());
+  raised.emplace(kernel, device);
 }
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory, a kernel instance's fixed size:
-// its limit is raised once per device, on the first launch.
+// Launches `kernel` with `smem` bytes of dynamic shared memory, a kernel instance's fixed size.
 template <class Kernel, class Params>
 void launch_with_smem(Kernel kernel, unsigned grid, int threads, int smem, cudaStream_t stream,
                       const Params& params) {
-  if (first_launch_on_device(reinterpret_cast<const void*>(kernel)))
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  raise_smem_limit_once(reinterpret_cast<const void*>(kernel), [&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  });
   launch(kernel, grid, threads, smem, stream, params);
 }
 

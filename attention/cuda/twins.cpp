@@ -1,14 +1,11 @@
 // The CUDA twins of the attention op (attention/cuda/flash.h): each call runs on cuDNN's fused
 // attention or on sprig's flash kernels (over the mask's tile map of the pass's tile shape), as
 // the backend rule says (attention/backend.h). Backend cudnn always runs cuDNN. Backend auto, on a
-// call cuDNN can run, measures once per plan key (shape, mask form, dtype, pass): cuDNN runs once
-// to build its plan, then cuDNN and the flash kernels are timed once each on the stream, and the
-// faster serves that key from then on (cuDNN alone where the flash kernels lack the head dim). A
-// graph cuDNN refuses counts as slower (reported once per process on stderr).
+// call cuDNN can run, measures once per plan key (shape, mask form, dtype, pass) and keeps the
+// faster (cudnn::run_automatic, attention/cudnn/sdpa_plan.h), falling back to the flash kernels
+// where cuDNN fails on the key; cuDNN alone where the flash kernels lack the head dim.
 #include <cuda_runtime.h>
 
-#include <atomic>
-#include <iostream>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -43,35 +40,21 @@ template <class F> double seconds_on(cudaStream_t stream, F&& run) {
 }
 
 // Runs the call on cuDNN or on the flash kernels as the backend and (for auto) the measurement
-// of its plan key decide. Both write every output with `=`, so a measured call's result is the
-// last run's, computed as any other.
+// of its plan key decide (cudnn::run_automatic).
 template <class Cudnn, class Flash>
 void run_attention(const Tensor& q, const Tensor& k, const AttentionMask& mask,
                    cudnn::SdpaPass pass, cudaStream_t stream, Cudnn&& on_cudnn, Flash&& on_flash) {
   const AttentionBackend backend = attention_backend();
+  const int version = cudnn::runtime_version();
   const std::optional<CudnnMaskForm> form =
-      cudnn_route(backend, mask.mask(), q.size(0), q.size(3), cudnn::runtime_version());
+      cudnn_route(backend, mask.mask(), q.size(0), q.size(3), version);
   if (!form) return on_flash();
   const bool flash_runs = q.size(3) == 64 || q.size(3) == 128;  // flash_tile_shape's head dims
   if (backend == AttentionBackend::cudnn || !flash_runs) return on_cudnn(*form);
-  const cudnn::SdpaPlanKey key =
-      cudnn::sdpa_plan_key(q.device().index, q.dtype(), pass, cudnn::call_shape(q, k, mask, *form));
-  if (const std::optional<bool> faster = cudnn::measured_cudnn_faster(key))
-    return *faster ? on_cudnn(*form) : on_flash();
-  try {
-    on_cudnn(*form);  // builds the plan
-  } catch (const cudnn::Unsupported& e) {
-    static std::atomic<bool> reported{false};
-    if (!reported.exchange(true))
-      std::cerr << "sprig: attention runs sprig's kernels where cuDNN refuses the graph: "
-                << e.what() << "\n";
-    cudnn::record_measurement(key, 1, 0);
-    return on_flash();
-  }
-  const double on_cudnn_s = seconds_on(stream, [&] { on_cudnn(*form); });
-  on_flash();  // compiles and uploads the mask's tile map
-  const double on_flash_s = seconds_on(stream, on_flash);
-  cudnn::record_measurement(key, on_cudnn_s, on_flash_s);
+  const cudnn::SdpaPlanKey key = cudnn::sdpa_plan_key(
+      q.device().index, q.dtype(), pass, cudnn::call_shape(q, k, mask, *form, pass, version));
+  cudnn::run_automatic(
+      key, [&] { on_cudnn(*form); }, on_flash, [&](auto&& run) { return seconds_on(stream, run); });
 }
 
 }  // namespace

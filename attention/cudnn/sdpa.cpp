@@ -9,13 +9,12 @@
 //             dV = P^T dO; dS = (dO V^T - softmax_sum) * P * scale; dK = dS^T Q; dQ = dS K
 //             (through an f32 accumulator), with a head-group reduction of dK and dV under GQA.
 // Masks are index comparisons (row >= col; col + window > row; row < seq_len_q, col < seq_len_kv
-// for ragged sequences) feeding a select of -inf.
+// for ragged or padded sequences) feeding a select of -inf (masked_score).
 #include "attention/cudnn/sdpa.h"
 
 #include <cudnn.h>
 
 #include <array>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,10 +51,13 @@ struct MaskInputs {
   std::optional<TensorRef> window, seq_q, seq_kv;
 };
 
+// Whether the graph binds sequence lengths (and has the padding mask).
+bool has_seq_lens(const SdpaShape& s) { return s.ragged || s.padded; }
+
 MaskInputs mask_inputs(GraphBuilder& g, const SdpaShape& s) {
   MaskInputs m{g.scalar(Slot::neg_inf, CUDNN_DATA_FLOAT), {}, {}, {}};
   if (s.window > 0) m.window = g.scalar(Slot::window, CUDNN_DATA_FLOAT);
-  if (s.ragged) {
+  if (has_seq_lens(s)) {
     const TensorLayout l{{s.batch, 1, 1, 1}, {1, 1, 1, 1}};
     m.seq_q = g.bound(Slot::seq_lens, l, CUDNN_DATA_INT32);
     m.seq_kv = g.bound(Slot::seq_lens, l, CUDNN_DATA_INT32);
@@ -76,7 +78,7 @@ TensorRef index(GraphBuilder& g, const TensorRef& scores, int64_t axis) {
                      axis);
 }
 
-// The padding mask of ragged sequences: row < seq_len_q and col < seq_len_kv.
+// The padding mask of ragged or padded sequences: row < seq_len_q and col < seq_len_kv.
 TensorRef padding_mask(GraphBuilder& g, const TensorRef& scores, const MaskInputs& m) {
   const TensorRef row = index(g, scores, 2), col = index(g, scores, 3);
   const TensorRef row_ok =
@@ -125,12 +127,12 @@ void forward_graph(GraphBuilder& g, const SdpaShape& s) {
   const IoTensors t = io_tensors(g, s, false);
   const MaskInputs m = mask_inputs(g, s);
   const TensorRef scale = g.scalar(Slot::scale, CUDNN_DATA_FLOAT);
-  const GraphBuilder::Overrides qk{s.ragged ? &*m.seq_q : nullptr, s.ragged ? &*m.seq_kv : nullptr,
-                                   nullptr};
+  const bool seqs = has_seq_lens(s);
+  const TensorRef *seq_q = seqs ? &*m.seq_q : nullptr, *seq_kv = seqs ? &*m.seq_kv : nullptr;
   TensorRef scores = g.virtual_tensor(scores_layout(s), CUDNN_DATA_FLOAT);
-  g.matmul(t.q, t.k_t, scores, qk, s.ragged);
+  g.matmul(t.q, t.k_t, scores, {seq_q, seq_kv, nullptr}, seqs);
   scores = g.pointwise(CUDNN_POINTWISE_MUL, scores, &scale);
-  if (s.ragged) scores = padding_mask(g, scores, m);
+  if (seqs) scores = padding_mask(g, scores, m);
   scores = band_masks(g, scores, s, m);
 
   const TensorRef max = g.virtual_tensor(row_layout(s), CUDNN_DATA_FLOAT);
@@ -143,9 +145,7 @@ void forward_graph(GraphBuilder& g, const SdpaShape& s) {
   g.pointwise(CUDNN_POINTWISE_ADD, max, &log_sum, nullptr, t.stats);
   const TensorRef probs = g.pointwise(CUDNN_POINTWISE_DIV, exp, &sum, g.io());
 
-  const GraphBuilder::Overrides pv{s.ragged ? &*m.seq_q : nullptr, nullptr,
-                                   s.ragged ? &*m.seq_kv : nullptr};
-  g.matmul(probs, t.v, t.out, pv);
+  g.matmul(probs, t.v, t.out, {seq_q, nullptr, seq_kv});
 }
 
 // dK or dV: a^T b (a: the [b, Hq, s_q, s_kv] scores seen transposed), reduced over each kv
@@ -173,8 +173,8 @@ void backward_graph(GraphBuilder& g, const SdpaShape& s) {
   const MaskInputs m = mask_inputs(g, s);
   const TensorRef scale = g.scalar(Slot::scale, CUDNN_DATA_FLOAT);
   const TensorRef one = g.scalar(Slot::one, CUDNN_DATA_FLOAT);
-  const TensorRef *seq_q = s.ragged ? &*m.seq_q : nullptr,
-                  *seq_kv = s.ragged ? &*m.seq_kv : nullptr;
+  const bool seqs = has_seq_lens(s);
+  const TensorRef *seq_q = seqs ? &*m.seq_q : nullptr, *seq_kv = seqs ? &*m.seq_kv : nullptr;
 
   // softmax_sum = rowsum(dO * O)
   const TensorRef d_o = g.pointwise(CUDNN_POINTWISE_MUL, dout, &t.out);
@@ -186,7 +186,7 @@ void backward_graph(GraphBuilder& g, const SdpaShape& s) {
   TensorRef scores = g.virtual_tensor(scores_layout(s), CUDNN_DATA_FLOAT);
   g.matmul(t.q, t.k_t, scores, {seq_q, seq_kv, nullptr});
   scores = g.pointwise(CUDNN_POINTWISE_MUL, scores, &scale);
-  if (s.ragged) scores = padding_mask(g, scores, m);  // before the statistics, as cuDNN's own
+  if (seqs) scores = padding_mask(g, scores, m);  // before the statistics, as cuDNN's own
   scores = band_masks(g, g.pointwise(CUDNN_POINTWISE_SUB, scores, &t.stats), s, m);
   const TensorRef probs = g.pointwise(CUDNN_POINTWISE_EXP, scores, nullptr);
 
@@ -217,27 +217,33 @@ void describe(GraphBuilder& g, SdpaPass pass, const SdpaShape& s) {
 
 // ---- handles and the plan cache ---------------------------------------------------------------
 
-std::mutex g_mutex;
-std::map<int, cudnnHandle_t> g_handles;
-// Built plans, and the keys cuDNN refused (null plan, the reason kept), so neither is rebuilt.
-std::map<SdpaPlanKey, std::pair<std::shared_ptr<Plan>, std::string>> g_plans;
+// One handle per device. A handle runs on the stream last set on it, so setting the stream and
+// executing happen under its own lock: two threads cannot interleave on one handle.
+struct DeviceHandle {
+  cudnnHandle_t handle = nullptr;
+  std::mutex mutex;
+};
 
-// The device's handle (the caller holds a DeviceGuard for it), set to run on `stream`.
-cudnnHandle_t handle_for(int device, cudaStream_t stream) {
+std::mutex g_mutex;  // guards g_handles and g_plans
+std::map<int, DeviceHandle> g_handles;
+// Built plans, and the keys cuDNN refused (null plan, the reason kept), so neither is rebuilt.
+BoundedCache<SdpaPlanKey, std::pair<std::shared_ptr<Plan>, std::string>> g_plans(
+    kPlanCacheCapacity);
+
+// The device's handle (the caller holds a DeviceGuard for it), created on first use.
+DeviceHandle& handle_for(int device) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  cudnnHandle_t& h = g_handles[device];
-  if (!h) check(cudnnCreate(&h), "creating a handle");
-  check(cudnnSetStream(h, stream), "setting the stream");
+  DeviceHandle& h = g_handles[device];
+  if (!h.handle) check(cudnnCreate(&h.handle), "creating a handle");
   return h;
 }
 
 std::shared_ptr<Plan> plan_for(const SdpaPlanKey& key, cudnnHandle_t handle, const SdpaShape& s) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = g_plans.find(key);
-    if (it != g_plans.end()) {
-      if (!it->second.first) throw Unsupported(it->second.second);
-      return it->second.first;
+    if (const auto* cached = g_plans.find(key)) {
+      if (!cached->first) throw Unsupported(cached->second);
+      return cached->first;
     }
   }
   std::shared_ptr<Plan> plan;
@@ -247,11 +253,11 @@ std::shared_ptr<Plan> plan_for(const SdpaPlanKey& key, cudnnHandle_t handle, con
     plan = g.build();
   } catch (const Unsupported& e) {
     std::lock_guard<std::mutex> lock(g_mutex);
-    g_plans[key] = {nullptr, e.what()};
+    g_plans.put(key, {nullptr, e.what()});
     throw;
   }
   std::lock_guard<std::mutex> lock(g_mutex);
-  return g_plans.emplace(key, std::make_pair(plan, std::string())).first->second.first;
+  return g_plans.put(key, {plan, std::string()}).first;
 }
 
 void execute(cudnnHandle_t handle, const Plan& plan,
@@ -281,13 +287,15 @@ void execute(cudnnHandle_t handle, const Plan& plan,
 struct Call {
   SdpaShape shape;
   const DeviceRagged* ragged = nullptr;
-  float scale = 0, neg_inf = -std::numeric_limits<float>::infinity(), window = 0, one = 1;
+  float scale = 0, neg_inf = 0, window = 0, one = 1;
   std::array<void*, size_t(Slot::count)> at{};
 
   Call(const Tensor& q, const Tensor& k, const AttentionMask& mask, const CudnnMaskForm& form,
-       double scale_) {
-    shape = call_shape(q, k, mask, form, &ragged);
+       double scale_, SdpaPass pass) {
+    const int version = runtime_version();
+    shape = call_shape(q, k, mask, form, pass, version, &ragged);
     scale = static_cast<float>(scale_);
+    neg_inf = masked_score(version);
     window = static_cast<float>(form.window);
     bind(Slot::scale, &scale), bind(Slot::neg_inf, &neg_inf), bind(Slot::window, &window);
     bind(Slot::one, &one);
@@ -299,9 +307,12 @@ struct Call {
   void bind(Slot slot, void* p) { at[static_cast<size_t>(slot)] = p; }
   void bind(Slot slot, const Tensor& t) { bind(slot, t.data_ptr()); }
   void run(SdpaPass pass, DType dtype, int device, cudaStream_t stream) {
-    cudnnHandle_t handle = handle_for(device, stream);
+    DeviceHandle& h = handle_for(device);
     const SdpaPlanKey key = sdpa_plan_key(device, dtype, pass, shape);
-    execute(handle, *plan_for(key, handle, shape), at, device);
+    std::lock_guard<std::mutex> lock(h.mutex);  // plan building and execution use the handle
+    const std::shared_ptr<Plan> plan = plan_for(key, h.handle, shape);
+    check(cudnnSetStream(h.handle, stream), "setting the stream");
+    execute(h.handle, *plan, at, device);
   }
 };
 
@@ -327,7 +338,7 @@ int runtime_version() { return static_cast<int>(cudnnGetVersion()); }
 void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                   const CudnnMaskForm& form, double scale, const Tensor& out, const Tensor& lse,
                   cudaStream_t stream) {
-  Call c(q, k, mask, form, scale);
+  Call c(q, k, mask, form, scale, SdpaPass::forward);
   const Tensor stats = form.ragged ? token_major_stats(lse) : lse;
   c.bind(Slot::q, q), c.bind(Slot::k, k), c.bind(Slot::v, v), c.bind(Slot::out, out);
   c.bind(Slot::stats, stats);
@@ -339,7 +350,7 @@ void sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
                    const Tensor& lse, const Tensor& dout, const AttentionMask& mask,
                    const CudnnMaskForm& form, double scale, const Tensor& dq, const Tensor& dk,
                    const Tensor& dv, cudaStream_t stream) {
-  Call c(q, k, mask, form, scale);
+  Call c(q, k, mask, form, scale, SdpaPass::backward);
   Tensor stats = lse;
   if (form.ragged) {
     stats = token_major_stats(lse);

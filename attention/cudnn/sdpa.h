@@ -37,10 +37,12 @@ struct Unsupported : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The shape cuDNN sees q [B, T, Hq, D] and k [B, T, Hkv, D] under `form` in; `ragged` (when
-// given) receives the mask's ragged sequences on q's device (null unless ragged).
+// The shape cuDNN sees q [B, T, Hq, D] and k [B, T, Hkv, D] under `form` in, for one pass on the
+// loaded cuDNN; `ragged` (when given) receives the mask's sequences on q's device (null unless
+// ragged or padded).
 SdpaShape call_shape(const Tensor& q, const Tensor& k, const AttentionMask& mask,
-                     const CudnnMaskForm& form, const DeviceRagged** ragged = nullptr);
+                     const CudnnMaskForm& form, SdpaPass pass, int cudnn_version,
+                     const DeviceRagged** ragged = nullptr);
 
 // Finalises every tensor and operation descriptor of the graph of one pass, without a device (the
 // graph and plan need one): a check of the graph's construction that runs on the CPU. Returns the

@@ -2,7 +2,8 @@
 #include "attention/cudnn/sdpa_plan.h"
 
 #include <algorithm>
-#include <map>
+#include <iostream>
+#include <limits>
 #include <mutex>
 #include <utility>
 
@@ -10,9 +11,20 @@
 
 namespace sprig::cuda::cudnn {
 
-RaggedSequences ragged_sequences(const CudnnMaskForm& form, int64_t row_len) {
+int64_t sequence_bucket(int64_t documents) {
+  int64_t bucket = 1;
+  while (bucket < documents) bucket *= 2;
+  return bucket;
+}
+
+RaggedSequences ragged_sequences(const CudnnMaskForm& form, int64_t batch, int64_t row_len) {
   RaggedSequences s;
-  s.seq_lens = form.seq_lens;
+  if (form.ragged) {
+    s.seq_lens = form.seq_lens;
+    s.seq_lens.resize(sequence_bucket(static_cast<int64_t>(form.seq_lens.size())), 0);
+  } else {
+    s.seq_lens.assign(batch, static_cast<int32_t>(row_len));
+  }
   s.count = static_cast<int64_t>(s.seq_lens.size());
   s.token_offsets.assign(1, 0);
   int64_t longest = 0;
@@ -22,7 +34,7 @@ RaggedSequences ragged_sequences(const CudnnMaskForm& form, int64_t row_len) {
   }
   int64_t bucket = 64;
   while (bucket < longest) bucket *= 2;
-  s.max_len = std::min(bucket, row_len);
+  s.max_len = form.ragged ? std::min(bucket, row_len) : row_len;
   return s;
 }
 
@@ -48,10 +60,21 @@ DeviceRagged upload_ragged(RaggedSequences seqs, int64_t heads_q, int64_t heads_
 }
 
 SdpaShape sdpa_shape(int64_t batch, int64_t row_len, int64_t heads_q, int64_t heads_kv,
-                     int64_t head_dim, const CudnnMaskForm& form, const RaggedSequences& seqs) {
-  SdpaShape s{batch, heads_q, heads_kv, row_len, head_dim, form.ragged, form.window};
+                     int64_t head_dim, const CudnnMaskForm& form, const RaggedSequences& seqs,
+                     bool padded) {
+  SdpaShape s{batch, heads_q, heads_kv, row_len, head_dim, form.ragged, form.window, padded};
   if (form.ragged) s.batch = seqs.count, s.seq_len = seqs.max_len;
   return s;
+}
+
+bool needs_padding_mask(SdpaPass pass, const CudnnMaskForm& form, int64_t row_len,
+                        int cudnn_version) {
+  return pass == SdpaPass::backward && !form.ragged && row_len % 128 != 0 && cudnn_version <= 91500;
+}
+
+float masked_score(int cudnn_version) {
+  return cudnn_version < 91000 ? std::numeric_limits<float>::lowest()
+                               : -std::numeric_limits<float>::infinity();
 }
 
 TensorLayout token_major_layout(const SdpaShape& s, int64_t heads) {
@@ -73,34 +96,52 @@ TensorLayout stats_layout(const SdpaShape& s) {
 }
 
 SdpaPlanKey sdpa_plan_key(int device, DType dtype, SdpaPass pass, const SdpaShape& s) {
-  return {device,     dtype,     pass,       s.batch,  s.heads_q,
-          s.heads_kv, s.seq_len, s.head_dim, s.ragged, s.window > 0};
+  return {device,    dtype,      pass,     s.batch,      s.heads_q, s.heads_kv,
+          s.seq_len, s.head_dim, s.ragged, s.window > 0, s.padded};
 }
 
 namespace {
 std::mutex g_measured_mutex;
-std::map<SdpaPlanKey, bool> g_measured;
+BoundedCache<SdpaPlanKey, bool> g_measured(kPlanCacheCapacity);
 }  // namespace
 
 std::optional<bool> measured_cudnn_faster(const SdpaPlanKey& key) {
   std::lock_guard<std::mutex> lock(g_measured_mutex);
-  const auto it = g_measured.find(key);
-  if (it == g_measured.end()) return std::nullopt;
-  return it->second;
+  const bool* faster = g_measured.find(key);
+  if (!faster) return std::nullopt;
+  return *faster;
 }
 
 void record_measurement(const SdpaPlanKey& key, double cudnn_seconds, double sprig_seconds) {
   std::lock_guard<std::mutex> lock(g_measured_mutex);
-  g_measured[key] = cudnn_seconds < sprig_seconds;
+  g_measured.put(key, cudnn_seconds < sprig_seconds);
+}
+
+std::string describe_key(const SdpaPlanKey& k) {
+  std::string s = std::string(k.pass == SdpaPass::forward ? "forward " : "backward ") +
+                  dtype_name(k.dtype) + " b=" + std::to_string(k.batch) +
+                  " hq=" + std::to_string(k.heads_q) + " hkv=" + std::to_string(k.heads_kv) +
+                  " s=" + std::to_string(k.seq_len) + " d=" + std::to_string(k.head_dim);
+  if (k.ragged) s += " ragged";
+  if (k.windowed) s += " windowed";
+  if (k.padded) s += " padded";
+  return s + " on cuda:" + std::to_string(k.device);
+}
+
+void report_cudnn_fallback(const SdpaPlanKey& key, const std::string& what) {
+  std::cerr << "sprig: attention runs sprig's kernels for " << describe_key(key)
+            << ": cuDNN failed on it (" << what << ")\n";
 }
 
 SdpaShape call_shape(const Tensor& q, const Tensor& k, const AttentionMask& mask,
-                     const CudnnMaskForm& form, const DeviceRagged** ragged) {
+                     const CudnnMaskForm& form, SdpaPass pass, int cudnn_version,
+                     const DeviceRagged** ragged) {
   const int64_t B = q.size(0), T = q.size(1), hq = q.size(2), hkv = k.size(2), d = q.size(3);
+  const bool padded = needs_padding_mask(pass, form, T, cudnn_version);
   const DeviceRagged* r =
-      form.ragged ? &mask.cudnn_ragged(form, B, hq, hkv, d, q.device()) : nullptr;
+      form.ragged || padded ? &mask.cudnn_ragged(form, B, hq, hkv, d, q.device()) : nullptr;
   if (ragged) *ragged = r;
-  return sdpa_shape(B, T, hq, hkv, d, form, r ? r->seqs : RaggedSequences{});
+  return sdpa_shape(B, T, hq, hkv, d, form, r ? r->seqs : RaggedSequences{}, padded);
 }
 
 }  // namespace sprig::cuda::cudnn

@@ -1,11 +1,14 @@
 // The attention backend rule (attention/backend.h) and the host planning of the cuDNN backend
 // (attention/cudnn/sdpa_plan.h): which masks cuDNN expresses and how they are named, the route
-// per backend, ragged sequences and offsets from document lengths, the layouts cuDNN sees
-// sprig's tensors in, and the plan-cache keys.
+// per backend and cuDNN version, ragged sequences and offsets from document lengths, the layouts
+// cuDNN sees sprig's tensors in, the plan-cache keys and the cache's bound, and backend auto's
+// choice and fallback.
 #include "attention/backend.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -115,25 +118,85 @@ TEST(AttentionBackend, RouteFollowsTheBackendVersionAndHeadDim) {
             "found 9.5.0");
 }
 
+TEST(AttentionBackend, RouteAvoidsWhatCudnnRefuses) {
+  // cuDNN 9.10.0 and 9.10.1 compute a wrong backward (cudnn-frontend refuses them).
+  const BatchMask causal(causal_mask(64));
+  EXPECT_FALSE(cudnn_route(AttentionBackend::automatic, causal, 1, 128, 91000));
+  EXPECT_FALSE(cudnn_route(AttentionBackend::automatic, causal, 1, 128, 91001));
+  EXPECT_TRUE(cudnn_route(AttentionBackend::automatic, causal, 1, 128, 91002));
+  EXPECT_TRUE(cudnn_route(AttentionBackend::automatic, causal, 1, 128, 90900));
+  EXPECT_EQ(error_of(AttentionBackend::cudnn, causal, 1, 128, 91001),
+            "[attention] backend cudnn does not run on cuDNN 9.10.1, whose attention backward has "
+            "known bugs (use 9.10.2 or newer)");
+  // Rows of one token: the backward refuses s_q = s_kv = 1.
+  const BatchMask one(causal_mask(1));
+  EXPECT_FALSE(cudnn_route(AttentionBackend::automatic, one, 4, 128, kCudnn919));
+  EXPECT_EQ(error_of(AttentionBackend::cudnn, one, 4, 128, kCudnn919),
+            "[attention] backend cudnn cannot run rows of one token (cuDNN's backward refuses "
+            "s_q = s_kv = 1)");
+  // Documents of one token are fine: cuDNN sees the bucketed length.
+  EXPECT_TRUE(cudnn_route(AttentionBackend::automatic, BatchMask(document_mask({1, 1, 62})), 1, 128,
+                          kCudnn919));
+}
+
+TEST(CudnnPlan, VersionRules) {
+  using cuda::cudnn::needs_padding_mask;
+  const CudnnMaskForm causal{false, 0, {}}, docs{true, 0, {100, 28}};
+  // Up to 9.15.0, the unragged backward needs a padding mask unless T is a multiple of 128.
+  EXPECT_TRUE(needs_padding_mask(SdpaPass::backward, causal, 200, 91500));
+  EXPECT_TRUE(needs_padding_mask(SdpaPass::backward, causal, 64, 90600));
+  EXPECT_FALSE(needs_padding_mask(SdpaPass::backward, causal, 256, 91500));
+  EXPECT_FALSE(needs_padding_mask(SdpaPass::backward, causal, 200, 91501));
+  EXPECT_FALSE(needs_padding_mask(SdpaPass::forward, causal, 200, 91500));
+  EXPECT_FALSE(needs_padding_mask(SdpaPass::backward, docs, 200, 91500));  // has one already
+  // Masked scores: the lowest float before 9.10.0, -inf from it on.
+  EXPECT_EQ(cuda::cudnn::masked_score(90900), std::numeric_limits<float>::lowest());
+  EXPECT_EQ(cuda::cudnn::masked_score(91000), -std::numeric_limits<float>::infinity());
+}
+
+TEST(CudnnPlan, PaddedCausalRowsBindFullLengthSequences) {
+  const CudnnMaskForm causal{false, 0, {}};
+  const auto seqs = cuda::cudnn::ragged_sequences(causal, 3, 200);
+  EXPECT_EQ(seqs.count, 3);
+  EXPECT_EQ(seqs.seq_lens, (std::vector<int32_t>{200, 200, 200}));
+  EXPECT_EQ(seqs.max_len, 200);
+  const auto shape = cuda::cudnn::sdpa_shape(3, 200, 8, 2, 64, causal, seqs, true);
+  EXPECT_EQ(shape.batch, 3);  // the batch and layouts of the unragged form
+  EXPECT_EQ(shape.seq_len, 200);
+  EXPECT_FALSE(shape.ragged);
+  const auto key = [&](bool padded) {
+    return cuda::cudnn::sdpa_plan_key(
+        0, DType::bf16, SdpaPass::backward,
+        cuda::cudnn::sdpa_shape(3, 200, 8, 2, 64, causal, seqs, padded));
+  };
+  EXPECT_NE(key(true), key(false));
+  // The mask uploads them for the padded backward like a ragged form's.
+  const AttentionMask mask(BatchMask(causal_mask(200)));
+  EXPECT_EQ(mask.cudnn_ragged(causal, 3, 8, 2, 64, Device::cpu()).seq_lens.to_vector<int32_t>(),
+            (std::vector<int32_t>{200, 200, 200}));
+}
+
 TEST(CudnnPlan, RaggedSequencesAndOffsets) {
   CudnnMaskForm form{true, 0, {5, 7, 3, 3, 6}};
-  const cuda::cudnn::RaggedSequences s = cuda::cudnn::ragged_sequences(form, 12);
-  EXPECT_EQ(s.count, 5);
-  EXPECT_EQ(s.token_offsets, (std::vector<int64_t>{0, 5, 12, 15, 18, 24}));
+  const cuda::cudnn::RaggedSequences s = cuda::cudnn::ragged_sequences(form, 2, 12);
+  // Five documents, then three empty sequences up to the bucket of 8.
+  EXPECT_EQ(s.count, 8);
+  EXPECT_EQ(s.seq_lens, (std::vector<int32_t>{5, 7, 3, 3, 6, 0, 0, 0}));
+  EXPECT_EQ(s.token_offsets, (std::vector<int64_t>{0, 5, 12, 15, 18, 24, 24, 24, 24}));
   EXPECT_EQ(s.max_len, 12);  // the bucket 64, capped at the row length
   EXPECT_EQ(cuda::cudnn::element_offsets(s, 4 * 8),
-            (std::vector<int64_t>{0, 160, 384, 480, 576, 768}));
-  // Buckets: powers of two from 64, at most the row.
+            (std::vector<int64_t>{0, 160, 384, 480, 576, 768, 768, 768, 768}));
+  // Length buckets: powers of two from 64, at most the row.
   form.seq_lens = {65, 10};
-  EXPECT_EQ(cuda::cudnn::ragged_sequences(form, 4096).max_len, 128);
+  EXPECT_EQ(cuda::cudnn::ragged_sequences(form, 1, 4096).max_len, 128);
   form.seq_lens = {64};
-  EXPECT_EQ(cuda::cudnn::ragged_sequences(form, 4096).max_len, 64);
+  EXPECT_EQ(cuda::cudnn::ragged_sequences(form, 1, 4096).max_len, 64);
   form.seq_lens = {1000, 3000};
-  EXPECT_EQ(cuda::cudnn::ragged_sequences(form, 4000).max_len, 4000);
+  EXPECT_EQ(cuda::cudnn::ragged_sequences(form, 1, 4000).max_len, 4000);
 
   // The uploaded tensors (the host stands in for the device here).
   const cuda::cudnn::DeviceRagged r = cuda::cudnn::upload_ragged(
-      cuda::cudnn::ragged_sequences({true, 0, {2, 3}}, 5), 4, 2, 8, Device::cpu());
+      cuda::cudnn::ragged_sequences({true, 0, {2, 3}}, 1, 5), 4, 2, 8, Device::cpu());
   EXPECT_EQ(r.seq_lens.dtype(), DType::i32);
   EXPECT_EQ(r.seq_lens.shape(), (Shape{2, 1, 1, 1}));
   EXPECT_EQ(r.seq_lens.to_vector<int32_t>(), (std::vector<int32_t>{2, 3}));
@@ -177,9 +240,9 @@ TEST(CudnnPlan, LayoutsAddressSprigsTensors) {
 
   // Ragged: offsets replace the batch stride; within a sequence, tokens are token-major.
   const CudnnMaskForm docs{true, 0, {2, 4, 6}};
-  const auto seqs = cuda::cudnn::ragged_sequences(docs, T);
+  const auto seqs = cuda::cudnn::ragged_sequences(docs, B, T);
   const cuda::cudnn::SdpaShape r = cuda::cudnn::sdpa_shape(B, T, Hq, Hkv, D, docs, seqs);
-  EXPECT_EQ(r.batch, 3);
+  EXPECT_EQ(r.batch, 4);  // three documents and an empty sequence
   EXPECT_EQ(r.seq_len, 6);
   EXPECT_TRUE(r.ragged);
   const auto rq = cuda::cudnn::token_major_layout(r, Hq);
@@ -192,13 +255,15 @@ TEST(CudnnPlan, LayoutsAddressSprigsTensors) {
 TEST(CudnnPlan, KeysSeparateWhatPlansDependOn) {
   const CudnnMaskForm docs_a{true, 0, {100, 28}}, docs_b{true, 0, {60, 68}};
   const auto shape = [](const CudnnMaskForm& f) {
-    return cuda::cudnn::sdpa_shape(1, 128, 8, 2, 64, f, cuda::cudnn::ragged_sequences(f, 128));
+    return cuda::cudnn::sdpa_shape(1, 128, 8, 2, 64, f, cuda::cudnn::ragged_sequences(f, 1, 128));
   };
   const auto key = [&](const CudnnMaskForm& f, SdpaPass pass = SdpaPass::forward, int dev = 0) {
     return cuda::cudnn::sdpa_plan_key(dev, DType::bf16, pass, shape(f));
   };
   // Other lengths, same count and bucket: one plan.
   EXPECT_EQ(key(docs_a), key(docs_b));
+  // Document counts share a plan within a power of two: 3 and 4 documents, not 2 and 3.
+  EXPECT_EQ(key(CudnnMaskForm{true, 0, {100, 20, 8}}), key(CudnnMaskForm{true, 0, {90, 30, 4, 4}}));
   EXPECT_NE(key(docs_a), key(CudnnMaskForm{true, 0, {100, 20, 8}}));
   EXPECT_NE(key(docs_a), key(docs_a, SdpaPass::backward));
   EXPECT_NE(key(docs_a), key(docs_a, SdpaPass::forward, 1));
@@ -206,6 +271,97 @@ TEST(CudnnPlan, KeysSeparateWhatPlansDependOn) {
   EXPECT_EQ(key(CudnnMaskForm{true, 8, {100, 28}}), key(CudnnMaskForm{true, 16, {60, 68}}));
   EXPECT_NE(key(docs_a), key(CudnnMaskForm{true, 8, {100, 28}}));
   EXPECT_NE(key(docs_a), key(CudnnMaskForm{false, 0, {}}));
+}
+
+TEST(CudnnPlan, ARunOfChangingDocumentCountsBuildsAHandfulOfPlans) {
+  // Rows of 4096 tokens holding 1 to 400 documents of 8 to 4096 tokens: the counts and lengths a
+  // packed training run meets.
+  std::set<cuda::cudnn::SdpaPlanKey> keys;
+  for (int32_t docs = 1; docs <= 400; ++docs) {
+    const int32_t len = 4096 / docs;
+    CudnnMaskForm f{true, 0, std::vector<int32_t>(docs, len)};
+    f.seq_lens.back() += 4096 - len * docs;
+    keys.insert(cuda::cudnn::sdpa_plan_key(
+        0, DType::bf16, SdpaPass::forward,
+        cuda::cudnn::sdpa_shape(1, 4096, 8, 2, 128, f, cuda::cudnn::ragged_sequences(f, 1, 4096))));
+  }
+  // 400 document counts in 10 count buckets, each with the one to three length buckets its
+  // documents reach: 23 plans per pass instead of 400.
+  EXPECT_LE(keys.size(), 24u);
+  EXPECT_EQ(cuda::cudnn::sequence_bucket(1), 1);
+  EXPECT_EQ(cuda::cudnn::sequence_bucket(3), 4);
+  EXPECT_EQ(cuda::cudnn::sequence_bucket(64), 64);
+  EXPECT_EQ(cuda::cudnn::sequence_bucket(65), 128);
+}
+
+TEST(CudnnPlan, TheCacheForgetsTheLeastRecentlyUsedEntry) {
+  cuda::cudnn::BoundedCache<int, std::string> cache(2);
+  cache.put(1, "one");
+  cache.put(2, "two");
+  ASSERT_TRUE(cache.find(1));  // 1 is now more recent than 2
+  cache.put(3, "three");
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_FALSE(cache.find(2));
+  EXPECT_EQ(*cache.find(1), "one");
+  EXPECT_EQ(*cache.find(3), "three");
+  cache.put(3, "drei");  // replacing keeps the size
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(*cache.find(3), "drei");
+}
+
+// Backend auto on a fake pair of backends: calls counted, seconds made up.
+struct FakeBackends {
+  int cudnn_calls = 0, flash_calls = 0;
+  bool cudnn_fails = false;
+  double cudnn_s = 1, flash_s = 2;
+  void run(const cuda::cudnn::SdpaPlanKey& key) {
+    cuda::cudnn::run_automatic(
+        key,
+        [&] {
+          ++cudnn_calls;
+          if (cudnn_fails) throw std::runtime_error("[cudnn] executing attention: bad param");
+        },
+        [&] { ++flash_calls; },
+        [&](auto&& f) {
+          const int before = cudnn_calls;
+          f();
+          return cudnn_calls > before ? cudnn_s : flash_s;
+        });
+  }
+};
+
+cuda::cudnn::SdpaPlanKey fake_key(int64_t seq) {
+  return cuda::cudnn::sdpa_plan_key(0, DType::bf16, SdpaPass::backward,
+                                    {2, 8, 8, seq, 128, false, 0});
+}
+
+TEST(CudnnPlan, AutoMeasuresOnceAndKeepsTheFaster) {
+  FakeBackends b;
+  b.run(fake_key(1000));  // builds, then times each once
+  EXPECT_EQ(b.cudnn_calls, 2);
+  EXPECT_EQ(b.flash_calls, 2);
+  b.run(fake_key(1000));  // cuDNN was faster: it alone
+  EXPECT_EQ(b.cudnn_calls, 3);
+  EXPECT_EQ(b.flash_calls, 2);
+  FakeBackends slow{0, 0, false, 3, 2};
+  slow.run(fake_key(1001));
+  slow.run(fake_key(1001));
+  EXPECT_EQ(slow.cudnn_calls, 2);
+  EXPECT_EQ(slow.flash_calls, 3);
+}
+
+TEST(CudnnPlan, AutoFallsBackOnAnyCudnnFailureOfAKeysFirstCall) {
+  FakeBackends b;
+  b.cudnn_fails = true;  // not Unsupported: a plan that fails to finalise or execute
+  ::testing::internal::CaptureStderr();
+  b.run(fake_key(1002));
+  b.run(fake_key(1002));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(b.cudnn_calls, 1);  // never retried
+  EXPECT_EQ(b.flash_calls, 2);
+  EXPECT_EQ(err,
+            "sprig: attention runs sprig's kernels for backward bf16 b=2 hq=8 hkv=8 s=1002 d=128 "
+            "on cuda:0: cuDNN failed on it ([cudnn] executing attention: bad param)\n");
 }
 
 TEST(CudnnPlan, MeasurementsAreKeptPerPlanKey) {
@@ -239,7 +395,7 @@ TEST(CudnnGraph, EveryDescriptorFinalises) {
   for (const CudnnMaskForm* form : {&causal, &windowed, &docs, &docs_windowed})
     for (int64_t kv_heads : {8, 2})
       for (DType dtype : {DType::bf16, DType::f16}) {
-        const auto seqs = cuda::cudnn::ragged_sequences(*form, 128);
+        const auto seqs = cuda::cudnn::ragged_sequences(*form, 2, 128);
         const auto shape = cuda::cudnn::sdpa_shape(2, 128, 8, kv_heads, 64, *form, seqs);
         SCOPED_TRACE(std::string(form->ragged ? "ragged" : "causal") + " window " +
                      std::to_string(form->window) + " kv heads " + std::to_string(kv_heads));
@@ -254,6 +410,12 @@ TEST(CudnnGraph, EveryDescriptorFinalises) {
         EXPECT_EQ(cuda::cudnn::describe_graph(dtype, SdpaPass::backward, shape),
                   3 + 2 + masks + 2 + 2 + 4 + 2 + 3 + gqa);
       }
+  // The padded backward of causal rows (needs_padding_mask): the padding mask's 6 operations more.
+  const auto rows = cuda::cudnn::ragged_sequences(causal, 2, 200);
+  const auto plain = cuda::cudnn::sdpa_shape(2, 200, 8, 8, 64, causal, rows);
+  const auto padded = cuda::cudnn::sdpa_shape(2, 200, 8, 8, 64, causal, rows, true);
+  EXPECT_EQ(cuda::cudnn::describe_graph(DType::bf16, SdpaPass::backward, padded),
+            cuda::cudnn::describe_graph(DType::bf16, SdpaPass::backward, plain) + 6);
 }
 
 }  // namespace

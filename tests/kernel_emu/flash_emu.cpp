@@ -5,6 +5,11 @@
 // several tiles, fully masked rows and unseen keys, the atomic and the deterministic dQ.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "attention/cuda/flash_bwd.cu"  // compiled against tests/kernel_emu/device_emu.h
 #include "attention/cuda/flash_fwd.cu"
 #include "tests/attention/flash_reference.h"
@@ -74,6 +79,27 @@ TEST(FlashEmu, LongEntryListsAndRaggedTiles) {
       {Rect{0, 130, 0, 450}, Rect{0, 130, 450, 580, RectKind::causal}, Rect{130, 258, 0, 256}}};
   for (int64_t d : {64, 128})
     flash_test::check_flash({BatchMask(m), 2, 2, 1, d}, 11 + d, emulated_flash);
+}
+
+// The first launches of a kernel on a device, from several threads at once: none launches before
+// its shared memory limit is raised, and the limit is raised once.
+TEST(FlashEmu, SharedMemoryLimitIsRaisedBeforeAnyThreadLaunches) {
+  std::atomic<int> limit{0}, raises{0}, launched_early{0};
+  const int kernel = 0;  // any address stands for a kernel
+  const auto first_launch = [&] {
+    cuda::flash::raise_smem_limit_once(&kernel, [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a slow attribute call
+      ++raises;
+      limit = 100 << 10;
+      return cudaSuccess;
+    });
+    if (limit < (100 << 10)) ++launched_early;  // this thread's launch would fail now
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back(first_launch);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(raises, 1);
+  EXPECT_EQ(launched_early, 0);
 }
 
 }  // namespace

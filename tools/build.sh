@@ -5,6 +5,8 @@
 #   SPRIG_BUILD_DIR  build directory (default: <repo>/build)
 #   SPRIG_CUDA       ON or OFF to force the CUDA build (default: ON when nvcc is found)
 #   SPRIG_JOBS       parallel compile jobs (default: number of CPUs)
+#   SPRIG_CMAKE_ARGS more configure arguments, e.g. "-DSPRIG_CPU_ARCH=x86-64-v3" (split on spaces)
+#   SPRIG_TARGETS    the targets to build, space-separated (default: all)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,5 +19,9 @@ jobs="${SPRIG_JOBS:-$(nproc)}"
 
 configure=(-S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release)
 [[ -z "${SPRIG_CUDA:-}" ]] || configure+=("-DSPRIG_CUDA=$SPRIG_CUDA")
-cmake "${configure[@]}"
-cmake --build "$build_dir" -j "$jobs"
+read -r -a extra <<<"${SPRIG_CMAKE_ARGS:-}"
+cmake "${configure[@]}" "${extra[@]}"
+read -r -a targets <<<"${SPRIG_TARGETS:-}"
+sync=()  # make's -Oline: each compile's messages come out together, never interleaved
+[[ ! -f "$build_dir/Makefile" ]] || sync=(-- -Oline)
+cmake --build "$build_dir" -j "$jobs" ${targets[@]:+--target "${targets[@]}"} "${sync[@]}"

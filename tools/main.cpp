@@ -12,12 +12,25 @@ std::string version_str(int v) {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
          std::to_string(v % 100);
 }
+std::string cuda_version_str(int v) {  // 13000 -> "13.0"
+  return v ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "none";
+}
 
-// What this build holds: CUDA kernels, cuDNN's attention backend (compiled and loaded versions).
+// What this build holds and finds: its CPU target, the CUDA kernels with the runtime and driver
+// versions and the devices, cuDNN's attention backend (compiled and loaded versions).
 std::string build_info() {
+  namespace cuda = sprig::cuda;
   namespace cudnn = sprig::cuda::cudnn;
-  std::string info = "sprig\n  CUDA kernels: ";
-  info += sprig::cuda::kBuilt ? "built" : "not built (CPU only)";
+  std::string info = "sprig\n  CPU code: -march=" SPRIG_CPU_ARCH "\n  CUDA kernels: ";
+  if (cuda::kBuilt) {
+    info += "built; runtime " + cuda_version_str(cuda::runtime_version()) + ", driver " +
+            cuda_version_str(cuda::driver_version()) + "; devices:";
+    const int n = cuda::device_count();
+    if (n == 0) info += " none (no CUDA device)";
+    for (int d = 0; d < n; ++d) info += " cuda:" + std::to_string(d) + " " + cuda::device_name(d);
+  } else {
+    info += "not built (CPU only)";
+  }
   info += "\n  cuDNN attention backend: ";
   if (!cudnn::kBuilt) return info + "not built";
   return info + "built against cuDNN " + version_str(cudnn::compiled_version()) + ", loaded " +

@@ -20,6 +20,10 @@ inline constexpr bool kBuilt = SPRIG_WITH_CUDA;
 
 // ---- runtime ------------------------------------------------------------------------------------
 int device_count();  // 0 when built without CUDA, without a driver or without a GPU
+// CUDA versions as 1000 * major + 10 * minor (13000 for 13.0): the runtime this build links and
+// the newest the driver supports; 0 when built without CUDA, or for the driver without one.
+int runtime_version();
+int driver_version();
 std::string device_name(int device);
 cudaStream_t current_stream(int device);
 void synchronize(int device);

@@ -58,6 +58,16 @@ int device_count() {
   return count;
 }
 
+int runtime_version() {
+  int v = 0;
+  return cudaRuntimeGetVersion(&v) == cudaSuccess ? v : 0;
+}
+
+int driver_version() {
+  int v = 0;
+  return cudaDriverGetVersion(&v) == cudaSuccess ? v : 0;
+}
+
 std::string device_name(int device) {
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

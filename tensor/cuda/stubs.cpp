@@ -14,6 +14,8 @@ namespace {
 }  // namespace
 
 int device_count() { return 0; }
+int runtime_version() { return 0; }
+int driver_version() { return 0; }
 std::string device_name(int) { no_cuda("device_name"); }
 cudaStream_t current_stream(int) { no_cuda("current_stream"); }
 void synchronize(int) { no_cuda("synchronize"); }

@@ -34,9 +34,9 @@ max_mib=40
 # Libraries a GPU machine provides: glibc's, and the CUDA family's (toolkit, driver, wheels).
 provided='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil)\.so|^lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nccl|nvrtc[a-z-]*|nvJitLink)\.so'
 
-die() {
-  echo "sprig: [gpu_bundle] $*" >&2
-  exit 1
+die() {  # a runtime failure (exit 1); usage errors exit 2
+  echo "sprig: [gpu_bundle] $1" >&2
+  exit "${2:-1}"
 }
 
 usage() {
@@ -232,17 +232,17 @@ trap 'rm -rf "$scratch" ${partial:+"$partial"}' EXIT
 case "${1:-}" in
   -h | --help) usage ;;
   --check)
-    [[ $# -eq 2 ]] || die "usage: tools/gpu_bundle.sh --check FILE"
+    [[ $# -eq 2 ]] || die "usage: tools/gpu_bundle.sh --check FILE" 2
     check_bundle "$2"
     ;;
   --ptxas)
-    [[ $# -eq 2 && -f "${2:-}" ]] || die "usage: tools/gpu_bundle.sh --ptxas BUILD_LOG"
+    [[ $# -eq 2 && -f "${2:-}" ]] || die "usage: tools/gpu_bundle.sh --ptxas BUILD_LOG" 2
     ptxas_figures "$2"
     ;;
   --out)
-    [[ $# -eq 2 ]] || die "usage: tools/gpu_bundle.sh --out FILE"
+    [[ $# -eq 2 ]] || die "usage: tools/gpu_bundle.sh --out FILE" 2
     build_and_pack "$(realpath -m "$2")"
     ;;
   "") build_and_pack "$repo/build-bundle/sprig-gpu.tar.xz" ;;
-  *) die "unknown argument '$1' (see --help)" ;;
+  *) die "unknown argument '$1' (see --help)" 2 ;;
 esac

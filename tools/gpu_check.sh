@@ -27,22 +27,23 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="" stage=all no_device=0
-die() {
-  echo "sprig: [gpu_check] $*" >&2
-  exit 2
+die() {  # a runtime failure (exit 1); usage errors exit 2
+  echo "sprig: [gpu_check] $1" >&2
+  exit "${2:-1}"
 }
+usage_error() { die "$1" 2; }
 while (($#)); do
   case "$1" in
     --bundle) bundle="${2:?--bundle needs a file}" && shift ;;
     --stage) stage="${2:?--stage needs 1, 2 or all}" && shift ;;
     --no-device-expected) no_device=1 ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
-    *) die "unknown argument '$1' (see --help)" ;;
+    *) usage_error "unknown argument '$1' (see --help)" ;;
   esac
   shift
 done
-[[ "$stage" =~ ^(1|2|all)$ ]] || die "--stage must be 1, 2 or all, got '$stage'"
-[[ -z "$bundle" || -f "$bundle" ]] || die "no bundle at '$bundle'"
+[[ "$stage" =~ ^(1|2|all)$ ]] || usage_error "--stage must be 1, 2 or all, got '$stage'"
+[[ -z "$bundle" || -f "$bundle" ]] || usage_error "no bundle at '$bundle'"
 
 out="${OUT:-gpu_out}"
 mkdir -p "$out"
@@ -82,6 +83,12 @@ cd "$tree"
 export OMP_WAIT_POLICY=passive
 
 # ---- what this machine has ---------------------------------------------------------------------
+if [[ -n "$bundle" ]]; then  # the bundle's libstdc++ needs the glibc it was built against
+  needed=$(sed -n 's/^newest symbol versions needed: GLIBC_\([0-9.]*\).*/\1/p' "$tree/MANIFEST")
+  here=$(getconf GNU_LIBC_VERSION | cut -d' ' -f2)
+  [[ "$(printf '%s\n' "$needed" "$here" | sort -V | head -n 1)" == "$needed" ]] ||
+    die "the bundle needs glibc $needed, this machine has $here: build it on an older system"
+fi
 {
   echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
     2>/dev/null || echo 'none (nvidia-smi lists none)')"
@@ -96,12 +103,6 @@ export OMP_WAIT_POLICY=passive
   die "sprig does not start here (see above)"
 }
 cat "$out/env.txt"
-if [[ -n "$bundle" ]]; then  # the bundle's libstdc++ needs the glibc it was built against
-  needed=$(sed -n 's/^newest symbol versions needed: GLIBC_\([0-9.]*\).*/\1/p' "$tree/MANIFEST")
-  here=$(getconf GNU_LIBC_VERSION | cut -d' ' -f2)
-  [[ "$(printf '%s\n' "$needed" "$here" | sort -V | head -n 1)" == "$needed" ]] ||
-    die "the bundle needs glibc $needed, this machine has $here: build it on an older system"
-fi
 grep -q 'cuDNN attention backend: built' "$out/env.txt" ||
   die "this sprig was built without the cuDNN backend: its checks would not run"
 grep -q 'loaded [1-9]' "$out/env.txt" || die "no cuDNN library was loaded"

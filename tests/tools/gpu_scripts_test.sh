@@ -29,6 +29,7 @@ expect "check: bad stage" 2 "--stage must be 1, 2 or all, got '3'" \
 expect "check: missing bundle" 2 "no bundle at '$tmp/none.tar.xz'" \
   bash "$repo/tools/gpu_check.sh" --bundle "$tmp/none.tar.xz"
 expect "check: unknown argument" 2 "unknown argument '--fast'" bash "$repo/tools/gpu_check.sh" --fast
+expect "bundle: unknown argument" 2 "unknown argument '--fast'" bash "$repo/tools/gpu_bundle.sh" --fast
 expect "bundle: --check of nothing" 1 "no bundle at $tmp/none.tar.xz" \
   bash "$repo/tools/gpu_bundle.sh" --check "$tmp/none.tar.xz"
 echo "precious" >"$tmp/notes.txt"

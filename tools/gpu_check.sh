@@ -17,8 +17,9 @@
 # It first prints what it found: the GPU and driver, the CUDA runtime, the cuDNN loaded, glibc. A
 # bundle's libraries come from its lib/, the CUDA toolkit's and the nvidia/*/lib folders of the
 # python3 there; a cuDNN missing there, or a build without the cuDNN backend, fails the check. Each
-# step has its own time limit; each stage ends with a table (step, result, seconds, headline) and
-# its full log in $OUT (default gpu_out/): env.txt, stage1.log, stage2.log, summary.txt. Exits
+# step has its own time limit, and each stage a budget its steps never pass (290 s and 235 s: both
+# stages fit one 10-minute call); each stage ends with a table (step, result, seconds, headline)
+# and its full log in $OUT (default gpu_out/): env.txt, stage1.log, stage2.log, summary.txt. Exits
 # non-zero when a step fails.
 #
 # --no-device-expected (what tools/gpu_bundle.sh --check uses on a machine without a GPU): a step
@@ -110,7 +111,7 @@ grep -q 'loaded [1-9]' "$out/env.txt" || die "no cuDNN library was loaded"
 # ---- steps -------------------------------------------------------------------------------------
 rows=()  # the stage's table
 failed=0
-log=""   # the stage's log file
+log="" deadline=0  # the stage's log file and the end of its time budget (in $SECONDS)
 
 # record NAME RESULT SECONDS HEADLINE: one row of the table (a result not starting with "ok"
 # fails the check).
@@ -137,11 +138,22 @@ outcome() {
   fi
 }
 
-# step NAME LIMIT_S COMMAND...: runs the command with its output in the stage's log; the headline
-# is the output's last line.
+# The time left to the stage (its budget starts with start_stage), at most $1 seconds.
+time_left() {
+  local left=$((deadline - SECONDS))
+  echo $((left < $1 ? left : $1))
+}
+
+# step NAME LIMIT_S COMMAND...: runs the command within its limit and the stage's time, with its
+# output in the stage's log; the headline is the output's last line.
 step() {
-  local name="$1" limit="$2" start=$SECONDS status=0 file="$work/$1.out"
+  local name="$1" limit start=$SECONDS status=0 file="$work/$1.out"
+  limit=$(time_left "$2")
   shift 2
+  if ((limit <= 0)); then
+    record "$name" "FAILED (stage time spent)" 0 ""
+    return
+  fi
   timeout "$limit" "$@" >"$file" 2>&1 || status=$?
   { echo "==== $name: $*" && cat "$file"; } >>"$log"
   record "$name" "$(outcome "$status" "$file")" $((SECONDS - start)) \
@@ -175,7 +187,7 @@ gpu_tests_stage() {
   local binary shards=$((($(nproc) + 3) / 4)) pids=() start=$SECONDS
   local threads=$((($(nproc) + ${#gpu_tests[@]} * shards - 1) / (${#gpu_tests[@]} * shards)))
   for binary in "${gpu_tests[@]}"; do
-    gpu_test_binary "$binary" "$shards" "$threads" 150 >"$work/${binary##*/}.out" 2>&1 &
+    gpu_test_binary "$binary" "$shards" "$threads" "$(time_left 150)" >"$work/${binary##*/}.out" 2>&1 &
     pids+=($!)
   done
   local i status file
@@ -199,13 +211,20 @@ train_recipe() {
   local args=(train "$command" -c "train/configs/tiny_$recipe.yaml"
     "--$model.config=tools/gpu_check/qwen3_hd128.json" --train.max_steps=20 --log.every_steps=1
     --checkpoint.every_steps=1000)
-  cpu_work=1 step "$recipe-cpu" 60 "$sprig" "${args[@]}" --device=cpu "--$dtype_key.dtype=f32" \
+  cpu_work=1 step "$recipe-cpu" 30 "$sprig" "${args[@]}" --device=cpu "--$dtype_key.dtype=f32" \
     "--run_dir=$work/runs/$recipe-cpu"
-  step "$recipe-cuda" 60 "$sprig" "${args[@]}" --device=cuda "--$dtype_key.dtype=bf16" \
+  step "$recipe-cuda" 40 "$sprig" "${args[@]}" --device=cuda "--$dtype_key.dtype=bf16" \
     "--run_dir=$work/runs/$recipe-cuda"
   ((no_device)) && return
   step "$recipe-loss" 10 python3 tools/gpu_check/compare_losses.py \
     "$work/runs/$recipe-cuda/metrics.jsonl" "$work/runs/$recipe-cpu/metrics.jsonl"
+}
+
+# start_stage N SECONDS: the stage's log and time budget.
+start_stage() {
+  log="$out/stage$1.log"
+  : >"$log"
+  deadline=$((SECONDS + $2))
 }
 
 # finish_stage N: prints the stage's table (and appends it to summary.txt).
@@ -219,15 +238,13 @@ finish_stage() {
 
 : >"$out/summary.txt"
 if [[ "$stage" == 1 || "$stage" == all ]]; then
-  log="$out/stage1.log"
-  : >"$log"
+  start_stage 1 290
   gpu_tests_stage
   for recipe in "${recipes[@]}"; do train_recipe "$recipe"; done
   finish_stage 1
 fi
 if [[ "$stage" == 2 || "$stage" == all ]]; then
-  log="$out/stage2.log"
-  : >"$log"
+  start_stage 2 235
   step bench-ops 30 "$sprig" bench ops --device cuda
   step bench-attention 40 "$sprig" bench attention --device cuda --backend both
   step attention-vs-torch 80 python3 tools/bench/attention_vs_torch.py --sprig "$sprig" --reps 10

@@ -1,12 +1,14 @@
-// Helpers shared by all test binaries: tensor comparisons with tolerances, the one parity rule of
-// every GPU test (a CUDA result against its CPU twin), random test tensors, central-difference
-// gradients, and the guard that skips GPU tests on machines without a CUDA device.
+// Helpers shared by all test binaries: the source tree fixtures are read from, tensor comparisons
+// with tolerances, the one parity rule of every GPU test (a CUDA result against its CPU twin),
+// random test tensors, central-difference gradients, and the guard that skips GPU tests on machines
+// without a CUDA device.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +19,14 @@
 #include "tensor/tensor.h"
 
 namespace sprig::testing {
+
+// The source tree the tests read fixtures (tests/golden, train/configs) from: $SPRIG_SOURCE_DIR
+// when set (the unpacked tree of a GPU bundle: tools/gpu_check.sh sets it), else the tree this
+// binary was built from.
+inline std::string source_dir() {
+  const char* dir = std::getenv("SPRIG_SOURCE_DIR");
+  return dir && *dir ? dir : SPRIG_SOURCE_DIR;
+}
 
 inline bool has_cuda() { return cuda::device_count() > 0; }
 

@@ -15,7 +15,7 @@
 #   bin/       sprig and every *_gpu_tests binary, stripped, RPATH $ORIGIN/../lib
 #   lib/       every shared library they load except glibc's and the CUDA family's (the CUDA
 #              runtime, cuBLAS, cuDNN, NCCL, the driver), libstdc++ and libgcc_s included
-#   tools/, train/configs/   the scripts and data of tools/gpu_check.sh's stages
+#   tools/, train/configs/, tests/golden/   the scripts, data and test fixtures of the stages
 #   MANIFEST   commit, build flags, CUDA and cuDNN versions, the newest glibc and libstdc++ symbol
 #              versions needed, the flash kernels' ptxas figures, each file's sha256
 # The data-parallel plugins are left out: they need Open MPI's launcher and components, which the
@@ -89,6 +89,8 @@ build_and_pack() {
   cp -r "$repo/tools/gpu_check.sh" "$repo/tools/gpu_check" "$b/tools/"
   cp "$repo"/tools/bench/attention_vs_torch.py "$repo"/tools/bench/attention_masks.py "$b/tools/bench/"
   cp -r "$repo/train/configs" "$b/train/"
+  mkdir -p "$b/tests/golden"  # the GPU tests' fixtures (they read $SPRIG_SOURCE_DIR/tests/golden)
+  (cd "$repo/tests/golden" && cp -r -- *_tiny *_expected.safetensors "$b/tests/golden/")
 
   write_manifest "$b" "$build" >"$b/MANIFEST"
   (cd "$b" && find . -type f ! -name MANIFEST -printf '%P\n' | sort | xargs sha256sum) \

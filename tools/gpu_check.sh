@@ -72,6 +72,7 @@ EOF
 )"
   [[ -z "$wheels" ]] || libs+=":$wheels"
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export SPRIG_SOURCE_DIR="$tree"  # where the test binaries find their fixtures
 else
   export SPRIG_BUILD_DIR="${SPRIG_BUILD_DIR:-$repo/build-gpu}" SPRIG_CUDA=ON
   "$repo/tools/build.sh" >"$out/build.log" 2>&1 || die "the build failed (log: $out/build.log)"

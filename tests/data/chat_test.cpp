@@ -9,13 +9,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/test_util.h"
+
 namespace sprig::data {
 namespace {
 
 using nlohmann::json;
 using Ids = std::vector<int32_t>;
 
-const std::string kDir = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/tokenizer/";
+const std::string kDir = testing::source_dir() + "/tests/golden/tokenizer/";
 
 const Tokenizer& golden() {
   static const Tokenizer t = Tokenizer::load(kDir);

@@ -12,6 +12,7 @@
 #include "data/chat.h"
 #include "data/tokenizer.h"
 #include "tests/data/cli_util.h"
+#include "tests/test_util.h"
 
 namespace sprig::data {
 namespace {
@@ -22,7 +23,7 @@ using testing::DataCli;
 using testing::read_text;
 using Ids32 = std::vector<int32_t>;
 
-const std::string kTokenizer = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/tokenizer";
+const std::string kTokenizer = sprig::testing::source_dir() + "/tests/golden/tokenizer";
 
 const Tokenizer& golden() {
   static const Tokenizer t = Tokenizer::load(kTokenizer);
@@ -103,7 +104,7 @@ TEST_F(TokenizeCli, TextAndChatRecordsBecomeDocuments) {
 TEST_F(TokenizeCli, OutputFeedsTheTrainersAndGenerateSpeaksText) {
   ASSERT_EQ(tokenize(input()).exit_code, 0);
   json model = json::parse(
-      testing::read_text(std::string(SPRIG_SOURCE_DIR) + "/train/configs/tiny_qwen3.json"));
+      testing::read_text(sprig::testing::source_dir() + "/train/configs/tiny_qwen3.json"));
   model["vocab_size"] = 2432;  // the tokenizer's 2408 ids, rounded up to a multiple of 16
   write("model.json", model.dump());
   const std::string data = "data:\n  train: " + path("out.jsonl") +

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/cli_run.h"
+#include "tests/test_util.h"
 
 namespace sprig::data {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 using nlohmann::json;
 using Ids = std::vector<int32_t>;
 
-const std::string kDir = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/tokenizer/";
+const std::string kDir = testing::source_dir() + "/tests/golden/tokenizer/";
 
 std::vector<json> read_jsonl(const std::string& path) {
   std::vector<json> out;

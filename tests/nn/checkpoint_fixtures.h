@@ -18,12 +18,13 @@
 #include <vector>
 
 #include "nn/checkpoint.h"
+#include "tests/test_util.h"
 
 namespace sprig::testing {
 
 namespace fs = std::filesystem;
 
-inline const std::string kGoldenDir = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
+inline const std::string kGoldenDir = testing::source_dir() + "/tests/golden/";
 
 // An empty directory private to this process (tests of one binary may run concurrently),
 // removed with its contents when the object goes out of scope. (A name distinct from

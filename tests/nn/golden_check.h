@@ -12,7 +12,7 @@
 
 namespace sprig::testing {
 
-inline const std::string kGolden = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
+inline const std::string kGolden = testing::source_dir() + "/tests/golden/";
 
 // max |a - b| / max |b|: the relative error of a whole tensor.
 inline double relative_error(const Tensor& a, const Tensor& b) {

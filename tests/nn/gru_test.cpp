@@ -66,8 +66,7 @@ TEST(GruModule, SeededUniformInitialisation) {
 }
 
 TEST(GruModule, PyTorchStateDictGivesPyTorchOutput) {
-  const SafetensorsFile golden(std::string(SPRIG_SOURCE_DIR) +
-                               "/tests/golden/gru_expected.safetensors");
+  const SafetensorsFile golden(testing::source_dir() + "/tests/golden/gru_expected.safetensors");
   Generator gen(0);
   GRU gru(8, 6, gen);
   gru.to(Device::cpu(), DType::f64);

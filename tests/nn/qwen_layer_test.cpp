@@ -10,7 +10,7 @@ namespace sprig {
 namespace {
 
 QwenConfig tiny_qwen3() {
-  return QwenConfig::load(std::string(SPRIG_SOURCE_DIR) + "/train/configs/tiny_qwen3.json");
+  return QwenConfig::load(testing::source_dir() + "/train/configs/tiny_qwen3.json");
 }
 
 // Rows [q0, q1) of the causal mask over `length` tokens: queries at positions q0.., every key.

@@ -19,7 +19,7 @@
 
 namespace sprig::speculative::testing_rows {
 
-inline const std::string kGolden = std::string(SPRIG_SOURCE_DIR) + "/tests/golden/";
+inline const std::string kGolden = testing::source_dir() + "/tests/golden/";
 constexpr int64_t kMask = 95;  // the golden drafts' mask token, the last of qwen3_tiny's 96 ids
 
 inline FrozenTarget golden_target(DType dtype = DType::f32) {

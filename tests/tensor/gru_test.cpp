@@ -234,7 +234,7 @@ TEST(Gru, OutputShapesAtZeroAndOneSteps) {
 // The fixture of tests/golden/make_gru_golden.py: PyTorch's nn.GRU in f64.
 class GruGolden : public ::testing::Test {
  protected:
-  SafetensorsFile file{std::string(SPRIG_SOURCE_DIR) + "/tests/golden/gru_expected.safetensors"};
+  SafetensorsFile file{testing::source_dir() + "/tests/golden/gru_expected.safetensors"};
   // Tensor `name` of the fixture in `dtype`, rounded to `rounded` on the way.
   Tensor load(const std::string& name, DType dtype, DType rounded = DType::f64) const {
     return file.load(name).to(rounded).to(dtype);

@@ -200,7 +200,7 @@ TEST_F(DraftCli, TrainExportAndLoadBack) {
   testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\ntarget:\n  path: " + target +
                                   "\ndraft:\n  mask_token_id: 95\n  num_layers: 1\n"
                                   "  block_size: 4\n  num_anchors: 6\ndata:\n  train: " +
-                                  std::string(SPRIG_SOURCE_DIR) +
+                                  testing::source_dir() +
                                   "/train/configs/tiny_docs.jsonl\n  seq_len: 64\n"
                                   "  packing: dflash\n  micro_batch_size: 2\n"
                                   "train:\n  max_steps: 4\nlog:\n  every_steps: 2\n");
@@ -305,7 +305,7 @@ TEST_P(HeadDraftCli, TrainExportEvalAndInit) {
                                   "\ndraft:\n  mask_token_id: 95\n  num_layers: 1\n"
                                   "  block_size: 4\n  num_anchors: 6\n" +
                                   (domino ? "  emb_dim: 8\n  gru_hidden_dim: 6\n" : "") +
-                                  "data:\n  train: " + std::string(SPRIG_SOURCE_DIR) +
+                                  "data:\n  train: " + testing::source_dir() +
                                   "/train/configs/tiny_docs.jsonl\n  seq_len: 64\n"
                                   "  packing: dflash\n  micro_batch_size: 2\n"
                                   "train:\n  max_steps: 2\nlog:\n  every_steps: 1\n");

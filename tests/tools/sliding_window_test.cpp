@@ -22,7 +22,7 @@ constexpr int64_t kWindow = 4;
 
 // tiny_qwen3.json with both layers windowed, weights large enough that context matters.
 nlohmann::json windowed_config_json() {
-  std::ifstream in(std::string(SPRIG_SOURCE_DIR) + "/train/configs/tiny_qwen3.json");
+  std::ifstream in(testing::source_dir() + "/train/configs/tiny_qwen3.json");
   nlohmann::json j = nlohmann::json::parse(in);
   j["use_sliding_window"] = true;
   j["sliding_window"] = kWindow;
@@ -123,7 +123,7 @@ TEST_F(SlidingWindowCli, GenerateEqualsFullForwardArgmax) {
 TEST_F(SlidingWindowCli, TrainsOnPackedDocumentsAndRefusesPrefixTrees) {
   const std::string config = dir + "/train.yaml";
   testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\nmodel: {path: " + model +
-                                  "}\ndata:\n  train: " + SPRIG_SOURCE_DIR +
+                                  "}\ndata:\n  train: " + testing::source_dir() +
                                   "/train/configs/tiny_docs.jsonl\n  format: documents\n"
                                   "  seq_len: 32\n  packing: bfd\n  micro_batch_size: 2\n"
                                   "  max_packs: 4\ntrain: {max_steps: 3}\nlog: {every_steps: 1}\n");
@@ -137,7 +137,7 @@ TEST_F(SlidingWindowCli, TrainsOnPackedDocumentsAndRefusesPrefixTrees) {
 
   const testing::CliRun folded = testing::run_sprig(
       "train sft -c " + config + " --run_dir=" + dir + "/run2 --data.format=rollouts " +
-          "--data.packing=fold --data.seq_len=256 --data.train=" + SPRIG_SOURCE_DIR +
+          "--data.packing=fold --data.seq_len=256 --data.train=" + testing::source_dir() +
           "/train/configs/tiny_rollouts.jsonl",
       dir);
   EXPECT_EQ(folded.exit_code, 1);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/safetensors.h"
+#include "tests/test_util.h"
 #include "train/config.h"
 
 namespace sprig::testing {
@@ -58,7 +59,7 @@ inline ::testing::AssertionResult contains(const std::string& text, const std::s
 }
 
 inline std::string source_path(const std::string& relative) {
-  return std::string(SPRIG_SOURCE_DIR) + "/" + relative;
+  return testing::source_dir() + "/" + relative;
 }
 
 // A config training the tiny Qwen3 of train/configs on the bundled synthetic documents: small

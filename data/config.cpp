@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "tensor/names.h"
+
 namespace sprig::data {
 
 namespace {
@@ -18,21 +20,6 @@ const std::vector<std::string> kKeys = {
 
 [[noreturn]] void fail(const std::string& message) {
   throw std::invalid_argument("[config] " + message);
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);  // distances from a[0..i) to every prefix of b
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t substitute = diagonal + (a[i - 1] != b[j - 1]);
-      diagonal = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
-    }
-  }
-  return row[b.size()];
 }
 
 bool present(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
@@ -77,11 +64,7 @@ void check_id(int64_t id, const char* key, int64_t vocab_size) {
 void check_known_key(const std::string& key, const std::vector<std::string>& keys,
                      const std::string& prefix) {
   if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
-  const std::string& closest =
-      *std::min_element(keys.begin(), keys.end(), [&](const std::string& x, const std::string& y) {
-        return edit_distance(key, x) < edit_distance(key, y);
-      });
-  fail("unknown key " + prefix + key + " (did you mean " + prefix + closest + "?)");
+  fail("unknown key " + prefix + key + " (did you mean " + prefix + closest_name(key, keys) + "?)");
 }
 
 DataConfig parse_data_config(const YAML::Node& root) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "data/prefix_tree.h"
+#include "tensor/names.h"
 
 namespace sprig::data {
 
@@ -68,6 +69,14 @@ std::vector<float> to_floats(const json& value, const std::string& name) {
   return out;
 }
 
+// Refuses a key the format does not have: a misspelt "lossmask" would leave every token
+// supervised.
+void check_keys(const json& record, const std::vector<std::string>& keys) {
+  for (const auto& entry : record.items())
+    if (const std::string why = unknown_record_key(entry.key(), keys); !why.empty())
+      throw BadRecord(why);
+}
+
 const json& field(const json& record, const char* key) {
   auto it = record.find(key);
   if (it == record.end()) throw BadRecord("missing " + quoted(key));
@@ -106,6 +115,7 @@ void shift_to_labels(Document& doc) {
 }
 
 Document parse_document(const json& record, TargetForm form, int64_t vocab_size) {
+  check_keys(record, {"input_ids", "loss_mask", "labels"});
   Document doc;
   doc.input_ids = ids_field(field(record, "input_ids"), quoted("input_ids"), vocab_size);
   const size_t n = doc.input_ids.size();
@@ -137,6 +147,7 @@ Document parse_document(const json& record, TargetForm form, int64_t vocab_size)
 }
 
 Document parse_rollout(const json& record, int64_t vocab_size) {
+  check_keys(record, {"prompt_ids", "completions", "advantages", "old_logprobs"});
   RolloutGroup group;
   group.prompt_ids = ids_field(field(record, "prompt_ids"), quoted("prompt_ids"), vocab_size);
   const json& completions = field(record, "completions");

@@ -8,9 +8,9 @@
 //   token shards     llm.c .bin: 256 int32 header (magic 20240520, version 1 = uint16 tokens or
 //                    2 = uint32, token count), then the tokens; documents are the runs between
 //                    end-of-text ids, each keeping the end-of-text id that closes it
-// A bad record (malformed JSON, missing field, length mismatch, empty completion, id outside
-// [0, vocab_size), truncated last line) stops reading with "file:line: reason", or is skipped and
-// counted under skip_bad_records. Other JSON keys are ignored.
+// A bad record (malformed JSON, missing field, a key the format does not have, length mismatch,
+// empty completion, id outside [0, vocab_size), truncated last line) stops reading with
+// "file:line: reason", or is skipped and counted under skip_bad_records.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 #include "nn/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -142,31 +143,53 @@ const SafetensorsFile& WeightFiles::file_of(const std::string& name) const {
 }
 
 Tensor WeightFiles::load(const std::string& name, Device device) const {
-  return file_of(name).load(name, device);
+  const SafetensorsFile& file = file_of(name);
+  Tensor t = file.load(name);
+  // NaN or inf in a weight poisons every output (a loss of null) without any other sign.
+  const Tensor values = t.to(Device::cpu(), DType::f32).contiguous();
+  const float* v = values.data<float>();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < values.numel(); ++i) bad += !std::isfinite(v[i]);
+  if (bad > 0)
+    throw std::runtime_error(file.path() + ": tensor \"" + name + "\" holds " +
+                             std::to_string(bad) + " non-finite values (NaN or inf) of " +
+                             std::to_string(values.numel()) + ": the checkpoint is corrupt");
+  return t.to(device);
 }
 
-void check_weights(const WeightFiles& weights, const QwenConfig& config, const std::string& dir) {
-  const std::map<std::string, Shape> expected = expected_tensor_shapes(config);
-  std::string missing, unexpected, mis_shaped;
+void check_tensors(const WeightFiles& weights, const std::map<std::string, Shape>& expected,
+                   const std::string& what, const std::string& optional) {
+  std::string missing, unexpected, mis_shaped, mis_typed;
   for (const auto& [name, shape] : expected) {
     if (!weights.contains(name)) {
       missing += " " + name;
       continue;
     }
-    const Shape& got = weights.file_of(name).info(name).shape;
-    if (got != shape)
-      mis_shaped += " " + name + " (expected " + shape_str(shape) + ", got " + shape_str(got) + ")";
+    const StTensorInfo& got = weights.file_of(name).info(name);
+    if (got.shape != shape)
+      mis_shaped +=
+          " " + name + " (expected " + shape_str(shape) + ", got " + shape_str(got.shape) + ")";
+    if (got.dtype != StDType::F32 && got.dtype != StDType::BF16 && got.dtype != StDType::F16 &&
+        got.dtype != StDType::F64)
+      mis_typed += " " + name + " (" + st_dtype_name(got.dtype) + ")";
   }
   for (const std::string& name : weights.names())
-    if (!expected.count(name) && !(config.tie_word_embeddings && name == "lm_head.weight"))
-      unexpected += " " + name;
-  if (missing.empty() && unexpected.empty() && mis_shaped.empty()) return;
-  std::string msg = dir + ": the weights do not match config.json:";
+    if (!expected.count(name) && name != optional) unexpected += " " + name;
+  if (missing.empty() && unexpected.empty() && mis_shaped.empty() && mis_typed.empty()) return;
+  std::string msg = what + ":";
   if (!missing.empty()) msg += " missing" + missing + ";";
   if (!unexpected.empty()) msg += " unexpected" + unexpected + ";";
   if (!mis_shaped.empty()) msg += " wrong shape" + mis_shaped + ";";
+  if (!mis_typed.empty())
+    msg += " wrong dtype" + mis_typed + ", weights are F32, BF16, F16 or F64;";
   msg.pop_back();
   throw std::runtime_error(msg);
+}
+
+void check_weights(const WeightFiles& weights, const QwenConfig& config, const std::string& dir) {
+  check_tensors(weights, expected_tensor_shapes(config),
+                dir + ": the weights do not match config.json",
+                config.tie_word_embeddings ? "lm_head.weight" : "");
 }
 
 std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {

@@ -33,6 +33,8 @@ class WeightFiles {
   std::vector<std::string> names() const;  // every tensor name, sorted
   bool contains(const std::string& name) const { return by_name_.count(name) > 0; }
   const SafetensorsFile& file_of(const std::string& name) const;
+  // The tensor in its stored dtype; throws std::runtime_error naming the file and the tensor when
+  // it holds NaN or inf.
   Tensor load(const std::string& name, Device device = Device::cpu()) const;
 
  private:
@@ -40,8 +42,14 @@ class WeightFiles {
   std::map<std::string, const SafetensorsFile*> by_name_;
 };
 
-// Throws std::runtime_error naming `dir` and listing every missing, unexpected and mis-shaped
-// tensor. A tied model may carry a redundant lm_head.weight; it is ignored.
+// Throws std::runtime_error "<what>: missing ...; unexpected ...; wrong shape ...; wrong dtype ..."
+// listing every tensor of `weights` that is not in `expected` with its shape and a floating-point
+// dtype (an integer weight would load as numbers of another scale); `optional` may be there or not.
+void check_tensors(const WeightFiles& weights, const std::map<std::string, Shape>& expected,
+                   const std::string& what, const std::string& optional = "");
+
+// check_tensors against a Qwen model's tensors, naming `dir`. A tied model may carry a redundant
+// lm_head.weight; it is ignored.
 void check_weights(const WeightFiles& weights, const QwenConfig& config, const std::string& dir);
 
 // Loads a model (HF directory or sprig checkpoint) onto the CPU in f32, ready to move with to().

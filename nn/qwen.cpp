@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include "nn/loss.h"
+#include "tensor/storage.h"
 
 namespace sprig {
 
@@ -182,8 +184,40 @@ std::vector<Var> QwenModel::layer_outputs(const QwenInput& in, const std::vector
 
 // ---- causal LM --------------------------------------------------------------------------------
 
+void check_parameters_fit(const std::vector<ParameterPart>& parts, const std::string& who) {
+  double total = 0;
+  const ParameterPart* largest = &parts.at(0);
+  for (const ParameterPart& p : parts) {
+    total += p.count;
+    if (p.count > largest->count) largest = &p;
+  }
+  const double available =
+      static_cast<double>(cpu_memory_available()) + static_cast<double>(cpu_memory_allocated());
+  if (total * sizeof(float) <= available) return;
+  const auto gib = [](double bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", bytes / (1024.0 * 1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  char count[32];
+  std::snprintf(count, sizeof count, "%.3g", total);
+  throw std::runtime_error("[" + who + "] " + count + " parameters need " +
+                           gib(total * sizeof(float)) + " GiB in f32, more than the " +
+                           gib(available) + " GiB of memory available; the largest part is " +
+                           largest->sizes);
+}
+
+namespace {
+
+QwenConfig fitting(QwenConfig c) {
+  check_parameters_fit(c.parameter_parts(), "qwen");
+  return c;
+}
+
+}  // namespace
+
 QwenForCausalLM::QwenForCausalLM(QwenConfig config, Generator& gen)
-    : config_(std::move(config)),
+    : config_(fitting(std::move(config))),
       model(register_module("model", std::make_unique<QwenModel>(config_, gen))) {
   if (!config_.tie_word_embeddings)
     lm_head = &register_module(

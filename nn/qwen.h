@@ -107,9 +107,16 @@ class QwenModel : public Module {
   RMSNorm* norm = nullptr;
 };
 
+// Throws std::runtime_error "[<who>] <n> parameters need <x> GiB in f32, more than the <y> GiB of
+// memory available; the largest part is <part>" when `parts` cannot be allocated on the CPU:
+// called before a model is built, so an absurd size in a config is named instead of ending in
+// std::bad_alloc.
+void check_parameters_fit(const std::vector<ParameterPart>& parts, const std::string& who);
+
 class QwenForCausalLM : public Module {
  public:
-  // Random HF-style initialisation from `gen` (fp32 on the CPU; use to() to move).
+  // Random HF-style initialisation from `gen` (fp32 on the CPU; use to() to move). Refuses a
+  // config whose parameters do not fit in memory (check_parameters_fit).
   QwenForCausalLM(QwenConfig config, Generator& gen);
 
   const QwenConfig& config() const { return config_; }

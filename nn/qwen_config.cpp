@@ -1,6 +1,7 @@
 #include "nn/qwen_config.h"
 
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 namespace sprig {
@@ -94,6 +95,9 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
                       c.model_type + " (expected [\"" + expected_arch + "\"])");
   }
   c.vocab_size = get_int(j, "vocab_size", label);
+  if (c.vocab_size > std::numeric_limits<int32_t>::max())
+    fail(label, "\"vocab_size\" " + std::to_string(c.vocab_size) +
+                    " is more than 2147483647: token ids are 32-bit");
   c.hidden_size = get_int(j, "hidden_size", label);
   c.intermediate_size = get_int(j, "intermediate_size", label);
   c.num_hidden_layers = get_int(j, "num_hidden_layers", label);
@@ -164,6 +168,29 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
       c.sliding_window_per_layer[static_cast<size_t>(i)] = window;
   }
   return c;
+}
+
+std::vector<ParameterPart> QwenConfig::parameter_parts(bool embeddings) const {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const auto key = [](const char* name, int64_t v) {
+    return std::string(name) + " " + std::to_string(v);
+  };
+  const std::string layers = key("num_hidden_layers", num_hidden_layers);
+  const std::string hidden = key("hidden_size", hidden_size);
+  std::vector<ParameterPart> parts = {
+      {d(num_hidden_layers) * d(hidden_size) * 2 * d(num_attention_heads + num_key_value_heads) *
+           d(head_dim),
+       "the attention: " + layers + " x " + hidden + " x 2 (" +
+           key("num_attention_heads", num_attention_heads) + " + " +
+           key("num_key_value_heads", num_key_value_heads) + ") x " + key("head_dim", head_dim)},
+      {d(num_hidden_layers) * 3 * d(hidden_size) * d(intermediate_size),
+       "the MLP: " + layers + " x 3 x " + hidden + " x " +
+           key("intermediate_size", intermediate_size)}};
+  if (embeddings)
+    parts.push_back({d(vocab_size) * d(hidden_size) * (tie_word_embeddings ? 1 : 2),
+                     "the embedding" + std::string(tie_word_embeddings ? "" : " and head") + ": " +
+                         key("vocab_size", vocab_size) + " x " + hidden});
+  return parts;
 }
 
 QwenConfig QwenConfig::load(const std::string& path) {

@@ -14,6 +14,13 @@
 
 namespace sprig {
 
+// Some of a model's parameters: how many, and the config keys that size them, with their values
+// ("vocab_size 64 x hidden_size 48").
+struct ParameterPart {
+  double count;  // a double: an absurd config must not overflow while it is measured
+  std::string sizes;
+};
+
 struct QwenConfig {
   std::string model_type;  // "qwen2" or "qwen3"
   int64_t vocab_size = 0;
@@ -40,6 +47,9 @@ struct QwenConfig {
     for (int64_t layer_window : sliding_window_per_layer) w = std::max(w, layer_window);
     return w;
   }
+  // The decoder layers' attention and MLP weights and, with `embeddings`, the embedding and the
+  // untied head (norms and biases are too small to matter here).
+  std::vector<ParameterPart> parameter_parts(bool embeddings = true) const;
   bool has_qkv_bias() const { return model_type == "qwen2" || attention_bias; }
   bool has_o_bias() const { return model_type == "qwen3" && attention_bias; }
 

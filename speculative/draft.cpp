@@ -1,5 +1,6 @@
 #include "speculative/draft.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,9 @@ int64_t DraftConfig::context_width() const {
 
 void DraftConfig::check() const {
   if (block_size < 2) fail("block_size must be >= 2, got " + std::to_string(block_size));
+  if (block_size > layers.max_position_embeddings)  // a block's slots are positions
+    fail("block_size " + std::to_string(block_size) + " is more than max_position_embeddings " +
+         std::to_string(layers.max_position_embeddings));
   if (mask_token_id < 0 || mask_token_id >= layers.vocab_size)
     fail("mask_token_id " + std::to_string(mask_token_id) +
          " is outside the target's vocabulary [0, " + std::to_string(layers.vocab_size) + ")");
@@ -191,9 +195,17 @@ DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& o) {
   c.block_size = o.block_size;
   c.mask_token_id = o.mask_token_id;
   c.num_target_layers = target.num_hidden_layers;
-  c.target_layer_ids = o.target_layer_ids.empty()
-                           ? default_target_layer_ids(target.num_hidden_layers, o.num_layers)
-                           : o.target_layer_ids;
+  c.target_layer_ids = o.target_layer_ids;
+  if (c.target_layer_ids.empty()) {
+    c.target_layer_ids = default_target_layer_ids(target.num_hidden_layers, o.num_layers);
+    const auto outside = [&](int64_t id) { return id < 0 || id >= target.num_hidden_layers; };
+    if (std::any_of(c.target_layer_ids.begin(), c.target_layer_ids.end(), outside))
+      fail("the default target_layer_ids for " + std::to_string(o.num_layers) +
+           " draft layers over a target of " + std::to_string(target.num_hidden_layers) +
+           " layers would be " + json(c.target_layer_ids).dump() +
+           ", outside the target's layers [0, " + std::to_string(target.num_hidden_layers) +
+           "): set target_layer_ids (ids of target layers), or use fewer draft layers");
+  }
   c.causal = o.causal;
   c.sliding_window = o.sliding_window;
   c.domino = o.domino;
@@ -205,15 +217,43 @@ DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& o) {
   return c;
 }
 
+namespace {
+
+// `c`, checked, once its parameters are known to fit in memory (nothing is allocated before).
+DraftConfig fitting(DraftConfig c) {
+  c.check();
+  const auto key = [](const char* name, int64_t v) {
+    return std::string(name) + " " + std::to_string(v);
+  };
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const int64_t H = c.layers.hidden_size, n = static_cast<int64_t>(c.target_layer_ids.size());
+  std::vector<ParameterPart> parts = c.layers.parameter_parts(false);
+  parts.push_back({d(n) * d(H) * d(H), "fc: " + std::to_string(n) + " target_layer_ids x " +
+                                           key("hidden_size", H) + " x " + key("hidden_size", H)});
+  if (c.domino) {
+    const int64_t G = c.domino->gru_hidden_dim, E = c.domino->emb_dim;
+    parts.push_back({3 * d(G) * d(H + G), "prefix_gru: 3 x " + key("gru_hidden_dim", G) + " x (" +
+                                              key("hidden_size", H) + " + " +
+                                              key("gru_hidden_dim", G) + ")"});
+    parts.push_back({d(E) * d(H + G + c.layers.vocab_size),
+                     "embed_proj: " + key("emb_dim", E) + " x (" + key("hidden_size", H) + " + " +
+                         key("gru_hidden_dim", G) + " + " + key("vocab_size", c.layers.vocab_size) +
+                         ")"});
+  }
+  check_parameters_fit(parts, "draft");
+  return c;
+}
+
+}  // namespace
+
 DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
-    : config_(std::move(config)),
+    : config_(fitting(std::move(config))),
       fc(register_module(
           "fc", std::make_unique<Linear>(config_.context_width(), config_.layers.hidden_size, false,
                                          config_.layers.initializer_range, gen))),
       hidden_norm(register_module(
           "hidden_norm",
           std::make_unique<RMSNorm>(config_.layers.hidden_size, config_.layers.rms_norm_eps))) {
-  config_.check();
   for (int64_t i = 0; i < config_.layers.num_hidden_layers; ++i)
     layers.push_back(&register_module("layers." + std::to_string(i),
                                       std::make_unique<QwenDecoderLayer>(config_.layers, i, gen)));
@@ -314,21 +354,7 @@ std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   const WeightFiles weights(dir);
   std::map<std::string, Shape> expected;
   for (const auto& [name, p] : draft->named_parameters()) expected[name] = p.shape();
-  std::string missing, unexpected, mis_shaped;
-  for (const auto& [name, shape] : expected) {
-    if (!weights.contains(name))
-      missing += " " + name;
-    else if (weights.file_of(name).info(name).shape != shape)
-      mis_shaped += " " + name + " (expected " + shape_str(shape) + ", got " +
-                    shape_str(weights.file_of(name).info(name).shape) + ")";
-  }
-  for (const std::string& name : weights.names())
-    if (!expected.count(name)) unexpected += " " + name;
-  if (!missing.empty() || !unexpected.empty() || !mis_shaped.empty())
-    throw std::runtime_error(dir + ": the draft's weights do not match its config.json:" +
-                             (missing.empty() ? "" : " missing" + missing + ";") +
-                             (unexpected.empty() ? "" : " unexpected" + unexpected + ";") +
-                             (mis_shaped.empty() ? "" : " wrong shape" + mis_shaped + ";"));
+  check_tensors(weights, expected, dir + ": the draft's weights do not match its config.json");
   std::map<std::string, Tensor> state;
   for (const auto& [name, shape] : expected) state[name] = weights.load(name);
   draft->load_state_dict(state);

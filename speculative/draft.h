@@ -57,8 +57,9 @@ struct DraftConfig {
 
   DraftKind kind() const;
   int64_t context_width() const;  // fc's input: len(target_layer_ids) * hidden_size
-  // Throws "[draft] ..." for a block size below 2, a mask token outside the vocabulary, target
-  // layer ids outside [0, num_target_layers), or a Domino head without a corrected slot.
+  // Throws "[draft] ..." for a block size below 2 or above max_position_embeddings, a mask token
+  // outside the vocabulary, target layer ids outside [0, num_target_layers), or a Domino head
+  // without a corrected slot.
   void check() const;
   // The serving layout's config.json (architectures ["DFlashDraftModel"], dflash_config, ...),
   // stamping `dtype` as the weights' dtype.
@@ -85,7 +86,8 @@ DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& optio
 
 class DFlashDraft : public Module {
  public:
-  // HF-style random initialisation from `gen`, f32 on the CPU.
+  // HF-style random initialisation from `gen`, f32 on the CPU, after config.check() and
+  // check_parameters_fit (nn/qwen.h).
   DFlashDraft(DraftConfig config, Generator& gen);
   const DraftConfig& config() const { return config_; }
 

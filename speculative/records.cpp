@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "tensor/names.h"
+
 namespace sprig::speculative {
 
 namespace {
@@ -13,6 +15,14 @@ struct RecordParser {
 
   [[noreturn]] void fail(const std::string& message) const {
     throw std::runtime_error(where + ": " + message);
+  }
+
+  // A misspelt key (say "lossmask") is refused rather than left unread.
+  void check_keys(const json& j, const std::vector<std::string>& keys,
+                  const std::string& what = "") const {
+    for (const auto& entry : j.items())
+      if (const std::string why = unknown_record_key(entry.key(), keys); !why.empty())
+        fail(what + why);
   }
 
   std::vector<int64_t> integers(const json& j, const std::string& what) const {
@@ -29,6 +39,8 @@ struct RecordParser {
   void sequence(const json& j, const std::string& what, int64_t vocab, std::vector<int64_t>& ids,
                 std::vector<int64_t>& mask) const {
     if (!j.is_object() || !j.contains("input_ids")) fail(what + " needs \"input_ids\"");
+    if (!what.empty())  // "documents[d]." names a document: "documents[d]: unknown key ..."
+      check_keys(j, {"input_ids", "loss_mask"}, what.substr(0, what.size() - 1) + ": ");
     const std::vector<int64_t> seq = integers(j["input_ids"], what + "input_ids");
     if (seq.empty()) fail("\"" + what + "input_ids\" is empty");
     for (size_t t = 0; t < seq.size(); ++t)
@@ -59,6 +71,7 @@ DraftRecord parse_draft_record(const json& rec, int64_t vocab, int64_t block_siz
                                const std::string& where) {
   const RecordParser p{where};
   if (!rec.is_object()) p.fail("a record must be a JSON object");
+  p.check_keys(rec, {"input_ids", "loss_mask", "documents", "anchors", "keep", "prefix_lengths"});
   if (rec.contains("input_ids") == rec.contains("documents"))
     p.fail("a record needs exactly one of \"input_ids\" or \"documents\"");
   DraftRecord r;

@@ -22,7 +22,8 @@ struct DraftRecord {
   Tensor prefix_lengths;           // (1, N) i64 when the record gives them
 };
 
-// Parses and checks one record against the vocabulary and the block size. Throws
+// Parses and checks one record against the vocabulary and the block size; a key not listed above
+// is refused with the closest known one. Throws
 // std::runtime_error "<where>: <reason>" (where is file:line).
 DraftRecord parse_draft_record(const nlohmann::json& record, int64_t vocab_size, int64_t block_size,
                                const std::string& where);

@@ -137,7 +137,8 @@ void run_eval(const EvalOptions& o) {
         return;
       }
     }
-    const auto skip_unsupervised = [&] {  // JetSpec: blocks whose labels are all loss-masked
+    // JetSpec's blocks whose labels are all loss-masked, or any record whose blocks score nothing.
+    const auto skip_unsupervised = [&] {
       std::cout << json{{"record", index}, {"skipped", "no supervised slot"}}.dump() << "\n";
       ++totals.skipped;
     };
@@ -158,19 +159,22 @@ void run_eval(const EvalOptions& o) {
     DraftLoss loss;
     const std::string key = std::to_string(index) + ".";
     try {
-      if (o.grads) {
-        draft->zero_grad();
-        loss = loss_of(r.rows, anchors, prefix, &logits);
-        (loss.sum * (1.0 / draft_mean_denominator(o.kind, loss.metrics.loss_weight))).backward();
-        for (const auto& [name, p] : draft->named_parameters())
-          entries.push_back({key + "grad." + name, p.grad().to(Device::cpu(), DType::f32)});
-      } else {
-        NoGradGuard no_grad;
-        loss = loss_of(r.rows, anchors, prefix, &logits);
-      }
+      std::optional<NoGradGuard> no_grad;
+      if (!o.grads) no_grad.emplace();
+      loss = loss_of(r.rows, anchors, prefix, &logits);
     } catch (const NoValidAnchors&) {
       skip_unsupervised();
       return;
+    }
+    if (loss.metrics.valid_blocks == 0) {
+      skip_unsupervised();
+      return;
+    }
+    if (o.grads) {
+      draft->zero_grad();
+      (loss.sum * (1.0 / draft_mean_denominator(o.kind, loss.metrics.loss_weight))).backward();
+      for (const auto& [name, p] : draft->named_parameters())
+        entries.push_back({key + "grad." + name, p.grad().to(Device::cpu(), DType::f32)});
     }
     totals.add(loss);
     json j = metrics_json(loss.value(), loss.metrics, o.kind);
@@ -186,6 +190,11 @@ void run_eval(const EvalOptions& o) {
         entries.push_back({key + name, Tensor::scalar(value.get<double>(), DType::f64)});
   });
   if (records == 0) throw std::runtime_error(o.input + ": no records");
+  // Loss and accept_len of nothing would read as 0: no aggregate and no output then.
+  if (totals.records == 0)
+    throw std::runtime_error(o.input + ": nothing to score: every one of the " +
+                             std::to_string(records) +
+                             " records was skipped (no valid anchor or no supervised slot)");
   std::cout << json{{"aggregate", totals.to_json()}}.dump() << "\n";
   if (out) {
     save_safetensors(out->temp(), entries);
@@ -228,11 +237,12 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   }
   if (kind != DraftKind::jetspec)
     cmd->add_option("--gamma", o->gamma, "Decay of the slot weights, exp(-d/gamma); <= 0: none")
+        ->check(kFinite)
         ->capture_default_str();
   if (kind == DraftKind::domino)
     cmd->add_option("--lambda-base", o->lambda_base,
                     "Weight of the base logits' loss in loss = (1 - l) final + l base")
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(kUnitInterval)
         ->capture_default_str();
   if (kind == DraftKind::jetspec)
     cmd->add_option("--kd-temperature", o->kd_temperature,

@@ -16,6 +16,7 @@
 #include "nn/generate.h"
 #include "speculative/draft.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/names.h"
 #include "tensor/storage.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
@@ -67,6 +68,11 @@ std::vector<int32_t> id_list(const json& j, const char* what, int64_t vocab,
 // own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of
 // docs/semantics.md §1.
 data::Batch parse_score_record(const json& rec, int64_t vocab, const std::string& where) {
+  for (const auto& entry : rec.items())
+    if (const std::string why = unknown_record_key(
+            entry.key(), {"input_ids", "documents", "prompt_ids", "completions"});
+        !why.empty())
+      throw std::runtime_error(where + ": " + why);
   int layouts = 0;
   for (const char* key : {"input_ids", "documents", "prompt_ids"}) layouts += rec.contains(key);
   if (layouts > 1)
@@ -216,10 +222,13 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   });
   progress.finish();
   if (records == 0) throw std::runtime_error(input + ": no records");
+  if (nll_count == 0)
+    throw std::runtime_error(input + ": nothing to score: none of the " + std::to_string(records) +
+                             " records has a token with a next token to predict");
   save_safetensors(out.temp(), entries);
   out.commit();
   std::cout << "records: " << records << "\nscored tokens: " << nll_count
-            << "\nmean next-token NLL: " << (nll_count ? nll_sum / nll_count : 0.0) << "\n"
+            << "\nmean next-token NLL: " << nll_sum / static_cast<double>(nll_count) << "\n"
             << (options.logprobs ? "log-probs" : "logits") << " written to " << out.path() << "\n";
 }
 

@@ -3,19 +3,21 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <string>
 
 namespace sprig::tools {
 
 // A number option's check: "--tile: must be a positive number, got 0" instead of CLI11's range
-// with 300 digits.
+// with 300 digits. Every numeric option goes through one of these: nan and inf are refused by all.
 inline CLI::Validator number_check(bool (*ok)(double), const std::string& requirement,
                                    const std::string& name) {
   return CLI::Validator(
       [ok, requirement](std::string& value) -> std::string {
         try {
           size_t used = 0;
-          if (ok(std::stod(value, &used)) && used == value.size()) return "";
+          const double v = std::stod(value, &used);
+          if (std::isfinite(v) && ok(v) && used == value.size()) return "";
         } catch (const std::exception&) {
         }
         return "must be " + requirement + ", got " + value;
@@ -27,6 +29,10 @@ inline const CLI::Validator kPositive =
     number_check([](double v) { return v > 0; }, "a positive number", "POSITIVE");
 inline const CLI::Validator kNonNegative =
     number_check([](double v) { return v >= 0; }, "zero or positive", "NON-NEGATIVE");
+inline const CLI::Validator kFinite =
+    number_check([](double) { return true; }, "a finite number", "FINITE");
+inline const CLI::Validator kUnitInterval =
+    number_check([](double v) { return v >= 0 && v <= 1; }, "a number in [0, 1]", "[0, 1]");
 
 // --device cpu|cuda|auto (resolve_device of tensor/dtype.h reads it; auto is cuda when present).
 inline CLI::Option* add_device_option(CLI::App* cmd, std::string& device) {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "nn/checkpoint.h"
+#include "tensor/names.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
 #include "tools/options.h"
@@ -36,6 +37,9 @@ void run_spec_eval(const SpecEvalOptions& o) {
   const int64_t positions = target.config().max_position_embeddings;
   std::vector<std::vector<int64_t>> prompts;
   for_each_record(o.input, [&](const json& rec, const std::string& where) {
+    for (const auto& entry : rec.items())
+      if (const std::string why = unknown_record_key(entry.key(), {"prompt_ids"}); !why.empty())
+        throw std::runtime_error(where + ": " + why);
     if (!rec.contains("prompt_ids") || !rec["prompt_ids"].is_array() || rec["prompt_ids"].empty())
       throw std::runtime_error(where + ": a record needs \"prompt_ids\", a non-empty list of ids");
     std::vector<int64_t>& prompt = prompts.emplace_back();

@@ -3,9 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 
 namespace sprig {
 
@@ -81,7 +83,8 @@ void check_section(const YAML::Node& node, const std::string& section) {
 }
 
 // root[section][key] as T; an absent key gets `fallback`, which is also written into `root` so the
-// dumped config shows every value the run uses.
+// dumped config shows every value the run uses. Every number read is finite (YAML's .nan and .inf
+// are refused here, for every key); ranges are checked by the callers.
 template <class T>
 T get(YAML::Node& root, const std::string& section, const char* key, T fallback) {
   if (!section.empty() && !present(root[section])) root[section] = YAML::Node(YAML::NodeType::Map);
@@ -90,12 +93,19 @@ T get(YAML::Node& root, const std::string& section, const char* key, T fallback)
     sec[key] = fallback;
     return fallback;
   }
+  const std::string name = (section.empty() ? "" : section + ".") + key;
+  T value;
   try {
-    return sec[key].as<T>();
+    value = sec[key].as<T>();
   } catch (const YAML::Exception&) {
-    fail((section.empty() ? "" : section + ".") + key + " has an invalid value '" +
-         YAML::Dump(sec[key]) + "'");
+    fail(name + " has an invalid value '" + YAML::Dump(sec[key]) + "'");
   }
+  bool finite = true;
+  if constexpr (std::is_same_v<T, double>) finite = std::isfinite(value);
+  if constexpr (std::is_same_v<T, std::vector<double>>)
+    finite = std::all_of(value.begin(), value.end(), [](double v) { return std::isfinite(v); });
+  if (!finite) fail(name + " must be a finite number, got " + written(sec[key]));
+  return value;
 }
 
 // Sets root[a][b]... = value for an override "a.b=value".
@@ -169,7 +179,15 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
   o.mask_token_id = get<int64_t>(root, "draft", "mask_token_id", -1);
   o.num_layers = get<int64_t>(root, "draft", "num_layers", 5);
   o.block_size = get<int64_t>(root, "draft", "block_size", 16);
-  o.target_layer_ids = get<std::vector<int64_t>>(root, "draft", "target_layer_ids", {});
+  // Absent: the default rule of speculative/draft.h (left out of the resolved config, which cannot
+  // know the target's depth); an empty list is refused, as in a draft's config.json.
+  if (present(root["draft"]["target_layer_ids"])) {
+    o.target_layer_ids = get<std::vector<int64_t>>(root, "draft", "target_layer_ids", {});
+    if (o.target_layer_ids.empty())
+      fail(
+          "draft.target_layer_ids is empty: list the target layers the draft reads, or leave the "
+          "key out for the default ids");
+  }
   o.num_attention_heads = get<int64_t>(root, "draft", "num_attention_heads", 0);
   o.num_key_value_heads = get<int64_t>(root, "draft", "num_key_value_heads", 0);
   o.head_dim = get<int64_t>(root, "draft", "head_dim", 0);
@@ -202,12 +220,19 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
     if (h.emb_dim < 1 || h.gru_hidden_dim < 1)
       fail("draft.emb_dim and draft.gru_hidden_dim must be >= 1");
     if (h.pure_draft_prefix_len < 0) fail("draft.pure_draft_prefix_len must be >= 0");
-    if (d.lambda_base_decay_ratio < 0) fail("draft.lambda_base_decay_ratio must be >= 0");
+    if (d.lambda_base_start < 0 || d.lambda_base_start > 1)
+      fail("draft.lambda_base_start must be in [0, 1] (the base loss's share at step 0), got " +
+           written(root["draft"]["lambda_base_start"]));
+    if (d.lambda_base_decay_ratio < 0)
+      fail("draft.lambda_base_decay_ratio must be >= 0, got " +
+           written(root["draft"]["lambda_base_decay_ratio"]));
   }
   if (kind == RecipeKind::jetspec) {
     d.kd_temperature = get<double>(root, "draft", "kd_temperature", 1.0);
     d.kd_chunk_size = get<int64_t>(root, "draft", "kd_chunk_size", 0);
-    if (!(d.kd_temperature > 0)) fail("draft.kd_temperature must be positive");
+    if (!(d.kd_temperature > 0))
+      fail("draft.kd_temperature must be positive, got " +
+           written(root["draft"]["kd_temperature"]));
     if (d.kd_chunk_size < 0) fail("draft.kd_chunk_size must be >= 0 (0: automatic)");
   }
   d.prefix_weight_base = get<double>(root, "draft", "prefix_weight_base", 0.9);
@@ -343,7 +368,10 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.optimizer.beta2 = betas[1];
     c.optimizer.weight_decay = get<double>(root, "optimizer", "weight_decay", 0.0);
     c.optimizer.eps = get<double>(root, "optimizer", "eps", 1e-8);
-    if (c.optimizer.lr <= 0) fail("optimizer.lr must be positive");
+    if (c.optimizer.lr <= 0)
+      fail("optimizer.lr must be positive, got " + written(root["optimizer"]["lr"]));
+    if (c.optimizer.eps <= 0)
+      fail("optimizer.eps must be positive, got " + written(root["optimizer"]["eps"]));
     for (double beta : betas)
       if (!(beta >= 0 && beta < 1))
         fail("optimizer.betas must both be in [0, 1), got " + written(root["optimizer"]["betas"]));
@@ -354,7 +382,15 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.warmup_steps = get<int64_t>(root, "scheduler", "warmup_steps", -1);
     c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", dflash ? 0.05 : 0.0);
     c.min_lr_ratio = get<double>(root, "scheduler", "min_lr_ratio", 0.1);
-    if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) fail("scheduler.min_lr_ratio must be in [0, 1]");
+    if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1)
+      fail("scheduler.min_lr_ratio must be in [0, 1], got " +
+           written(root["scheduler"]["min_lr_ratio"]));
+    if (c.warmup_ratio < 0 || c.warmup_ratio > 1)
+      fail("scheduler.warmup_ratio must be in [0, 1], got " +
+           written(root["scheduler"]["warmup_ratio"]));
+    if (c.warmup_steps < -1)
+      fail("scheduler.warmup_steps must be >= 0 (-1: from warmup_ratio), got " +
+           std::to_string(c.warmup_steps));
 
     c.log_every_steps = get<int64_t>(root, "log", "every_steps", 10);
     c.checkpoint_every_steps = get<int64_t>(root, "checkpoint", "every_steps", 0);

@@ -38,7 +38,7 @@ TEST(Readers, DocumentsUnshiftedForm) {
   TempFile f(
       "{\"input_ids\": [1, 2, 3], \"loss_mask\": [0, 1, 1]}\n"
       "\n"
-      "{\"input_ids\": [4, 5], \"messages\": \"ignored\"}\n"
+      "{\"input_ids\": [4, 5]}\n"
       "{\"input_ids\": [6, 7], \"loss_mask\": [true, false]}");  // no newline at the end: fine
   const std::vector<Document> docs = read_docs(f.path(), TargetForm::loss_mask);
   ASSERT_EQ(docs.size(), 3u);
@@ -71,7 +71,13 @@ TEST(Readers, DocumentsShiftedForLabels) {
 TEST(Readers, DocumentErrors) {
   EXPECT_EQ(document_error("{\"input_ids\": [1, 2, 3, 4, 5, 6], \"loss_mask\": [1, 1, 1, 1, 1]}\n"),
             "FILE:1: \"loss_mask\" has 5 entries but \"input_ids\" has 6");
-  EXPECT_EQ(document_error("{\"ids\": [1]}\n"), "FILE:1: missing \"input_ids\"");
+  EXPECT_EQ(document_error("{\"loss_mask\": [1]}\n"), "FILE:1: missing \"input_ids\"");
+  // A misspelt key is refused, naming the closest known one (a "lossmask" would otherwise leave
+  // every token supervised).
+  EXPECT_EQ(document_error("{\"input_id\": [1]}\n"),
+            "FILE:1: unknown key \"input_id\" (did you mean \"input_ids\"?)");
+  EXPECT_EQ(document_error("{\"input_ids\": [1, 2], \"lossmask\": [0, 1]}\n"),
+            "FILE:1: unknown key \"lossmask\" (did you mean \"loss_mask\"?)");
   EXPECT_EQ(document_error("{\"input_ids\": 5}\n"),
             "FILE:1: \"input_ids\" must be an array of integers");
   EXPECT_EQ(document_error("{\"input_ids\": [1, \"a\"]}\n"),
@@ -154,6 +160,8 @@ TEST(Readers, RolloutsFoldedWithErrors) {
   EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": [[2], []]}\n"),
             ":1: [fold] completion 1 is empty");
   EXPECT_EQ(error("{\"prompt_ids\": [1]}\n"), ":1: missing \"completions\"");
+  EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": [[2]], \"advantage\": [1.0]}\n"),
+            ":1: unknown key \"advantage\" (did you mean \"advantages\"?)");
   EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": 3}\n"),
             ":1: \"completions\" must be an array");
   EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": [[2], [3, 8]]}\n", 8),

@@ -102,7 +102,8 @@ struct BrokenCheckpoint {
 };
 
 inline std::vector<std::string> breakage_kinds() {
-  return {"truncated", "overlapping_offsets", "wrong_shape", "missing_tensor", "bad_config"};
+  return {"truncated",      "overlapping_offsets", "wrong_shape",
+          "integer_weight", "missing_tensor",      "bad_config"};
 }
 
 // Rewrites the header of `path` so the second tensor (in offset order) starts 4 bytes early.
@@ -154,6 +155,15 @@ inline BrokenCheckpoint broken_checkpoint(const std::string& kind, const std::st
                      ": the weights do not match config.json: wrong shape model.norm.weight "
                      "(expected [" +
                      hidden + "], got [1, " + hidden + "])"};
+  }
+  if (kind == "integer_weight") {  // an f32 weight's bytes tagged I32
+    write_hf_checkpoint("qwen3_tiny", dir, [](std::vector<RawTensor>& ts) {
+      for (RawTensor& t : ts)
+        if (t.name == "model.layers.0.mlp.up_proj.weight") t.dtype = StDType::I32;
+    });
+    return {dir, dir +
+                     ": the weights do not match config.json: wrong dtype "
+                     "model.layers.0.mlp.up_proj.weight (I32), weights are F32, BF16, F16 or F64"};
   }
   if (kind == "missing_tensor") {
     write_hf_checkpoint("qwen3_tiny", dir, [](std::vector<RawTensor>& ts) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tests/nn/checkpoint_fixtures.h"
 #include "tests/test_util.h"
 
@@ -251,6 +253,31 @@ TEST(Checkpoint, BrokenFilesFailWithOneSentence) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << kind << ": " << msg;
     EXPECT_FALSE(exists(root + "/out")) << kind;
     EXPECT_THROW(load_qwen(broken.dir), std::runtime_error) << kind;
+  }
+}
+
+// NaN or inf in a weight refuses the load, naming the file and the tensor.
+TEST(Checkpoint, NonFiniteWeightsAreRefusedByName) {
+  const testing::NamedTempDir tmp("ckpt_nonfinite");
+  for (const float bad : {std::nanf(""), -INFINITY}) {
+    std::vector<float> values;
+    testing::write_hf_checkpoint("qwen3_tiny", tmp.path, [&](std::vector<RawTensor>& ts) {
+      for (RawTensor& t : ts)
+        if (t.name == "model.norm.weight") {
+          values.assign(t.bytes / sizeof(float), 1.0f);
+          values[3] = bad;
+          t.data = reinterpret_cast<const uint8_t*>(values.data());
+        }
+    });
+    try {
+      load_qwen(tmp.path);
+      FAIL() << "loaded";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                tmp.path + "/model.safetensors: tensor \"model.norm.weight\" holds 1 non-finite " +
+                    "values (NaN or inf) of " + std::to_string(values.size()) +
+                    ": the checkpoint is corrupt");
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "nn/qwen.h"
 #include "tests/nn/checkpoint_fixtures.h"
 
 namespace sprig {
@@ -329,6 +330,42 @@ TEST(QwenConfig, ToJsonRoundTrips) {
     EXPECT_EQ(written["architectures"], original["architectures"]);
     EXPECT_EQ(written["torch_dtype"], "bfloat16");
   }
+}
+
+// Absurd sizes are refused with a sentence naming the key before anything is allocated, never
+// with std::bad_alloc: a vocabulary beyond 32-bit token ids when parsed, parameters beyond the
+// memory available when a model is built.
+TEST(QwenConfig, AbsurdSizesNameTheKeyBeforeAnyAllocation) {
+  json j = small_qwen2();
+  j["vocab_size"] = int64_t{10000000000};
+  EXPECT_EQ(parse_error(j),
+            "config.json: \"vocab_size\" 10000000000 is more than 2147483647: "
+            "token ids are 32-bit");
+  const auto build_error = [](const char* key, int64_t value) {
+    json c = small_qwen2();
+    c[key] = value;
+    Generator gen(0);
+    try {
+      QwenForCausalLM model(QwenConfig::from_json(c), gen);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string hidden = build_error("hidden_size", 1000000000);
+  EXPECT_EQ(hidden.rfind("[qwen] ", 0), 0u) << hidden;
+  EXPECT_NE(hidden.find("GiB of memory available; the largest part is the attention: "
+                        "num_hidden_layers 4 x hidden_size 1000000000 x 2 (num_attention_heads 4 "
+                        "+ num_key_value_heads 2) x head_dim 250000000"),
+            std::string::npos)
+      << hidden;
+  EXPECT_NE(build_error("intermediate_size", 100000000)
+                .find("the largest part is the MLP: num_hidden_layers 4 x 3 x hidden_size 32 x "
+                      "intermediate_size 100000000"),
+            std::string::npos);
+  EXPECT_NE(build_error("vocab_size", 1000000000)
+                .find("the embedding and head: vocab_size 1000000000 x hidden_size 32"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -84,6 +84,28 @@ TEST(DraftConfig, BadOptionsGiveOneSentence) {
   o = options();
   o.block_size = 1;
   EXPECT_EQ(error(o), "[draft] block_size must be >= 2, got 1");
+  // A block's slots are positions: an absurd block size is refused before anything is allocated.
+  o = options();
+  o.block_size = 1000000000;
+  EXPECT_EQ(error(o), "[draft] block_size 1000000000 is more than max_position_embeddings 32768");
+}
+
+// A draft whose parameters cannot fit in memory is refused naming its largest part.
+TEST(DraftConfig, AbsurdSizesNameTheKeyBeforeAnyAllocation) {
+  DraftConfig c = draft_config_for(target_config(), options());
+  c.layers.hidden_size = 1000000000;
+  Generator gen(0);
+  try {
+    DFlashDraft draft(c, gen);
+    FAIL() << "built";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("[draft] ", 0), 0u) << message;
+    EXPECT_NE(message.find("the largest part is fc: 2 target_layer_ids x hidden_size "
+                           "1000000000 x hidden_size 1000000000"),
+              std::string::npos)
+        << message;
+  }
 }
 
 TEST(DraftConfig, ADraftFitsOnlyItsKindOfTarget) {
@@ -271,7 +293,7 @@ TEST(DraftFiles, MismatchedWeightsAreRefused) {
     EXPECT_EQ(std::string(e.what()), tmp.path +
                                          "/d: the draft's weights do not match its "
                                          "config.json: missing norm.weight; unexpected "
-                                         "lm_head.weight;");
+                                         "lm_head.weight");
   }
 }
 

@@ -247,6 +247,8 @@ TEST_F(SprigCli, BadRecordsStopAtFileAndLine) {
       {good + "{}\n", file + ":2: a record needs \"input_ids\", \"documents\", or \"prompt_ids\" "
                              "and \"completions\""},
       {good + "[1, 2]\n", file + ":2: a record must be a JSON object"},
+      {good + "{\"input_id\": [1, 2]}\n",
+       file + ":2: unknown key \"input_id\" (did you mean \"input_ids\"?)"},
       {good + "{\"input_ids\": [1, 2,]}\n" + good, file + ":2: malformed JSON ("},
       {good + good + "{\"input_ids\": [1, 2", file + ":3: malformed JSON ("},
   };
@@ -263,6 +265,14 @@ TEST_F(SprigCli, BadRecordsStopAtFileAndLine) {
   const RunResult empty = score("\n\n");
   EXPECT_EQ(empty.exit_code, 1);
   EXPECT_EQ(empty.err, "sprig: " + file + ": no records\n");
+  // One-token records predict nothing: no mean NLL of 0, and no output.
+  const RunResult nothing = score("{\"input_ids\": [1]}\n{\"documents\": [[2], [3]]}\n");
+  EXPECT_EQ(nothing.exit_code, 1);
+  EXPECT_EQ(last_line(nothing.err), "sprig: " + file +
+                                        ": nothing to score: none of the 2 records has a token "
+                                        "with a next token to predict");
+  EXPECT_EQ(nothing.out, "");
+  EXPECT_FALSE(exists(logits_path));
 }
 
 TEST_F(SprigCli, BadCheckpointsFailWithOneSentence) {

@@ -162,6 +162,10 @@ TEST_F(DraftCli, EvalBadRecordsStopAtFileAndLine) {
       {R"({"documents": [{"input_ids": [1, 2]}, {"loss_mask": [1]}]})",
        "documents[1]. needs \"input_ids\""},
       {R"({"input_ids": [1, 2)", "malformed JSON"},
+      {R"({"input_ids": [1, 2, 3], "lossmask": [0, 0, 0]})",
+       "unknown key \"lossmask\" (did you mean \"loss_mask\"?)"},
+      {R"({"documents": [{"input_ids": [1, 2], "loss_msk": [1, 1]}]})",
+       "documents[0]: unknown key \"loss_msk\" (did you mean \"loss_mask\"?)"},
   };
   for (const auto& [record, reason] : bad) {
     const CliRun r = eval(ok + "\n" + record + "\n", "--out " + out);
@@ -188,6 +192,51 @@ TEST_F(DraftCli, EvalBadRecordsStopAtFileAndLine) {
                              " is not a safetensors file that sprig wrote: refusing to replace "
                              "it, even with --overwrite\n");
   EXPECT_EQ(testing::read_text(out), "keep me");
+}
+
+// Records that score nothing (one token, every slot loss-masked, or no valid anchor) are skipped,
+// and an input of nothing but those is an error, not a loss and accept_len of 0.
+TEST_F(DraftCli, EvalWithNothingToScoreFails) {
+  const std::string nothing =
+      json{{"input_ids", {1}}}.dump() + "\n" +
+      json{{"input_ids", {1, 2, 3, 4, 5, 6, 7, 8}}, {"loss_mask", std::vector<int>(8, 0)}}.dump() +
+      "\n";
+  for (const std::string& recipe : {"dflash", "domino"}) {
+    testing::write_text(input, nothing);
+    const CliRun r =
+        run_sprig("eval " + recipe + " --target " + kGoldenDir + "qwen3_tiny --draft " +
+                      kGoldenDir + recipe + "_tiny --input " + input + " --out " + out,
+                  dir);
+    EXPECT_EQ(r.exit_code, 1) << recipe << r.out;
+    EXPECT_EQ(r.err, "sprig: " + input +
+                         ": nothing to score: every one of the 2 records was skipped (no valid "
+                         "anchor or no supervised slot)\n")
+        << recipe;
+    EXPECT_EQ(r.out.find("aggregate"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// Non-finite numbers are usage errors for every float option.
+TEST_F(DraftCli, EvalRefusesNonFiniteOptions) {
+  const std::string ok = R"({"input_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]})"
+                         "\n";
+  testing::write_text(input, ok);
+  const std::string base = " --target " + kGoldenDir + "qwen3_tiny --input " + input;
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"eval domino --draft " + kGoldenDir + "domino_tiny --lambda-base nan",
+            "--lambda-base: must be a number in [0, 1], got nan"},
+           {"eval jetspec --draft " + kGoldenDir + "dflash_tiny --kd-temperature inf",
+            "--kd-temperature: must be a positive number, got inf"},
+           {"eval dflash --draft " + kGoldenDir + "dflash_tiny --gamma nan",
+            "--gamma: must be a finite number, got nan"},
+           {"eval dflash --draft " + kGoldenDir + "dflash_tiny --prefix-weight-base inf",
+            "--prefix-weight-base: must be a positive number, got inf"}}) {
+    const CliRun r = run_sprig(args + base, dir);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
 }
 
 // Train a draft, export it, round-trip the export, and load it back for eval and as an init.

@@ -75,9 +75,15 @@ TEST_F(SpecEvalCli, OutputsEqualGreedyDecodingAndTheAggregateFollows) {
 TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
   // Every record is checked before any decoding: nothing is printed to stdout.
   testing::CliRun r =
-      spec_eval("{\"prompt_ids\": [1, 2]}\n{\"input_ids\": [1]}\n", "--max-new-tokens 4");
+      spec_eval("{\"prompt_ids\": [1, 2]}\n{\"prompt_ids\": []}\n", "--max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(input + ":2: a record needs \"prompt_ids\""), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  r = spec_eval("{\"prompt_ids\": [1, 2]}\n{\"input_ids\": [1]}\n", "--max-new-tokens 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(input + ":2: unknown key \"input_ids\" (did you mean \"prompt_ids\"?)"),
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out, "");
   r = spec_eval("{\"prompt_ids\": [1, 2]}\n", "--max-new-tokens 127");
   EXPECT_EQ(r.exit_code, 1);

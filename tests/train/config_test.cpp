@@ -183,6 +183,21 @@ TEST(TrainConfig, BadValuesNameTheKey) {
                "[config] cannot open /nonexistent/c.yaml"));
 }
 
+// Every number is finite and in its range, checked where the config is read; nothing is clamped.
+TEST(TrainConfig, NonFiniteAndOutOfRangeNumbersAreRefusedWithTheKeyAndValue) {
+  for (const auto& [override_text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"optimizer.lr=.nan", "optimizer.lr must be a finite number, got .nan"},
+           {"train.max_grad_norm=.inf", "train.max_grad_norm must be a finite number, got .inf"},
+           {"optimizer.betas=[0.9, .nan]",
+            "optimizer.betas must be a finite number, got [0.9, .nan]"},
+           {"optimizer.eps=0", "optimizer.eps must be positive, got 0"},
+           {"scheduler.warmup_ratio=-0.5", "scheduler.warmup_ratio must be in [0, 1], got -0.5"},
+           {"scheduler.warmup_steps=-2", "scheduler.warmup_steps must be >= 0"},
+           {"optimizer.lr=-1", "optimizer.lr must be positive, got -1"}})
+    EXPECT_TRUE(contains(load_error(kMinimal, {override_text}), "[config] " + message))
+        << override_text << ": " << load_error(kMinimal, {override_text});
+}
+
 TEST(TrainConfig, AttentionBackendIsReadOnlyWhenGivenAndNeverAltersTheRun) {
   const TrainConfig plain = load(kMinimal);
   EXPECT_EQ(plain.attention_backend, AttentionBackend::automatic);

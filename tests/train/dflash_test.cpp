@@ -224,7 +224,31 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
   EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.loss_decay_gamma=3"}),
                        "draft.loss_decay_gamma does not apply to JetSpec"));
   EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.kd_temperature=0"}),
-                       "draft.kd_temperature must be positive"));
+                       "draft.kd_temperature must be positive, got 0"));
+  // Non-finite and out-of-range values name the key and the value as written.
+  EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.kd_temperature=.inf"}),
+                       "[config] draft.kd_temperature must be a finite number, got .inf"));
+  EXPECT_TRUE(contains(config_error({"draft.loss_decay_gamma=.nan"}),
+                       "[config] draft.loss_decay_gamma must be a finite number, got .nan"));
+  for (const char* start : {"5", "-1"})
+    EXPECT_TRUE(contains(
+        recipe_error(RecipeKind::domino, {std::string("draft.lambda_base_start=") + start}),
+        std::string("[config] draft.lambda_base_start must be in [0, 1] (the base loss's share at "
+                    "step 0), got ") +
+            start))
+        << start;
+  EXPECT_TRUE(contains(recipe_error(RecipeKind::domino, {"draft.lambda_base_decay_ratio=-0.5"}),
+                       "draft.lambda_base_decay_ratio must be >= 0, got -0.5"));
+  // An empty list is refused, as a draft's config.json refuses it; absent means the default.
+  EXPECT_TRUE(contains(config_error({"draft.target_layer_ids=[]"}),
+                       "[config] draft.target_layer_ids is empty: list the target layers the draft "
+                       "reads, or leave the key out for the default ids"));
+  EXPECT_FALSE(contains(testing::tiny_dflash_config(dir, {}).resolved_yaml, "target_layer_ids"));
+  // More draft layers than the default rule has target layers for: the default named, not -1.
+  EXPECT_EQ(error_of({"draft.num_layers=5"}),
+            "[draft] the default target_layer_ids for 5 draft layers over a target of 2 layers "
+            "would be [1,0,0,0,-1], outside the target's layers [0, 2): set target_layer_ids (ids "
+            "of target layers), or use fewer draft layers");
   // A Domino run from a draft without the head.
   train_draft(testing::tiny_dflash_config(dir, {"train.max_steps=1", "run_dir=" + (dir / "plain")}),
               false);

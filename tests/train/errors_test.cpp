@@ -92,18 +92,19 @@ TEST(NonFiniteGuard, NonFiniteGradientsSkipUpdatesAndAreCounted) {
 
 TEST(NonFiniteGuard, NonFiniteLossesStopTheRun) {
   TempDir dir;
-  // A starting checkpoint whose final norm holds a NaN: every loss is NaN.
+  // A starting checkpoint whose final norm is finite but so large that the logits overflow: every
+  // loss is non-finite (a checkpoint holding NaN itself is refused when it loads).
   Generator gen(1);
   QwenForCausalLM model(QwenConfig::load(testing::source_path("train/configs/tiny_qwen3.json")),
                         gen);
-  model.model.norm->weight.value().fill_(NAN);
+  model.model.norm->weight.value().fill_(3e38);
   save_qwen(model, dir / "nan_model");
   const TrainConfig config = testing::tiny_config(
       dir, with(kGuardOverrides, {"model={path: " + (dir / "nan_model") + "}"}));
   const auto [losses, message] = run_until_stopped(config);
   EXPECT_EQ(message, "stopping: 4 consecutive steps had a non-finite loss or gradient");
   ASSERT_EQ(losses.size(), 3u);
-  for (double loss : losses) EXPECT_TRUE(std::isnan(loss));
+  for (double loss : losses) EXPECT_FALSE(std::isfinite(loss));
   const auto state = nlohmann::json::parse(
       read_text(config.run_dir + "/checkpoints/step_00000003/trainer_state.json"));
   EXPECT_EQ(state.at("skipped_steps").get<int64_t>(), 3);

@@ -260,7 +260,8 @@ void add_bench_step_command(CLI::App& bench) {
       ->check(CLI::IsMember({"sft", "pg"}))
       ->capture_default_str();
   cmd->add_option("--clip-eps", opt->clip_eps, "--loss pg: PPO's ratio clipping (0: none)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(
+          number_check([](double v) { return v >= 0 && v < 1; }, "a number in [0, 1)", "[0, 1)"));
   cmd->add_flag("--supervise-first-token", opt->supervise_first_token,
                 "Also train each completion's first token (from the last prompt position)");
   cmd->add_option("--reps", opt->reps, "timed steps per layout")->capture_default_str();

@@ -348,7 +348,10 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.num_epochs = get<int64_t>(root, "train", "num_epochs", 1);
     c.grad_accumulation_steps = get<int64_t>(root, "train", "grad_accumulation_steps", 1);
     c.max_grad_norm = get<double>(root, "train", "max_grad_norm", 1.0);
-    const std::string normalization = get<std::string>(root, "train", "loss_normalization", "mean");
+    // SFT normalises over the window's supervised tokens, the drafts average micro-batch means:
+    // each as the reference's recipe does (docs/semantics.md §10.4).
+    const std::string normalization =
+        get<std::string>(root, "train", "loss_normalization", dflash ? "mean" : "tokens");
     c.max_consecutive_skips = get<int64_t>(root, "train", "max_consecutive_skips", 10);
     if (c.max_steps < 0 || c.num_epochs <= 0 || c.grad_accumulation_steps <= 0)
       fail("train.max_steps must be >= 0, train.num_epochs and train.grad_accumulation_steps > 0");

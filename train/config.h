@@ -89,8 +89,8 @@ struct TrainConfig {
   int64_t max_steps = 0;  // 0: num_epochs over the training data
   int64_t num_epochs = 1;
   int64_t grad_accumulation_steps = 1;
-  double max_grad_norm = 1.0;  // 0: no clipping
-  LossNormalization loss_normalization = LossNormalization::mean;
+  double max_grad_norm = 1.0;                                        // 0: no clipping
+  LossNormalization loss_normalization = LossNormalization::tokens;  // mean for the drafts
   int64_t max_consecutive_skips = 10;
 
   AdamWConfig optimizer;

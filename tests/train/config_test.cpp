@@ -98,7 +98,7 @@ TEST(TrainConfig, DefaultsFillEveryAbsentKey) {
   EXPECT_EQ(c.num_epochs, 1);
   EXPECT_EQ(c.grad_accumulation_steps, 1);
   EXPECT_EQ(c.max_grad_norm, 1.0);
-  EXPECT_EQ(c.loss_normalization, LossNormalization::mean);
+  EXPECT_EQ(c.loss_normalization, LossNormalization::tokens);  // SFT's; the drafts' is mean
   EXPECT_EQ(c.max_consecutive_skips, 10);
   EXPECT_EQ(c.optimizer.lr, 1e-4);
   EXPECT_EQ(c.optimizer.beta1, 0.9);
@@ -342,6 +342,9 @@ TEST(TrainConfig, ExampleConfigsLoad) {
   EXPECT_EQ(big.model_path, "checkpoints/qwen3-0.6b");
   EXPECT_EQ(big.data.seq_len, 4096);
   EXPECT_EQ(big.grad_accumulation_steps, 8);
+  const TrainConfig draft = load_train_config(
+      testing::source_path("train/configs/tiny_dflash.yaml"), {}, RecipeKind::dflash);
+  EXPECT_EQ(draft.loss_normalization, LossNormalization::mean);  // the drafts' default
 }
 
 }  // namespace

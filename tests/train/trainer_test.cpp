@@ -1,8 +1,8 @@
 // The generic trainer (train/trainer.h) with a toy recipe: skipped micro-batches do not count
 // towards the accumulation window, recipe ratios are logged and validated, recipe metadata is
-// saved and checked on resume, an epoch with nothing to train on stops the run; with the SFT
-// recipe, validation runs on its cadence and at the end and equals the token-weighted loss of the
-// final weights. Also the progress helpers.
+// saved and checked on resume, an epoch with nothing to train on stops the run, SFT's default
+// normalises over the window's tokens; with the SFT recipe, validation runs on its cadence and at
+// the end and equals the token-weighted loss of the final weights. Also the progress helpers.
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -99,6 +99,37 @@ TEST(Trainer, SkippedMicroBatchesDoNotCountTowardsTheWindow) {
   const auto records = metrics_of(config.run_dir);
   ASSERT_EQ(records.size(), 3u);
   for (const auto& r : records) EXPECT_DOUBLE_EQ(r.at("accuracy").get<double>(), 0.25);
+}
+
+// The toy loss scaled by the call's number, so micro-batches differ in loss per token; records each
+// micro-batch's loss sum and weight.
+class UnequalRecipe : public ToyRecipe {
+ public:
+  using ToyRecipe::ToyRecipe;
+  std::optional<MicroBatchLoss> loss(const data::Batch& batch) override {
+    std::optional<MicroBatchLoss> m = ToyRecipe::loss(batch);
+    m->sum = m->sum * static_cast<double>(calls);
+    seen.emplace_back(m->sum.value().item(), m->weight);
+    return m;
+  }
+  std::vector<std::pair<double, double>> seen;  // (loss sum, weight) per micro-batch
+};
+
+TEST(Trainer, SftNormalisesOverTheWindowsTokensByDefault) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_config(
+      dir, {"train.max_steps=1", "train.grad_accumulation_steps=2", "log.every_steps=1"});
+  ASSERT_EQ(config.loss_normalization, LossNormalization::tokens);
+  UnequalRecipe recipe(config.data, /*skip_every=*/0);
+  Trainer(config, false).run(recipe);
+  ASSERT_EQ(recipe.seen.size(), 2u);
+  const auto [s0, w0] = recipe.seen[0];
+  const auto [s1, w1] = recipe.seen[1];
+  const double loss = metrics_of(config.run_dir).at(0).at("loss").get<double>();
+  // The summed loss over the window's tokens, as the reference's SFT recipe divides it ...
+  EXPECT_NEAR(loss, (s0 + s1) / (w0 + w1), 1e-9 * loss);
+  // ... which the mean of the two micro-batch means is not.
+  EXPECT_GT(std::abs(loss - (s0 / w0 + s1 / w1) / 2), 1e-3 * loss);
 }
 
 TEST(Trainer, ValidationAggregatesTheRecipesSums) {

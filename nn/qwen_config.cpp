@@ -3,6 +3,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
+
 namespace sprig {
 
 namespace {
@@ -167,6 +169,7 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
 }
 
 QwenConfig QwenConfig::load(const std::string& path) {
+  check_input_file(path, "a model config (config.json)");
   std::ifstream in(path);
   if (!in) fail(path, "cannot open the model config");
   json j;

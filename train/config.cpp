@@ -3,9 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <stdexcept>
+
+#include "tensor/input_file.h"
 
 namespace sprig {
 
@@ -259,8 +260,7 @@ bool is_draft_recipe(RecipeKind kind) { return kind != RecipeKind::sft; }
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               RecipeKind kind) {
   YAML::Node root;
-  if (std::filesystem::is_directory(path))
-    fail(path + " is a directory: give a config file (YAML)");
+  check_input_file(path, "a config file (YAML)", "[config] ");
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {

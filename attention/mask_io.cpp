@@ -2,7 +2,6 @@
 #include "attention/mask_io.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -10,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
 #include "tensor/safetensors.h"
 
 namespace sprig {
@@ -131,8 +131,7 @@ Mask parse_mask_spec(const std::string& json_text) {
 }
 
 Mask load_mask_spec(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw std::invalid_argument(path + " is a directory: give a mask spec file (JSON)");
+  check_input_file(path, "a mask spec file (JSON)");
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read the mask spec");
   std::stringstream text;
@@ -144,8 +143,9 @@ Mask load_mask_spec(const std::string& path) {
   }
 }
 
-void save_mask_safetensors(const Mask& mask, const std::string& path) {
-  save_safetensors(path, {{"mask", mask.dense(), /*as_u8=*/true}});
+void save_mask_safetensors(const Mask& mask, const std::string& path,
+                           std::map<std::string, std::string> metadata) {
+  save_safetensors(path, {{"mask", mask.dense(), /*as_u8=*/true}}, std::move(metadata));
 }
 
 }  // namespace sprig

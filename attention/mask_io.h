@@ -12,6 +12,7 @@
 // Unknown kinds and fields, wrong types and bad values throw std::invalid_argument.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "attention/mask.h"
@@ -21,7 +22,8 @@ namespace sprig {
 Mask parse_mask_spec(const std::string& json_text);  // errors "[mask] ..."
 Mask load_mask_spec(const std::string& path);        // errors "<path>: [mask] ..."
 
-// Writes the tensor "mask": U8 [q_len, k_len], 1 where allowed.
-void save_mask_safetensors(const Mask& mask, const std::string& path);
+// Writes the tensor "mask": U8 [q_len, k_len], 1 where allowed, with `metadata`.
+void save_mask_safetensors(const Mask& mask, const std::string& path,
+                           std::map<std::string, std::string> metadata = {});
 
 }  // namespace sprig

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "data/unicode_text.h"
+#include "tensor/input_file.h"
 
 namespace sprig::data {
 
@@ -149,6 +150,7 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
   namespace fs = std::filesystem;
   const std::string file =
       fs::is_directory(path) ? (fs::path(path) / "tokenizer_config.json").string() : path;
+  check_input_file(file, "tokenizer_config.json or its directory", "[chat] ");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::invalid_argument("[chat] cannot open " + file);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

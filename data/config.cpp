@@ -4,9 +4,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
 #include "tensor/names.h"
 
 namespace sprig::data {
@@ -121,8 +121,7 @@ DataConfig parse_data_config(const YAML::Node& root) {
 
 DataConfig load_data_config(const std::string& path) {
   YAML::Node root;
-  if (std::filesystem::is_directory(path))
-    throw std::invalid_argument("[config] " + path + " is a directory: give a config file (YAML)");
+  check_input_file(path, "a config file (YAML)", "[config] ");
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {

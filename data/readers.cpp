@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "data/prefix_tree.h"
+#include "tensor/input_file.h"
 #include "tensor/names.h"
 
 namespace sprig::data {
@@ -24,6 +25,7 @@ constexpr const char* kFormatNames[] = {"documents", "rollouts", "shards"};
 constexpr size_t kKeptMessages = 3;  // BadRecords keeps this many messages
 
 std::ifstream open_file(const std::string& path, std::ios::openmode mode) {
+  check_input_file(path, "a data file (JSONL or token shard)", "[data] ");
   std::ifstream in(path, mode);
   if (!in) throw std::invalid_argument("[data] cannot open " + path + ": " + std::strerror(errno));
   return in;

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tensor/input_file.h"
+
 namespace sprig::data {
 
 namespace {
@@ -118,6 +120,7 @@ RecordFormat record_format_from_name(const std::string& name) {
 TokenizeCounts tokenize_jsonl(const std::string& path, const TokenizeJob& job, BadRecords& bad,
                               const std::function<void(const std::string&)>& write,
                               const std::function<void(const TokenizeCounts&)>& progress) {
+  check_input_file(path, "a JSONL file", "[data] ");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("[data] cannot open " + path + ": " + std::strerror(errno));
   const int threads = job.threads > 0

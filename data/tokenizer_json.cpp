@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "data/tokenizer_impl.h"
+#include "tensor/input_file.h"
 
 namespace sprig::data {
 
@@ -254,6 +255,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
   const std::string file =
       fs::is_directory(path) ? (fs::path(path) / "tokenizer.json").string() : path;
+  check_input_file(file, "tokenizer.json or its directory", "[tokenizer] ");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::invalid_argument("[tokenizer] cannot open " + file);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -233,16 +233,24 @@ void write_config(const fs::path& dir, const QwenConfig& config) {
   if (!out) throw std::runtime_error((dir / "config.json").string() + ": write failed");
 }
 
+// A checkpoint directory whose model.safetensors records "checkpoint" as its writer.
+std::string refuses_checkpoint_dir(const fs::path& existing, const OutputKind& kind) {
+  if (!is_checkpoint_dir(existing))
+    return "is not a " + std::string(kind.name) + " that sprig wrote";
+  return refuses_metadata(safetensors_metadata((existing / "model.safetensors").string()), kind);
+}
+
 }  // namespace
 
-const OutputKind kCheckpointDirOutput{"checkpoint directory", true, is_checkpoint_dir};
+const OutputKind kCheckpointDirOutput{"checkpoint directory", "checkpoint", true,
+                                      refuses_checkpoint_dir};
 
 void save_qwen(const QwenForCausalLM& model, const std::string& dir, bool overwrite) {
   Output out(dir, kCheckpointDirOutput, overwrite);
   write_config(out.temp(), model.config());
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, p] : model.named_parameters()) entries.push_back({name, p.value()});
-  save_safetensors((fs::path(out.temp()) / "model.safetensors").string(), entries);
+  save_safetensors((fs::path(out.temp()) / "model.safetensors").string(), entries, out.metadata());
   out.commit();
 }
 
@@ -258,7 +266,7 @@ void convert_checkpoint(const std::string& in_dir, const std::string& out_dir, b
     raw.push_back({name, info.dtype, info.shape, f.raw(name), info.end - info.begin});
   }
   write_config(out.temp(), config);
-  save_safetensors_raw((fs::path(out.temp()) / "model.safetensors").string(), raw);
+  save_safetensors_raw((fs::path(out.temp()) / "model.safetensors").string(), raw, out.metadata());
   out.commit();
 }
 

@@ -58,8 +58,9 @@ std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir);
 // Tokenizer files a model directory may hold beside its weights (copied into draft exports).
 extern const std::vector<std::string> kTokenizerFiles;
 
-// A model directory: config.json with weights, generation_config.json and tokenizer files only.
-// `--overwrite` replaces such a directory and nothing else.
+// A model directory: config.json with weights, generation_config.json and tokenizer files only,
+// whose model.safetensors records "checkpoint" under kOutputKey (what sprig writes). `--overwrite`
+// replaces such a directory and nothing else.
 extern const OutputKind kCheckpointDirOutput;
 
 // Writes a model's config and weights (in their current dtype) as a checkpoint directory, a new

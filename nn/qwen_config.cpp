@@ -4,6 +4,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
+
 namespace sprig {
 
 namespace {
@@ -194,6 +196,7 @@ std::vector<ParameterPart> QwenConfig::parameter_parts(bool embeddings) const {
 }
 
 QwenConfig QwenConfig::load(const std::string& path) {
+  check_input_file(path, "a model config (config.json)");
   std::ifstream in(path);
   if (!in) fail(path, "cannot open the model config");
   json j;

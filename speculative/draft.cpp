@@ -8,6 +8,7 @@
 
 #include "autograd/functions.h"
 #include "nn/checkpoint.h"
+#include "tensor/input_file.h"
 
 namespace sprig::speculative {
 
@@ -341,6 +342,7 @@ bool is_draft_dir(const std::string& dir) {
 
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   const std::string path = model_config_path(dir);
+  check_input_file(path, "a draft config (config.json)");
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open the draft's config");
   json j;
@@ -376,7 +378,7 @@ std::vector<std::string> save_draft(const DFlashDraft& draft, const std::string&
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, p] : draft.named_parameters())
     entries.push_back({name, p.value().to(Device::cpu(), dtype)});
-  save_safetensors((tmp / "model.safetensors").string(), entries);
+  save_safetensors((tmp / "model.safetensors").string(), entries, out.metadata());
   for (const std::string& name : copied) fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
   out.commit();
   return copied;

@@ -1,10 +1,13 @@
 #include "tensor/output.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <mutex>
 #include <stdexcept>
+
+#include "tensor/safetensors.h"
 
 namespace sprig {
 
@@ -29,20 +32,86 @@ bool is_within(const fs::path& p, const fs::path& dir) {
   return end == dir.end();
 }
 
-bool starts_with_safetensors_header(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  char head[9];
-  return in.read(head, 9) && head[8] == '{';
+// A path as the filesystem resolves it (symbolic links followed), with the identity (device and
+// inode) of what is there, so that two names of one file through a hard link compare equal.
+struct Resolved {
+  fs::path path;
+  bool exists = false, directory = false;
+  dev_t device = 0;
+  ino_t inode = 0;
+
+  explicit Resolved(const std::string& given) {
+    std::error_code error;
+    path = fs::weakly_canonical(target_of(given), error);
+    if (error) path = target_of(given);
+    if (!path.has_filename()) path = path.parent_path();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return;
+    exists = true;
+    directory = S_ISDIR(st.st_mode);
+    device = st.st_dev;
+    inode = st.st_ino;
+  }
+  bool same_as(const Resolved& other) const {
+    return path == other.path ||
+           (exists && other.exists && device == other.device && inode == other.inode);
+  }
+};
+
+// Refuses an output `path` that is `other_path` (named `other_option`), lies inside it when it is
+// a directory read or written whole, or holds it: `why` ends the sentence.
+void check_apart(const std::string& where, const std::string& path, const std::string& other_option,
+                 const std::string& other_path, bool other_directory, const std::string& why) {
+  const Resolved out(path), other(other_path);
+  std::string relation;
+  if (out.same_as(other))
+    relation = target_of(path) == target_of(other_path)
+                   ? "is also " + other_option
+                   : "is the same " + std::string(other.directory ? "directory" : "file") + " as " +
+                         other_option + " " + other_path;
+  else if (other_directory && is_within(out.path, other.path))
+    relation = "lies inside " + other_option + " " + other_path;
+  else if (is_within(other.path, out.path))
+    relation = "holds " + other_option + " " + other_path;
+  if (!relation.empty()) throw std::runtime_error(where + path + " " + relation + ": " + why);
 }
+
+std::string refuses_safetensors(const fs::path& existing, const OutputKind& kind) {
+  return refuses_metadata(safetensors_metadata(existing.string()), kind);
+}
+
+// The Outputs alive in this process: a command's outputs may not share a path.
+std::mutex live_mutex;
+std::vector<const Output*> live_outputs;
 
 }  // namespace
 
-const OutputKind kSafetensorsOutput{"safetensors file", false, starts_with_safetensors_header};
+OutputKind safetensors_output(const char* command) {
+  return {"safetensors file", command, false, refuses_safetensors};
+}
+
+std::string refuses_metadata(const std::optional<std::map<std::string, std::string>>& metadata,
+                             const OutputKind& kind) {
+  if (!metadata) return "is not a " + std::string(kind.name) + " that sprig wrote";
+  const auto it = metadata->find(kOutputKey);
+  if (it == metadata->end())
+    return "is a " + std::string(kind.name) + " that sprig did not write (its metadata has no \"" +
+           kOutputKey + "\")";
+  if (it->second != kind.command)
+    return "is the output of sprig " + it->second + ", not of sprig " + kind.command +
+           " (its metadata's \"" + kOutputKey + "\")";
+  return "";
+}
 
 void check_output(const std::string& path, const OutputKind& kind, bool overwrite,
-                  const std::string& option) {
+                  const std::string& option, const std::vector<InputPath>& inputs) {
   const std::string where = "[" + option + "] ";
   if (path.empty()) throw std::invalid_argument(where + "the output path is empty");
+  for (const InputPath& input : inputs)
+    if (!input.path.empty())
+      check_apart(where, path, input.option, input.path, input.directory,
+                  "an output never replaces or enters one of the command's inputs, even with "
+                  "--overwrite; choose another path");
   const fs::path target = target_of(path);
   if (!fs::is_directory(target.parent_path()))
     throw std::runtime_error(where + path + ": the directory " + target.parent_path().string() +
@@ -69,28 +138,51 @@ void check_output(const std::string& path, const OutputKind& kind, bool overwrit
       throw std::runtime_error(where + path + " already exists: choose another name" +
                                replace_hint);
   }
-  if (!kind.recognises(target))
-    throw std::runtime_error(where + path + " is not a " + kind.name +
-                             " that sprig wrote: refusing to replace it, even with --overwrite");
+  const std::string why = kind.refuses(target, kind);
+  if (!why.empty())
+    throw std::runtime_error(where + path + " " + why +
+                             ": refusing to replace it, even with --overwrite");
 }
 
-Output::Output(std::string path, const OutputKind& kind, bool overwrite, std::string option)
-    : path_(std::move(path)), kind_(kind), overwrite_(overwrite), option_(std::move(option)) {
-  check_output(path_, kind_, overwrite_, option_);
+Output::Output(std::string path, OutputKind kind, bool overwrite, std::string option,
+               std::vector<InputPath> inputs)
+    : path_(std::move(path)),
+      kind_(kind),
+      overwrite_(overwrite),
+      option_(std::move(option)),
+      inputs_(std::move(inputs)) {
+  check_output(path_, kind_, overwrite_, option_, inputs_);
+  const std::lock_guard<std::mutex> lock(live_mutex);
+  for (const Output* other : live_outputs)
+    check_apart("[" + option_ + "] ", path_, other->option_, other->path_, other->kind_.directory,
+                "give each output a path of its own");
   const fs::path target = target_of(path_);
   temp_ = sibling(target, ".tmp-").string();
   fs::remove_all(temp_);
   if (kind_.directory) fs::create_directory(temp_);
+  live_outputs.push_back(this);  // last: a constructor that throws leaves no entry
+}
+
+// A committed Output is done: a later one may replace it.
+void Output::retire() {
+  const std::lock_guard<std::mutex> lock(live_mutex);
+  live_outputs.erase(std::find(live_outputs.begin(), live_outputs.end(), this));
 }
 
 Output::~Output() {
   if (committed_) return;
+  retire();
   std::error_code ignored;
   fs::remove_all(temp_, ignored);
 }
 
+std::map<std::string, std::string> Output::metadata() const {
+  if (!kind_.command) return {};
+  return {{kOutputKey, kind_.command}};
+}
+
 void Output::commit() {
-  check_output(path_, kind_, overwrite_, option_);  // nothing appeared there meanwhile
+  check_output(path_, kind_, overwrite_, option_, inputs_);  // nothing appeared there meanwhile
   const fs::path target = target_of(path_);
   if (kind_.directory && fs::exists(target)) {
     // rename(2) cannot replace a non-empty directory: move the earlier output aside, and back if
@@ -107,6 +199,7 @@ void Output::commit() {
   } else {
     fs::rename(temp_, target);  // a file replaces an earlier one atomically
   }
+  retire();
   committed_ = true;
 }
 

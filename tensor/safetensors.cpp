@@ -13,6 +13,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
+
 namespace sprig {
 
 namespace {
@@ -230,7 +232,27 @@ ParsedSafetensors parse_safetensors(const uint8_t* bytes, size_t size, const std
   return out;
 }
 
+std::optional<std::map<std::string, std::string>> safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint8_t size_bytes[8];
+  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) return std::nullopt;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | size_bytes[i];
+  if (n == 0 || n > kMaxHeaderSize) return std::nullopt;
+  std::string text(n, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(n)) || text[0] != '{') return std::nullopt;
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  std::map<std::string, std::string> metadata;
+  const auto it = j.find("__metadata__");
+  if (it != j.end() && it->is_object())
+    for (const auto& [k, v] : it->items())
+      if (v.is_string()) metadata[k] = v.get<std::string>();
+  return metadata;
+}
+
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  check_input_file(path, "a safetensors file");
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct ParsedSafetensors {
   size_t data_offset = 0;  // 8 + header length
 };
 ParsedSafetensors parse_safetensors(const uint8_t* bytes, size_t size, const std::string& label);
+
+// The `__metadata__` of a file's header, read without its tensors; std::nullopt when the file does
+// not start with a well-formed safetensors header. An empty map: a header without metadata.
+std::optional<std::map<std::string, std::string>> safetensors_metadata(const std::string& path);
 
 struct SafetensorsEntry {
   std::string name;

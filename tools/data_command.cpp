@@ -35,8 +35,8 @@ using namespace sprig::data;
 // A JSONL output written through its temporary name (tensor/output.h): write(), then commit().
 class JsonlOutput {
  public:
-  JsonlOutput(const std::string& path, bool overwrite)
-      : out_(path, kJsonlOutput, overwrite), file_(out_.temp()) {
+  JsonlOutput(const std::string& path, bool overwrite, std::vector<InputPath> inputs)
+      : out_(path, kJsonlOutput, overwrite, "--out", std::move(inputs)), file_(out_.temp()) {
     if (!file_) throw std::runtime_error("[data] cannot write " + out_.temp());
   }
   void write(const ordered_json& j) { write_line(j.dump()); }
@@ -134,7 +134,7 @@ void run_pack(const PackArgs& a) {
                              " MiB per row, over a quarter of the " +
                              std::to_string(available >> 20) + " MiB of memory available");
   const PackOptions pack{packing_from_name(a.mode), a.seq_len, a.drop_long_samples, a.max_packs};
-  JsonlOutput out(a.out, a.overwrite);
+  JsonlOutput out(a.out, a.overwrite, {{"--input", a.input}});
   BadRecords bad;
   const Corpus corpus = load_corpus({a.input}, format_from_name(a.format), pack.mode,
                                     {a.vocab_size, a.eot_id, a.skip_bad_records}, bad);
@@ -153,7 +153,7 @@ struct FoldArgs {
 };
 
 void run_fold(const FoldArgs& a) {
-  JsonlOutput out(a.out, a.overwrite);
+  JsonlOutput out(a.out, a.overwrite, {{"--input", a.input}});
   BadRecords bad;
   int64_t groups = 0;
   read_rollouts(a.input, {a.vocab_size, -1, a.skip_bad_records}, bad, [&](Document&& doc) {
@@ -186,8 +186,12 @@ void run_dump(const DumpArgs& a) {
     throw CLI::ValidationError("--rank", "rank " + std::to_string(a.rank) + " is not in [0, " +
                                              std::to_string(a.world) + ") for --world " +
                                              std::to_string(a.world));
-  JsonlOutput out(a.out, a.overwrite);
   const DataConfig config = load_data_config(a.config);
+  // The config and every data file it names are inputs.
+  std::vector<InputPath> inputs = {{"--config", a.config}};
+  for (const std::vector<std::string>* files : {&config.train, &config.val})
+    for (const std::string& file : *files) inputs.push_back({"the config's data file", file});
+  JsonlOutput out(a.out, a.overwrite, std::move(inputs));
   DataLoader loader(config, a.split == "val" ? Split::val : Split::train, a.rank, a.world);
   for (int64_t i = 0; i < a.batches; ++i) {
     const LoaderState at = loader.state();
@@ -206,7 +210,7 @@ struct TokenizeArgs {
 };
 
 void run_tokenize(const TokenizeArgs& a) {
-  JsonlOutput out(a.out, a.overwrite);
+  JsonlOutput out(a.out, a.overwrite, {{"--tokenizer", a.tokenizer, true}, {"--input", a.input}});
   const Tokenizer tokenizer = Tokenizer::load(a.tokenizer);
   const RecordFormat format = record_format_from_name(a.format);
   // The chat template is needed for chat records; --format auto loads it when it is there.

@@ -12,6 +12,7 @@
 #include "speculative/domino.h"
 #include "speculative/jetspec.h"
 #include "speculative/records.h"
+#include "tensor/input_file.h"
 #include "tensor/storage.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
@@ -87,7 +88,12 @@ void run_eval(const EvalOptions& o) {
   if (o.grads && o.out.empty())
     throw CLI::ValidationError("--grads", "writes into --out: give one");
   std::optional<Output> out;
-  if (!o.out.empty()) out.emplace(o.out, kSafetensorsOutput, o.overwrite);
+  if (!o.out.empty())
+    out.emplace(
+        o.out, safetensors_output("eval"), o.overwrite, "--out",
+        std::vector<InputPath>{
+            {"--target", o.target, true}, {"--draft", o.draft, true}, {"--input", o.input}});
+  check_input_file(o.input, "a JSONL file");
   if (!std::ifstream(o.input)) throw std::runtime_error(o.input + ": cannot open the input file");
   const Device device = resolve_device(o.device);
   const DType dtype = dtype_from_name(o.dtype);
@@ -197,7 +203,7 @@ void run_eval(const EvalOptions& o) {
                              " records was skipped (no valid anchor or no supervised slot)");
   std::cout << json{{"aggregate", totals.to_json()}}.dump() << "\n";
   if (out) {
-    save_safetensors(out->temp(), entries);
+    save_safetensors(out->temp(), entries, out->metadata());
     out->commit();
     std::cerr << "wrote " << entries.size() << " tensors to " << o.out << "\n";
   }

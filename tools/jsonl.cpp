@@ -4,27 +4,29 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
+
 namespace sprig::tools {
 
 namespace {
 
-bool starts_with_json_object(const std::filesystem::path& p) {
-  std::ifstream in(p);
+// JSON Lines has no room for the writer's name: a file whose first line is a JSON object passes.
+std::string refuses_jsonl(const std::filesystem::path& existing, const OutputKind& kind) {
+  std::ifstream in(existing);
   std::string line;
-  if (!std::getline(in, line)) return false;
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  return j.is_object();
+  const bool object = std::getline(in, line) &&
+                      nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false).is_object();
+  return object ? "" : "is not a " + std::string(kind.name) + " that sprig wrote";
 }
 
 }  // namespace
 
-const OutputKind kJsonlOutput{"JSON Lines file", false, starts_with_json_object};
+const OutputKind kJsonlOutput{"JSON Lines file", nullptr, false, refuses_jsonl};
 
 int64_t for_each_record(
     const std::string& path,
     const std::function<void(const nlohmann::json& record, const std::string& where)>& fn) {
-  if (std::filesystem::is_directory(path))
-    throw std::runtime_error(path + " is a directory: give a JSONL file");
+  check_input_file(path, "a JSONL file");
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open the input file");
   int64_t records = 0, line_no = 0;

@@ -34,9 +34,10 @@ void add_mask_command(CLI::App& app) {
   add_overwrite_flag(cmd, opt->overwrite);
   cmd->callback([opt] {
     // Both outputs are checked first and appear together, or neither does.
-    Output out(opt->out, kSafetensorsOutput, opt->overwrite);
+    const std::vector<InputPath> inputs = {{"--spec", opt->spec}};
+    Output out(opt->out, safetensors_output("mask"), opt->overwrite, "--out", inputs);
     std::optional<Output> png;
-    if (!opt->png.empty()) png.emplace(opt->png, kPngOutput, opt->overwrite, "--png");
+    if (!opt->png.empty()) png.emplace(opt->png, kPngOutput, opt->overwrite, "--png", inputs);
     const Mask mask = load_mask_spec(opt->spec);
     // The dense dump holds one byte per element: refuse what cannot fit before building it.
     const size_t available = cpu_memory_available();
@@ -46,7 +47,7 @@ void add_mask_command(CLI::App& app) {
           "[mask] the dense [" + std::to_string(mask.q_len) + ", " + std::to_string(mask.k_len) +
           "] mask needs " + std::to_string(static_cast<int64_t>(bytes / (1 << 20))) +
           " MiB, over half the " + std::to_string(available >> 20) + " MiB of memory available");
-    save_mask_safetensors(mask, out.temp());
+    save_mask_safetensors(mask, out.temp(), out.metadata());
     if (png) save_mask_png(mask, png->temp(), opt->tile);
     out.commit();
     if (png) png->commit();

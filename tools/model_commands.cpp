@@ -172,7 +172,8 @@ struct ScoreOptions {
 
 void run_score(const std::string& model_dir, const std::string& input, const std::string& out_path,
                bool overwrite, const Placement& placement, const ScoreOptions& options) {
-  Output out(out_path, kSafetensorsOutput, overwrite);
+  Output out(out_path, safetensors_output("score"), overwrite, "--out",
+             {{"--model", model_dir, true}, {"--input", input}});
   auto model = load_placed(model_dir, placement);
   const QwenConfig& config = model->config();
   const Device device = model->head_weight().device();
@@ -225,7 +226,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   if (nll_count == 0)
     throw std::runtime_error(input + ": nothing to score: none of the " + std::to_string(records) +
                              " records has a token with a next token to predict");
-  save_safetensors(out.temp(), entries);
+  save_safetensors(out.temp(), entries, out.metadata());
   out.commit();
   std::cout << "records: " << records << "\nscored tokens: " << nll_count
             << "\nmean next-token NLL: " << nll_sum / static_cast<double>(nll_count) << "\n"
@@ -265,7 +266,6 @@ std::string tokenizer_source(const std::string& src, const std::string& given) {
 // (when not empty) beside it.
 void convert_draft(const std::string& src, const std::string& out, DType dtype,
                    const std::string& tokenizer, bool overwrite) {
-  check_output(out, kCheckpointDirOutput, overwrite);
   const auto draft = speculative::load_draft(src);
   const std::vector<std::string> copied =
       speculative::save_draft(*draft, out, dtype, tokenizer, overwrite);
@@ -312,18 +312,24 @@ void add_model_commands(CLI::App& app) {
     const std::string& src = from_hf.empty() ? to_hf : from_hf;
     if (!tokenizer_from.empty() && !std::filesystem::is_directory(tokenizer_from))
       throw std::runtime_error("--tokenizer-from " + tokenizer_from + " is not a directory");
-    if (speculative::is_draft_dir(src)) {
-      if (to_hf.empty())  // an export imported as f32 masters (a training init)
-        convert_draft(src, out, DType::f32, "", overwrite);
-      else
-        convert_draft(src, out, dtype_from_name(draft_dtype), tokenizer_source(src, tokenizer_from),
-                      overwrite);
-      return;
-    }
-    if (convert->count("--dtype") || convert->count("--tokenizer-from"))
+    const bool draft = speculative::is_draft_dir(src);
+    if (!draft && (convert->count("--dtype") || convert->count("--tokenizer-from")))
       throw CLI::ValidationError("convert",
                                  "--dtype and --tokenizer-from apply to drafts; a model "
                                  "conversion keeps every tensor's bytes");
+    // An export takes the tokenizer files of the directory tokenizer_source names.
+    const std::string tokenizer =
+        draft && !to_hf.empty() ? tokenizer_source(src, tokenizer_from) : "";
+    check_output(out, kCheckpointDirOutput, overwrite, "--out",
+                 {{from_hf.empty() ? "--to-hf" : "--from-hf", src, true},
+                  {tokenizer_from.empty() ? "the draft's tokenizer source" : "--tokenizer-from",
+                   tokenizer, true}});
+    if (draft) {
+      // An import becomes f32 masters (a training init).
+      convert_draft(src, out, to_hf.empty() ? DType::f32 : dtype_from_name(draft_dtype), tokenizer,
+                    overwrite);
+      return;
+    }
     convert_checkpoint(src, out, overwrite);
     std::cout << "wrote " << out << " from " << src << "\n";
   });

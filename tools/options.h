@@ -51,8 +51,9 @@ inline CLI::Option* add_compute_dtype_option(CLI::App* cmd, std::string& dtype) 
 // --overwrite: lets the command replace an earlier output of its own kind (tensor/output.h).
 inline CLI::Option* add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
   return cmd->add_flag("--overwrite", overwrite,
-                       "replace an existing output of the same kind (a checkpoint directory, a "
-                       "safetensors, PNG or JSON Lines file); anything else is never replaced");
+                       "replace an existing output of the same kind (a checkpoint directory or "
+                       "safetensors file this command wrote, a PNG or JSON Lines file); never an "
+                       "input, nor anything else");
 }
 
 }  // namespace sprig::tools

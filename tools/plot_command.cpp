@@ -29,7 +29,7 @@ void add_plot_command(CLI::App& app) {
     if (!std::filesystem::is_regular_file(opt->run_dir + "/metrics.jsonl"))
       throw std::runtime_error(opt->run_dir + " is not a run directory: it has no metrics.jsonl");
     Output out(opt->out.empty() ? opt->run_dir + "/curves.png" : opt->out, kPngOutput,
-               opt->overwrite);
+               opt->overwrite, "--out", {{"the run's metrics", opt->run_dir + "/metrics.jsonl"}});
     plot_run(opt->run_dir, out.temp());
     out.commit();
     std::cout << "curves of " << opt->run_dir << " written to " << out.path() << "\n";

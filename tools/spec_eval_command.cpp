@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "nn/checkpoint.h"
+#include "tensor/input_file.h"
 #include "tensor/names.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
@@ -25,6 +26,7 @@ struct SpecEvalOptions {
 };
 
 void run_spec_eval(const SpecEvalOptions& o) {
+  check_input_file(o.input, "a JSONL file");
   if (!std::ifstream(o.input)) throw std::runtime_error(o.input + ": cannot open the input file");
   const Device device = resolve_device(o.device);
   const FrozenTarget target(load_qwen(o.target), device, dtype_from_name(o.dtype));

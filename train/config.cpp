@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <type_traits>
+
+#include "tensor/input_file.h"
 
 namespace sprig {
 
@@ -284,8 +285,7 @@ bool is_draft_recipe(RecipeKind kind) { return kind != RecipeKind::sft; }
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               RecipeKind kind) {
   YAML::Node root;
-  if (std::filesystem::is_directory(path))
-    fail(path + " is a directory: give a config file (YAML)");
+  check_input_file(path, "a config file (YAML)", "[config] ");
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {

@@ -18,6 +18,7 @@
 #include "train/gradient_buckets.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/run_directory.h"
 #include "train/schedule.h"
 #include "train/stop_signals.h"
 
@@ -120,11 +121,14 @@ AdamW make_optimizer(Module& module, Device device, const TrainConfig& c) {
 // One run of the loop: its loaders, optimizer, schedule, state and logging window.
 class TrainingRun {
  public:
-  TrainingRun(const TrainConfig& c, Device device, Recipe& recipe, Communicator& comm)
+  // `run_dir`: the locked run directory (rank 0), nullptr on the other ranks.
+  TrainingRun(const TrainConfig& c, Device device, Recipe& recipe, Communicator& comm,
+              RunDirectory* run_dir)
       : c_(c),
         recipe_(recipe),
         comm_(comm),
         lead_(comm.rank() == 0),
+        run_dir_(run_dir),
         loader_(recipe.data(), data::Split::train, comm.rank(), comm.world_size()),
         val_(recipe.data().val.empty()
                  ? nullptr
@@ -428,35 +432,28 @@ class TrainingRun {
 
   // Writes config.resolved.yaml, what the recipe keeps in the run directory, and metrics.jsonl
   // (its records up to the resumed step kept). Called once this process has trained a step, so a
-  // run that fails before leaves the directory untouched; one that fails here removes what it
-  // created (the directory itself when it created it). Rank 0 alone writes there.
+  // run that fails before leaves the directory as it was (RunDirectory removes what it created);
+  // one that fails here removes what it wrote. Rank 0 alone writes there.
   void open_run_directory(int64_t resumed_step) {
     opened_ = true;
     if (!lead_) return;
-    const fs::path dir = c_.run_dir, created_dir = first_missing(dir);
+    const fs::path dir = c_.run_dir;
     std::set<fs::path> existing;
-    if (created_dir.empty())
-      for (const auto& entry : fs::directory_iterator(dir)) existing.insert(entry.path());
+    for (const auto& entry : fs::directory_iterator(dir)) existing.insert(entry.path());
     try {
-      std::error_code error;
-      fs::create_directories(dir, error);
       std::ofstream yaml(dir / "config.resolved.yaml");
-      if (error || !(yaml << c_.resolved_yaml))
-        throw std::runtime_error("run_dir " + c_.run_dir + " is not writable" +
-                                 (error ? ": " + error.message() : std::string()));
+      if (!(yaml << c_.resolved_yaml))
+        throw std::runtime_error("run_dir " + c_.run_dir + " is not writable");
       yaml.close();
       recipe_.begin_run(c_.run_dir);
       progress_.emplace(c_.run_dir, resumed_step, device_);
     } catch (...) {
       std::error_code ignored;
-      if (!created_dir.empty()) {
-        fs::remove_all(created_dir, ignored);
-      } else {
-        for (const auto& entry : fs::directory_iterator(dir, ignored))
-          if (!existing.count(entry.path())) fs::remove_all(entry.path(), ignored);
-      }
+      for (const auto& entry : fs::directory_iterator(dir, ignored))
+        if (!existing.count(entry.path())) fs::remove_all(entry.path(), ignored);
       throw;
     }
+    run_dir_->keep();
   }
 
   // Compares the config of the checkpoint being resumed (or, for checkpoints saved without one,
@@ -488,7 +485,8 @@ class TrainingRun {
   const TrainConfig& c_;
   Recipe& recipe_;
   Communicator& comm_;
-  bool lead_;  // rank 0, which writes the run directory and prints
+  bool lead_;              // rank 0, which writes the run directory and prints
+  RunDirectory* run_dir_;  // rank 0: the locked run directory
   data::DataLoader loader_;
   std::unique_ptr<data::DataLoader> val_;
   AdamW optimizer_;
@@ -546,19 +544,19 @@ Trainer::Trainer(TrainConfig config, bool resume, Communicator& comm)
     dtype_note_ = "[train] " + key + " bf16 trains in f32 on the CPU; the run records f32\n";
   }
   const std::string& run_dir = config_.run_dir;
-  // Refused before anything in the run directory is touched.
-  if (!resume && CheckpointManager(run_dir, config_.keep_last).has_checkpoint())
-    throw std::runtime_error(run_dir +
-                             " already holds checkpoints: pass --resume to continue "
-                             "the run, or choose another run_dir");
-  // Checked now, written once the recipe, the data and any checkpoint have loaded: a run that
-  // cannot start leaves no run directory behind.
   const fs::path missing = first_missing(run_dir);
   const fs::path existing = missing.empty() ? fs::absolute(run_dir) : missing.parent_path();
   const char* why = !fs::is_directory(existing)                    ? "Not a directory"
                     : ::access(existing.c_str(), W_OK | X_OK) != 0 ? std::strerror(errno)
                                                                    : nullptr;
   if (why) throw std::runtime_error("run_dir " + run_dir + " is not writable: " + why);
+  // Rank 0 takes the directory (sprig's, or new) and holds its lock for the whole run; the rest is
+  // written once the recipe, the data and any checkpoint have loaded.
+  if (comm_.rank() == 0) run_dir_ = std::make_unique<RunDirectory>(run_dir);
+  if (!resume && CheckpointManager(run_dir, config_.keep_last).has_checkpoint())
+    throw std::runtime_error(run_dir +
+                             " already holds checkpoints: pass --resume to continue "
+                             "the run, or choose another run_dir");
 }
 
 TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
@@ -568,7 +566,7 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   shapes.positions = recipe.data().seq_len;
   check_step_fits(shapes, recipe.trainable().num_parameters(),
                   config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
-  TrainingRun run(config_, device_, recipe, comm_);
+  TrainingRun run(config_, device_, recipe, comm_, run_dir_.get());
   if (resume_) run.resume();
   return run.train(on_step, dtype_note_);
 }

@@ -24,6 +24,7 @@
 #include "train/communicator.h"
 #include "train/config.h"
 #include "train/memory.h"
+#include "train/run_directory.h"
 
 namespace sprig {
 
@@ -113,8 +114,10 @@ using StepCallback = std::function<void(int64_t step, double loss)>;
 
 class Trainer {
  public:
-  // Resolves the device and checks the run directory, touching nothing: refused when it already
-  // holds checkpoints and `resume` is false, or cannot be written. model.dtype (draft.dtype)
+  // Resolves the device and takes the run directory (train/run_directory.h): refused when it is
+  // not empty and not sprig's, another run holds it, it already holds checkpoints and `resume` is
+  // false, or it cannot be written; a missing one is created with its marker alone and removed if
+  // the run fails before its first step. model.dtype (draft.dtype)
   // bf16 on the CPU, which computes in f32 there, becomes f32 in the config the run records
   // (said on stderr when the run directory is written).
   // `comm`: the data-parallel ranks of the run (train/communicator.h). Every rank runs the same
@@ -138,6 +141,7 @@ class Trainer {
   Communicator& comm_;
   Device device_;
   std::string dtype_note_;  // printed with the run directory: the dtype the run records instead
+  std::unique_ptr<RunDirectory> run_dir_;  // rank 0: the run directory, locked while this lives
 };
 
 }  // namespace sprig

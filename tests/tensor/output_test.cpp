@@ -49,10 +49,14 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-bool never(const fs::path&) { return false; }
-bool has_marker(const fs::path& dir) { return fs::exists(dir / "marker"); }
-const OutputKind kTestDir{"test directory", true, has_marker};
-const OutputKind kUnrecognisable{"test file", false, never};
+std::string never(const fs::path&, const OutputKind& kind) {
+  return "is not a " + std::string(kind.name) + " that sprig wrote";
+}
+std::string refuses_unmarked(const fs::path& dir, const OutputKind& kind) {
+  return fs::exists(dir / "marker") ? "" : never(dir, kind);
+}
+const OutputKind kTestDir{"test directory", nullptr, true, refuses_unmarked};
+const OutputKind kUnrecognisable{"test file", nullptr, false, never};
 
 TEST(Output, WritesThroughATemporaryRenamedOnCommit) {
   Scratch s;
@@ -90,10 +94,13 @@ TEST(Output, RefusesExistingFilesUnlessOverwriteRecognisesThem) {
                 "--overwrite");
   EXPECT_EQ(read_text(s / "a.txt"), "keep");
 
-  // A safetensors file is recognised and replaced whole on commit, not before.
-  save_safetensors(s / "t.safetensors", {{"x", Tensor::zeros({2}, DType::f32)}});
-  Output out(s / "t.safetensors", kSafetensorsOutput, true);
-  save_safetensors(out.temp(), {{"y", Tensor::zeros({3}, DType::f32)}});
+  // A safetensors file the same command wrote is recognised and replaced whole on commit, not
+  // before.
+  save_safetensors(s / "t.safetensors", {{"x", Tensor::zeros({2}, DType::f32)}},
+                   {{kOutputKey, "score"}});
+  Output out(s / "t.safetensors", safetensors_output("score"), true);
+  EXPECT_EQ(out.metadata(), (std::map<std::string, std::string>{{kOutputKey, "score"}}));
+  save_safetensors(out.temp(), {{"y", Tensor::zeros({3}, DType::f32)}}, out.metadata());
   EXPECT_TRUE(SafetensorsFile(s / "t.safetensors").info("x").shape == Shape{2});
   out.commit();
   EXPECT_TRUE(SafetensorsFile(s / "t.safetensors").info("y").shape == Shape{3});
@@ -101,6 +108,83 @@ TEST(Output, RefusesExistingFilesUnlessOverwriteRecognisesThem) {
   // An empty file counts as nothing.
   write_text(s / "empty", "");
   EXPECT_NO_THROW(Output(s / "empty", kUnrecognisable));
+}
+
+TEST(Output, ReplacesOnlyASafetensorsFileTheSameCommandWrote) {
+  Scratch s;
+  const std::string t = s / "t.safetensors";
+  const auto refusal = [&](const std::string& why) {
+    return "[--out] " + t + " " + why + ": refusing to replace it, even with --overwrite";
+  };
+  const auto replace = [&] { Output o(t, safetensors_output("score"), true); };
+  // Written by another program: a header without metadata, or without sprig's key.
+  save_safetensors_raw(t, {});
+  EXPECT_EQ(error_of(replace), refusal("is a safetensors file that sprig did not write (its "
+                                       "metadata has no \"sprig.output\")"));
+  // Written by sprig, but by another command (an optimizer state, a mask).
+  save_safetensors(t, {{"m", Tensor::zeros({2}, DType::f32)}}, {{kOutputKey, "mask"}});
+  EXPECT_EQ(error_of(replace), refusal("is the output of sprig mask, not of sprig score (its "
+                                       "metadata's \"sprig.output\")"));
+  EXPECT_TRUE(SafetensorsFile(t).contains("m"));
+  write_text(t, "not safetensors");
+  EXPECT_EQ(error_of(replace), refusal("is not a safetensors file that sprig wrote"));
+}
+
+TEST(Output, NeverReplacesOrEntersAnInput) {
+  Scratch s;
+  fs::create_directories(s / "model");
+  write_text(s / "model/model.safetensors", "weights");
+  write_text(s / "in.jsonl", "{}\n");
+  fs::create_hard_link(s / "in.jsonl", s / "hard.jsonl");
+  fs::create_symlink(s / "in.jsonl", s / "soft.jsonl");
+  fs::create_directory_symlink(s / "model", s / "model_link");
+  const std::vector<InputPath> inputs = {{"--model", s / "model", true},
+                                         {"--input", s / "in.jsonl"}};
+  const std::string never_input =
+      ": an output never replaces or enters one of the command's inputs, even with --overwrite; "
+      "choose another path";
+  for (const bool overwrite : {false, true}) {
+    const auto error = [&](const std::string& path, const OutputKind& kind) {
+      return error_of([&] { Output o(path, kind, overwrite, "--out", inputs); });
+    };
+    EXPECT_EQ(error(s / "in.jsonl", kUnrecognisable),
+              "[--out] " + (s / "in.jsonl") + " is also --input" + never_input);
+    EXPECT_EQ(error(s / "hard.jsonl", kUnrecognisable), "[--out] " + (s / "hard.jsonl") +
+                                                            " is the same file as --input " +
+                                                            (s / "in.jsonl") + never_input);
+    EXPECT_EQ(error(s / "soft.jsonl", kUnrecognisable), "[--out] " + (s / "soft.jsonl") +
+                                                            " is the same file as --input " +
+                                                            (s / "in.jsonl") + never_input);
+    EXPECT_EQ(error(s / "model/model.safetensors", kUnrecognisable),
+              "[--out] " + (s / "model/model.safetensors") + " lies inside --model " +
+                  (s / "model") + never_input);
+    EXPECT_EQ(error(s / "model_link/new.safetensors", kUnrecognisable),
+              "[--out] " + (s / "model_link/new.safetensors") + " lies inside --model " +
+                  (s / "model") + never_input);
+    EXPECT_EQ(error(s.root.string(), kTestDir),
+              "[--out] " + s.root.string() + " holds --model " + (s / "model") + never_input);
+  }
+  EXPECT_EQ(read_text(s / "model/model.safetensors"), "weights");
+  EXPECT_EQ(read_text(s / "in.jsonl"), "{}\n");
+}
+
+TEST(Output, TwoOutputsOfOneCommandNeverShareAPath) {
+  Scratch s;
+  Output out(s / "a", kUnrecognisable);
+  EXPECT_EQ(error_of([&] { Output png(s / "./a", kUnrecognisable, false, "--png"); }),
+            "[--png] " + (s / "./a") + " is also --out: give each output a path of its own");
+  fs::create_directories(s / "d");
+  Output dir(s / "d", kTestDir, false, "--dir");
+  EXPECT_EQ(error_of([&] { Output inner(s / "d/x", kUnrecognisable, false, "--png"); }),
+            "[--png] " + (s / "d/x") + " lies inside --dir " + (s / "d") +
+                ": give each output a path of its own");
+  EXPECT_TRUE(fs::is_empty(s / "d"));
+  // Once committed, an output may be replaced by a later one.
+  write_text(out.temp(), "1");
+  out.commit();
+  EXPECT_EQ(error_of([&] { Output again(s / "a", kUnrecognisable); }),
+            "[--out] " + (s / "a") +
+                " already exists: choose another name, or give --overwrite to replace it");
 }
 
 TEST(Output, RefusesWrongTypesAndMissingParents) {

@@ -3,10 +3,12 @@
 // checked before any work, and a failed command leaves no file behind. Also the generate caps and
 // the option messages of positive-only options.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
 #include "nn/qwen_config.h"
+#include "tensor/safetensors.h"
 #include "tests/cli_run.h"
 #include "tests/nn/checkpoint_fixtures.h"
 
@@ -122,9 +124,10 @@ TEST_F(OutputCli, MaskWritesBothFilesOrNeither) {
                      "to replace it");
   EXPECT_EQ(sprig(mask + " --png " + dir + "/m.png --overwrite").exit_code, 0);
   // A file that is not a PNG is never replaced by one.
-  expect_refused(sprig(mask + " --png " + dir + "/spec.json --overwrite"),
+  write_text(dir + "/notes.txt", "mine");
+  expect_refused(sprig(mask + " --png " + dir + "/notes.txt --overwrite"),
                  "[--png] " + dir +
-                     "/spec.json is not a PNG that sprig wrote: refusing to replace it, even with "
+                     "/notes.txt is not a PNG that sprig wrote: refusing to replace it, even with "
                      "--overwrite");
   const CliRun tile = sprig(mask + " --overwrite --tile 0");
   EXPECT_EQ(tile.exit_code, 2);
@@ -205,6 +208,137 @@ TEST_F(OutputCli, DataCommandsLeaveNoPartialFile) {
   EXPECT_FALSE(fs::exists(dir + "/d.jsonl"));
 }
 
+TEST_F(OutputCli, AnOutputNeverReplacesOrEntersAnInput) {
+  // A model of the user's, and inputs reached through links.
+  ASSERT_EQ(sprig("convert --from-hf " + kModel + " --out " + dir + "/M").exit_code, 0);
+  const std::string weights = read_text(dir + "/M/model.safetensors");
+  write_text(dir + "/r.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+  write_text(dir + "/docs.jsonl", "{\"input_ids\": [1, 2, 3], \"loss_mask\": [1, 1, 1]}\n");
+  write_text(dir + "/text.jsonl", "{\"text\": \"hello\"}\n");
+  write_text(dir + "/spec.json", "{\"kind\": \"causal\", \"length\": 4}");
+  fs::create_hard_link(dir + "/docs.jsonl", dir + "/hard.jsonl");
+  fs::create_symlink(dir + "/docs.jsonl", dir + "/soft.jsonl");
+  const std::string never =
+      ": an output never replaces or enters one of the command's inputs, even with --overwrite; "
+      "choose another path";
+  const std::string model = " --device cpu --model " + dir + "/M --input " + dir + "/r.jsonl";
+  for (const std::string overwrite : {"", " --overwrite"}) {
+    expect_refused(
+        sprig("score" + model + " --out " + dir + "/M/model.safetensors" + overwrite),
+        "[--out] " + dir + "/M/model.safetensors lies inside --model " + dir + "/M" + never);
+    expect_refused(
+        sprig("eval dflash --target " + dir + "/M --draft " + dir + "/M --input " + dir +
+              "/r.jsonl --out " + dir + "/M/model.safetensors" + overwrite),
+        "[--out] " + dir + "/M/model.safetensors lies inside --target " + dir + "/M" + never);
+    expect_refused(sprig("convert --from-hf " + dir + "/M --out " + dir + "/M" + overwrite),
+                   "[--out] " + dir + "/M is also --from-hf" + never);
+    expect_refused(sprig("convert --from-hf " + dir + "/M --out " + dir + overwrite),
+                   "[--out] " + dir + " holds --from-hf " + dir + "/M" + never);
+    expect_refused(sprig("data tokenize --tokenizer " + testing::kGoldenDir + "tokenizer --input " +
+                         dir + "/text.jsonl --out " + dir + "/text.jsonl" + overwrite),
+                   "[--out] " + dir + "/text.jsonl is also --input" + never);
+    expect_refused(sprig("data pack --mode sft --seq-len 4 --input " + dir + "/docs.jsonl --out " +
+                         dir + "/hard.jsonl" + overwrite),
+                   "[--out] " + dir + "/hard.jsonl is the same file as --input " + dir +
+                       "/docs.jsonl" + never);
+    expect_refused(
+        sprig("data fold --input " + dir + "/soft.jsonl --out " + dir + "/docs.jsonl" + overwrite),
+        "[--out] " + dir + "/docs.jsonl is the same file as --input " + dir + "/soft.jsonl" +
+            never);
+    expect_refused(
+        sprig("mask --spec " + dir + "/spec.json --out " + dir + "/spec.json" + overwrite),
+        "[--out] " + dir + "/spec.json is also --spec" + never);
+  }
+  EXPECT_EQ(read_text(dir + "/M/model.safetensors"), weights);
+  EXPECT_EQ(read_text(dir + "/text.jsonl"), "{\"text\": \"hello\"}\n");
+  EXPECT_EQ(read_text(dir + "/docs.jsonl"),
+            "{\"input_ids\": [1, 2, 3], \"loss_mask\": [1, 1, 1]}\n");
+  // A data file a dump's config names is one of its inputs.
+  write_text(dir + "/c.yaml",
+             "data:\n  train: " + dir + "/docs.jsonl\n  seq_len: 4\n  packing: sft\n");
+  expect_refused(sprig("data dump -c " + dir + "/c.yaml --out " + dir + "/docs.jsonl --overwrite"),
+                 "[--out] " + dir + "/docs.jsonl is also the config's data file" + never);
+}
+
+TEST_F(OutputCli, OverwriteReplacesOnlyWhatTheSameCommandWrote) {
+  write_text(dir + "/r.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+  write_text(dir + "/spec.json", "{\"kind\": \"causal\", \"length\": 4}");
+  const std::string score =
+      "score --device cpu --model " + kModel + " --input " + dir + "/r.jsonl --overwrite --out ";
+  const std::string refusing = ": refusing to replace it, even with --overwrite";
+  // A safetensors file written by another program (no "sprig.output" in its metadata).
+  save_safetensors(dir + "/py.safetensors", {{"x", Tensor::zeros({2}, DType::f32)}});
+  const std::string python = read_text(dir + "/py.safetensors");
+  expect_refused(sprig(score + dir + "/py.safetensors"),
+                 "[--out] " + dir +
+                     "/py.safetensors is a safetensors file that sprig did not write (its "
+                     "metadata has no \"sprig.output\")" +
+                     refusing);
+  EXPECT_EQ(read_text(dir + "/py.safetensors"), python);
+  // sprig's, but another command's: a mask is not replaced by logits, nor logits by a mask.
+  ASSERT_EQ(sprig("mask --spec " + dir + "/spec.json --out " + dir + "/m.safetensors").exit_code,
+            0);
+  expect_refused(sprig(score + dir + "/m.safetensors"),
+                 "[--out] " + dir +
+                     "/m.safetensors is the output of sprig mask, not of sprig score (its "
+                     "metadata's \"sprig.output\")" +
+                     refusing);
+  ASSERT_EQ(sprig(score + dir + "/l.safetensors").exit_code, 0);
+  expect_refused(
+      sprig("mask --spec " + dir + "/spec.json --overwrite --out " + dir + "/l.safetensors"),
+      "[--out] " + dir +
+          "/l.safetensors is the output of sprig score, not of sprig mask (its metadata's "
+          "\"sprig.output\")" +
+          refusing);
+  EXPECT_EQ(sprig(score + dir + "/l.safetensors").exit_code, 0);
+  // A model directory sprig did not write (the golden fixture, written by Python).
+  fs::create_directories(dir + "/hf");
+  fs::copy(kModel, dir + "/hf", fs::copy_options::recursive);
+  expect_refused(sprig("convert --overwrite --from-hf " + kModel + " --out " + dir + "/hf"),
+                 "[--out] " + dir +
+                     "/hf is a checkpoint directory that sprig did not write (its metadata has no "
+                     "\"sprig.output\")" +
+                     refusing);
+  EXPECT_EQ(read_text(dir + "/hf/model.safetensors"), read_text(kModel + "/model.safetensors"));
+}
+
+TEST_F(OutputCli, TwoOutputsNamingOnePathAreRefusedBeforeAnyWork) {
+  write_text(dir + "/spec.json", "{\"kind\": \"causal\", \"length\": 4}");
+  for (const std::string& png : {dir + "/p", dir + "/./p"})
+    expect_refused(sprig("mask --spec " + dir + "/spec.json --out " + dir + "/p --png " + png),
+                   "[--png] " + png + " is also --out: give each output a path of its own");
+  EXPECT_EQ(entries_of(dir), (std::set<std::string>{"spec.json", "stderr.txt", "stdout.txt"}));
+}
+
+TEST_F(OutputCli, NonRegularFilesAreRefusedWhereAFileIsRead) {
+  // A FIFO would block a reader forever; a directory cannot be mapped.
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  fs::create_directories(dir + "/fm");
+  fs::copy_file(kModel + "/config.json", dir + "/fm/config.json");
+  ASSERT_EQ(::mkfifo((dir + "/fm/model.safetensors").c_str(), 0644), 0);
+  fs::create_directories(dir + "/dm/model.safetensors");
+  fs::copy_file(kModel + "/config.json", dir + "/dm/config.json");
+  write_text(dir + "/r.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+  const std::string score =
+      "score --device cpu --input " + dir + "/r.jsonl --out " + dir + "/l.safetensors --model ";
+  expect_refused(sprig(score + dir + "/fm"),
+                 dir +
+                     "/fm/model.safetensors is not a regular file (a FIFO): give a safetensors "
+                     "file");
+  expect_refused(sprig(score + dir + "/dm"),
+                 dir + "/dm/model.safetensors is a directory: give a safetensors file");
+  expect_refused(sprig("score --device cpu --model " + kModel + " --input " + dir + "/fifo --out " +
+                       dir + "/l.safetensors"),
+                 dir + "/fifo is not a regular file (a FIFO): give a JSONL file");
+  expect_refused(sprig("data fold --input " + dir + "/fifo --out " + dir + "/f.jsonl"),
+                 "[data] " + dir +
+                     "/fifo is not a regular file (a FIFO): give a data file (JSONL "
+                     "or token shard)");
+  expect_refused(sprig("mask --spec " + dir + "/fifo --out " + dir + "/m.safetensors"),
+                 dir + "/fifo is not a regular file (a FIFO): give a mask spec file (JSON)");
+  EXPECT_FALSE(fs::exists(dir + "/l.safetensors"));
+}
+
 TEST_F(OutputCli, GenerateIsCappedAndChecksItsOptions) {
   const QwenConfig config = QwenConfig::load(kModel + "/config.json");
   const std::string generate = "generate --device cpu --model " + kModel + " --prompt-ids 1,2,3";
@@ -249,8 +383,14 @@ TEST_F(OutputCli, PlotRefusesToReplaceWhatItDidNotDraw) {
   EXPECT_EQ(sprig("plot " + dir + "/run --overwrite").exit_code, 0);
   expect_refused(sprig("plot " + dir + "/run --out " + dir + "/run/metrics.jsonl --overwrite"),
                  "[--out] " + dir +
-                     "/run/metrics.jsonl is not a PNG that sprig wrote: refusing to replace it, "
-                     "even with --overwrite");
+                     "/run/metrics.jsonl is also the run's metrics: an output never replaces or "
+                     "enters one of the command's inputs, even with --overwrite; choose another "
+                     "path");
+  write_text(dir + "/notes.txt", "mine");
+  expect_refused(sprig("plot " + dir + "/run --out " + dir + "/notes.txt --overwrite"),
+                 "[--out] " + dir +
+                     "/notes.txt is not a PNG that sprig wrote: refusing to replace it, even with "
+                     "--overwrite");
   EXPECT_EQ(entries_of(dir + "/run"), (std::set<std::string>{"curves.png", "metrics.jsonl"}));
   expect_refused(sprig("plot " + dir + "/nothing"),
                  dir + "/nothing is not a run directory: it has no metrics.jsonl");

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "nn/checkpoint.h"
 #include "tests/train/train_test_util.h"
@@ -197,15 +198,46 @@ TEST(BadInput, ARunThatFailsAtItsFirstStepLeavesTheRunDirectoryAsItWas) {
   };
   EXPECT_EQ(first_step_error(), expected);
   EXPECT_FALSE(fs::exists(dir / "run"));  // no config.resolved.yaml, metrics.jsonl or target/
-  // A run directory that was there keeps exactly what it held.
+  // A run directory that was there keeps exactly what it held: an empty one stays empty (no
+  // marker, no lock), a sprig one keeps its files.
+  fs::create_directories(dir / "run");
+  EXPECT_EQ(first_step_error(), expected);
+  EXPECT_TRUE(fs::is_empty(dir / "run"));
+  testing::write_text(dir / "run/sprig-run.json", "{\"sprig\": \"run directory\"}\n");
   fs::create_directories(dir / "run/notes");
   testing::write_text(dir / "run/notes/plan.txt", "mine");
   const auto before = snapshot(dir / "run");
   EXPECT_EQ(first_step_error(), expected);
   EXPECT_EQ(snapshot(dir / "run"), before);
-  std::vector<std::string> entries;
-  for (const auto& e : fs::directory_iterator(dir / "run")) entries.push_back(e.path().string());
-  EXPECT_EQ(entries, std::vector<std::string>{dir / "run/notes"});
+  std::set<std::string> entries;
+  for (const auto& e : fs::directory_iterator(dir / "run")) entries.insert(e.path().string());
+  EXPECT_EQ(entries, (std::set<std::string>{dir / "run/notes", dir / "run/sprig-run.json"}));
+}
+
+TEST(BadInput, ADirectorySprigDidNotCreateIsNeverARunDirectory) {
+  TempDir dir;
+  // Someone else's files, among them what a run writes: refused untouched, resuming or not.
+  fs::create_directories(dir / "run/target");
+  testing::write_text(dir / "run/target/config.json", "{}");
+  testing::write_text(dir / "run/metrics.jsonl", "{\"theirs\": 1}\n");
+  testing::write_text(dir / "run/config.resolved.yaml", "theirs: 1\n");
+  const auto before = snapshot(dir / "run");
+  const TrainConfig config = testing::tiny_config(dir, {"train.max_steps=1"});
+  const std::string refused =
+      "run_dir " + config.run_dir +
+      " is not empty and is not a sprig run directory (it holds no sprig-run.json): choose a new "
+      "or empty directory, or move its content away";
+  EXPECT_EQ(train_error(config), refused);
+  EXPECT_EQ(train_error(config, /*resume=*/true), refused);
+  EXPECT_EQ(snapshot(dir / "run"), before);
+  // A run of a sprig version without the marker (config.resolved.yaml, metrics.jsonl,
+  // checkpoints/) is sprig's: it is taken, and marked.
+  fs::remove_all(dir / "run/target");
+  testing::write_text(dir / "run/metrics.jsonl", "{\"step\": 1, \"loss\": 2.0}\n");
+  fs::create_directories(dir / "run/checkpoints");
+  EXPECT_EQ(train_error(config), "");
+  EXPECT_TRUE(contains(read_text(config.run_dir + "/sprig-run.json"), "run directory"));
+  EXPECT_FALSE(fs::exists(config.run_dir + "/sprig-run.lock"));  // the lock ends with the run
 }
 
 TEST(BadInput, AStepThatCannotFitIsRefusedWithTheEstimate) {

@@ -17,6 +17,7 @@
 
 #include "tensor/random.h"
 #include "tests/train/train_test_util.h"
+#include "train/run_directory.h"
 #include "train/sft.h"
 
 namespace sprig {
@@ -162,6 +163,43 @@ size_t logged_steps(const std::string& run_dir) {
 }
 
 class StopSignal : public ::testing::TestWithParam<int> {};
+
+// Two runs in one run directory: while the first holds it, the second is refused with the first's
+// pid and host, and changes nothing; the lock dies with its holder, even a killed one.
+TEST(Kill, ASecondRunInTheSameDirectoryIsRefusedWhileTheFirstHoldsIt) {
+  TempDir dir;
+  const std::string config_path = testing::write_tiny_config(dir);
+  const std::string run_dir = dir / "run", first_log = dir / "first.log",
+                    second_log = dir / "second.log";
+  const auto args = [&](const std::string& steps) {
+    return std::vector<std::string>{"train", "sft", "-c", config_path,
+                                    "--train.max_steps=" + steps};
+  };
+  const pid_t first = spawn(args("1000000"), first_log);
+  int status = 0;
+  const std::string holder = "\"pid\":" + std::to_string(first);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (testing::read_text(run_dir + "/sprig-run.lock").find(holder) == std::string::npos) {
+    ASSERT_FALSE(exited(first, status)) << testing::read_text(first_log);
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(first, SIGKILL);
+      wait_for(first);
+      FAIL() << "the first run took no lock: " << testing::read_text(first_log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(wait_for(spawn(args("1"), second_log)), 1);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  EXPECT_EQ(testing::read_text(second_log),
+            "sprig: run_dir " + run_dir + " is in use by another sprig run (pid " +
+                std::to_string(first) + " on host " + host +
+                "): wait for it to end, or choose another run_dir\n");
+  EXPECT_NE(testing::read_text(run_dir + "/sprig-run.lock").find(holder), std::string::npos);
+  ::kill(first, SIGKILL);
+  EXPECT_EQ(wait_for(first), -SIGKILL);
+  EXPECT_NO_THROW(RunDirectory{run_dir});
+}
 
 TEST_P(StopSignal, StopsAtAStepBoundaryWithACheckpointAndTheResumeCommand) {
   const int sig = GetParam();

@@ -11,12 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
 #include "tools/viz/png.h"
 
 namespace sprig {
 
 Metrics read_metrics(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
+  check_input_file(path, "a run's metrics.jsonl");
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open (is " + run_dir + " a run directory?)");
   // A value, or NaN when the record has none (JSON null is how a NaN loss is written).

@@ -10,16 +10,18 @@ namespace sprig {
 
 namespace {
 
-bool has_png_signature(const std::filesystem::path& p) {
+// sprig's PNGs record no writer: a file with the PNG signature passes.
+std::string refuses_png(const std::filesystem::path& existing, const OutputKind& kind) {
   static const char kSignature[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1a', '\n'};
-  std::ifstream in(p, std::ios::binary);
+  std::ifstream in(existing, std::ios::binary);
   char head[8];
-  return in.read(head, 8) && std::memcmp(head, kSignature, 8) == 0;
+  const bool png = in.read(head, 8) && std::memcmp(head, kSignature, 8) == 0;
+  return png ? "" : "is not a " + std::string(kind.name) + " that sprig wrote";
 }
 
 }  // namespace
 
-const OutputKind kPngOutput{"PNG", false, has_png_signature};
+const OutputKind kPngOutput{"PNG", nullptr, false, refuses_png};
 
 void write_png(const std::string& path, int64_t width, int64_t height, int channels,
                const std::vector<uint8_t>& pixels) {

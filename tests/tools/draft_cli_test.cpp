@@ -201,7 +201,7 @@ TEST_F(DraftCli, EvalWithNothingToScoreFails) {
       json{{"input_ids", {1}}}.dump() + "\n" +
       json{{"input_ids", {1, 2, 3, 4, 5, 6, 7, 8}}, {"loss_mask", std::vector<int>(8, 0)}}.dump() +
       "\n";
-  for (const std::string& recipe : {"dflash", "domino"}) {
+  for (const std::string recipe : {"dflash", "domino"}) {
     testing::write_text(input, nothing);
     const CliRun r =
         run_sprig("eval " + recipe + " --target " + kGoldenDir + "qwen3_tiny --draft " +

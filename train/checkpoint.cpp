@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -115,10 +116,16 @@ std::optional<LoadedCheckpoint> CheckpointManager::load_latest(
   const fs::path root = checkpoints_dir();
   const fs::path latest = root / "latest";
   if (!fs::exists(latest)) return std::nullopt;
-  std::string name;
-  std::ifstream(latest) >> name;
+  std::string name = read_text(latest);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  // `latest` holds the name of a directory beside it (docs/semantics.md §10.10): a path that
+  // leaves checkpoints/ would resume another run's weights.
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw std::runtime_error(latest.string() + " holds \"" + name +
+                             "\", which is not the name of a checkpoint in " + root.string() +
+                             " (a step_<N> directory beside it)");
   const fs::path dir = root / name;
-  if (name.empty() || !fs::is_directory(dir))
+  if (!fs::is_directory(dir))
     throw std::runtime_error(latest.string() + " names a checkpoint \"" + name +
                              "\" that does not exist");
   LoadedCheckpoint ck;

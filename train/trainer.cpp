@@ -185,6 +185,17 @@ class TrainingRun {
 
   // `note` goes to stderr once the run directory is written.
   TrainSummary train(const StepCallback& on_step, const std::string& note) {
+    // A resumed run whose checkpoint is at or past the schedule's end: nothing to train, and no
+    // loss to report (docs/semantics.md §10.10).
+    if (state_.step >= total_) {
+      if (lead_)
+        std::cout << "run already complete at step " << state_.step << " ("
+                  << (c_.max_steps > 0 ? "train.max_steps " + std::to_string(c_.max_steps)
+                                       : "train.num_epochs " + std::to_string(c_.num_epochs) +
+                                             " is " + std::to_string(total_) + " steps")
+                  << "): nothing to train; run directory " << c_.run_dir << "\n";
+      return {state_.step, 0, state_.skipped_steps, c_.run_dir, last_checkpoint_};
+    }
     if (lead_)
       std::cout << "training " << recipe_.trainable().num_parameters() << " parameters on "
                 << device_.str()

@@ -100,7 +100,7 @@ struct TrainerState {
 // What one run reports when it ends.
 struct TrainSummary {
   int64_t steps = 0;
-  double last_loss = 0;
+  double last_loss = 0;  // of the last step this process trained (0 when it trained none)
   int64_t skipped_steps = 0;
   std::string run_dir;
   std::string checkpoint;  // the latest checkpoint's directory (a loadable model); "" for none

@@ -1,11 +1,12 @@
-// Training curves: metrics.jsonl parsing (missing values, bad lines) and the picture: both panels
-// carry their curves in their colours, the loss curve falls as the logged loss does, and the PNG
-// file is written.
+// Training curves: metrics.jsonl parsing (missing values, bad lines, records out of order or
+// repeated) and the picture: both panels carry their curves in their colours, the loss curve falls
+// as the logged loss does, and the PNG file is written.
 #include "tools/viz/plot.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "tests/train/train_test_util.h"
 
@@ -89,6 +90,26 @@ TEST(Plot, CurvesFollowTheData) {
   EXPECT_GT(mean_row(rows_by_column(img, 40, 40, 40), 0, img.width).second, 500);
 }
 
+TEST(Plot, RecordsOutOfOrderAreDrawnInStepOrder) {
+  // The 50 records of metrics_jsonl(), last line first.
+  std::vector<std::string> lines;
+  std::istringstream in(metrics_jsonl());
+  for (std::string line; std::getline(in, line);) lines.insert(lines.begin(), line);
+  std::string reversed;
+  for (const std::string& line : lines) reversed += line + "\n";
+  TempDir dir, ordered;
+  testing::write_text(dir / "metrics.jsonl", reversed);
+  testing::write_text(ordered / "metrics.jsonl", metrics_jsonl());
+  const Metrics m = read_metrics(dir.path().string());
+  ASSERT_EQ(m.step.size(), 50u);
+  EXPECT_EQ(m.step.front(), 1.0);
+  EXPECT_EQ(m.step.back(), 50.0);
+  EXPECT_TRUE(std::isnan(m.loss[6]));
+  EXPECT_NEAR(m.val_loss[9], 4.2 * std::exp(-10 / 18.0), 1e-6);
+  EXPECT_EQ(render_curves(m, "run").pixels,
+            render_curves(read_metrics(ordered.path().string()), "run").pixels);
+}
+
 TEST(Plot, WritesAPng) {
   TempDir dir;
   testing::write_text(dir / "metrics.jsonl", metrics_jsonl());
@@ -113,6 +134,13 @@ TEST(Plot, BadMetricsAreErrors) {
   EXPECT_TRUE(contains(error(), "metrics.jsonl: no records to plot"));
   testing::write_text(dir / "metrics.jsonl", "{\"step\": 1, \"loss\": 2}\n{\"step\": 2, \"lo\n");
   EXPECT_TRUE(contains(error(), "metrics.jsonl:2: not a metrics record"));
+  testing::write_text(dir / "metrics.jsonl", "{\"step\": \"1\", \"loss\": 2}\n");
+  EXPECT_TRUE(contains(error(), "metrics.jsonl:1: not a metrics record"));
+  // Two records of one step: which to draw is not known.
+  testing::write_text(dir / "metrics.jsonl",
+                      "{\"step\": 2, \"loss\": 2}\n{\"step\": 1, \"loss\": 3}\n{\"step\": 2, "
+                      "\"loss\": 1}\n");
+  EXPECT_EQ(error(), dir / "metrics.jsonl:3: step 2 again (also on line 1)");
 }
 
 }  // namespace

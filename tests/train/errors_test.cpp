@@ -181,6 +181,27 @@ TEST(BadInput, CorruptCheckpointOnResumeDamagesNothing) {
   EXPECT_EQ(snapshot(checkpoints), renamed);
 }
 
+TEST(BadInput, LatestNamingAPathOutsideTheCheckpointsIsRefused) {
+  // Another run's checkpoint exists and would load: `latest` may only name one beside it.
+  TempDir dir;
+  const std::vector<std::string> base = {"train.max_steps=2"};
+  train_sft(testing::tiny_config(dir, with(base, {"run_dir=" + (dir / "other")})), false);
+  const TrainConfig config = testing::tiny_config(dir, base);
+  train_sft(config, false);
+  const std::string checkpoints = config.run_dir + "/checkpoints";
+  const TrainConfig longer = testing::tiny_config(dir, {"train.max_steps=4"});
+  for (const std::string& name :
+       {std::string("../../other/checkpoints/step_00000002"),
+        dir / "other/checkpoints/step_00000002", std::string(".."), std::string("")}) {
+    testing::write_text(checkpoints + "/latest", name + "\n");
+    const auto before = snapshot(config.run_dir);
+    EXPECT_EQ(train_error(longer, true), checkpoints + "/latest holds \"" + name +
+                                             "\", which is not the name of a checkpoint in " +
+                                             checkpoints + " (a step_<N> directory beside it)");
+    EXPECT_EQ(snapshot(config.run_dir), before);
+  }
+}
+
 TEST(BadInput, ARunThatFailsAtItsFirstStepLeavesTheRunDirectoryAsItWas) {
   TempDir dir;
   // Blocks of 48 tokens fit no document of the tiny corpus (10 to 41 tokens): the first step finds

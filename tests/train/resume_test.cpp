@@ -120,6 +120,32 @@ TEST(Resume, WithoutCheckpointsStartsFreshAndKeepsTheNewestK) {
   EXPECT_EQ(again.checkpoint, summary.checkpoint);
 }
 
+TEST(Resume, ARunAtOrPastItsEndSaysItIsCompleteAndTrainsNothing) {
+  TempDir dir;
+  const TrainConfig config = testing::tiny_config(dir, {"train.max_steps=4"});
+  train_sft(config, false);
+  const std::string metrics = read_text(config.run_dir + "/metrics.jsonl");
+  for (const int64_t max_steps : {4, 2}) {
+    const TrainConfig shorter =
+        testing::tiny_config(dir, {"train.max_steps=" + std::to_string(max_steps)});
+    bool trained = false;
+    ::testing::internal::CaptureStdout();
+    const TrainSummary summary = train_sft(shorter, true, [&](int64_t, double) { trained = true; });
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_FALSE(trained);
+    EXPECT_EQ(summary.steps, 4);
+    EXPECT_EQ(summary.stopped_by_signal, 0);
+    EXPECT_EQ(summary.checkpoint, config.run_dir + "/checkpoints/step_00000004");
+    EXPECT_TRUE(testing::contains(
+        out, "run already complete at step 4 (train.max_steps " + std::to_string(max_steps) +
+                 "): nothing to train; run directory " + config.run_dir + "\n"))
+        << out;
+    EXPECT_FALSE(testing::contains(out, "last loss")) << out;
+    EXPECT_FALSE(testing::contains(out, "training ")) << out;
+    EXPECT_EQ(read_text(config.run_dir + "/metrics.jsonl"), metrics);
+  }
+}
+
 // The message of the std::invalid_argument train_sft throws ("" when it returns).
 std::string resume_error(const TrainConfig& config) {
   try {

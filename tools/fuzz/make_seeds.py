@@ -9,6 +9,11 @@ Each seed exercises a different part of its format:
   fuzz_train_config  first byte = the recipe (fuzz_train_config.cpp), then YAML, "%%", overrides
   fuzz_mask_spec     every spec kind with its optional fields
   fuzz_qwen_config   Qwen2 and Qwen3 config.json files, rope_parameters, sliding-window layers
+  fuzz_draft_config  DFlash, JetSpec and Domino drafts' config.json, sliding-window layers; a plain
+                     Qwen3 config, a target layer out of range, an unknown projector
+  fuzz_records       first byte = block size and vocabulary (fuzz_records.cpp), then one record:
+                     a sequence, packed documents, given anchors with keep and prefix_lengths;
+                     a misspelt key, an id outside the vocabulary, an anchor past the row
   fuzz_tokenizer     '{' first: a tiny tokenizer.json (ByteLevel alone; Qwen2's NFC and Split
                      regex); anything else: text for the golden tokenizer (scripts, emoji,
                      combining marks, code, whitespace, added tokens, invalid UTF-8)
@@ -152,6 +157,51 @@ def qwen_config_seeds():
     return {name: json.dumps(c, indent=1).encode() for name, c in configs.items()}
 
 
+def draft_config_seeds():
+    layers = {"model_type": "qwen3", "architectures": ["DFlashDraftModel"], "vocab_size": 64,
+              "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+              "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False,
+              "max_position_embeddings": 1024, "dtype": "float32", "block_size": 4,
+              "num_target_layers": 2}
+    dflash = dict(layers, dflash_config={"block_size": 4, "mask_token_id": 63,
+                                         "target_layer_ids": [0, 1], "causal": False})
+    jetspec = dict(dflash, is_causal=True, dflash_config=dict(
+        dflash["dflash_config"], causal=True, causal_head=True))
+    domino = dict(dflash, dflash_config=dict(
+        dflash["dflash_config"], projector_type="domino", emb_dim=8, gru_hidden_dim=8,
+        pure_draft_prefix_len=1, shift_label=True))
+    sliding = dict(dflash, use_sliding_window=True, sliding_window=4,
+                   layer_types=["sliding_attention"], max_window_layers=1)
+    configs = {"dflash.json": dflash, "jetspec.json": jetspec, "domino.json": domino,
+               "sliding.json": sliding, "no_dflash_config.json": layers,
+               "target_layer_out_of_range.json": dict(dflash, dflash_config=dict(
+                   dflash["dflash_config"], target_layer_ids=[0, 5])),
+               "unknown_projector.json": dict(dflash, dflash_config=dict(
+                   dflash["dflash_config"], projector_type="mlp"))}
+    return {name: json.dumps(c, indent=1).encode() for name, c in configs.items()}
+
+
+def records_seeds():
+    # Mode byte b: block size 2 + b % 16, vocabulary 64 (b < 128) or 1000; b"\x02" is 4 and 64.
+    def record(mode, rec):
+        return bytes([mode]) + json.dumps(rec).encode()
+    ids = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    return {
+        "sequence": record(2, {"input_ids": ids, "loss_mask": [0, 1, 1, 1, 1, 1, 1, 1, 1, 1]}),
+        "documents": record(2, {"documents": [{"input_ids": [1, 2, 3]},
+                                              {"input_ids": [4, 5, 6, 7],
+                                               "loss_mask": [1, 1, 0, 1]}]}),
+        "anchors_keep": record(2, {"input_ids": ids, "anchors": [0, 4], "keep": [True, False]}),
+        "prefix_lengths": record(2, {"input_ids": ids, "anchors": [1, 5],
+                                     "prefix_lengths": [1, 3]}),
+        "vocab_1000": record(130, {"input_ids": [999, 0, 500]}),
+        "misspelt_key": record(2, {"input_ids": [1, 2], "lossmask": [1, 1]}),
+        "id_outside_vocab": record(2, {"input_ids": [1, 64]}),
+        "anchor_past_row": record(2, {"input_ids": [1, 2, 3], "anchors": [9]}),
+    }
+
+
 def tokenizer_seeds():
     vocab = {"a": 0, "b": 1, "c": 2, "ab": 3, "\u0120": 4}
     added = [{"id": 5, "content": "<|x|>", "special": True, "lstrip": True, "rstrip": False,
@@ -191,7 +241,8 @@ def tokenizer_seeds():
 def main(out_dir):
     targets = {"fuzz_safetensors": safetensors_seeds(), "fuzz_readers": readers_seeds(),
                "fuzz_train_config": train_config_seeds(), "fuzz_mask_spec": mask_spec_seeds(),
-               "fuzz_qwen_config": qwen_config_seeds(), "fuzz_tokenizer": tokenizer_seeds()}
+               "fuzz_qwen_config": qwen_config_seeds(), "fuzz_tokenizer": tokenizer_seeds(),
+               "fuzz_draft_config": draft_config_seeds(), "fuzz_records": records_seeds()}
     for target, seeds in targets.items():
         os.makedirs(os.path.join(out_dir, target), exist_ok=True)
         for name, data in seeds.items():

@@ -26,17 +26,37 @@ Metrics read_metrics(const std::string& run_dir) {
     const auto it = rec.find(key);
     return it != rec.end() && it->is_number() ? it->get<double>() : NAN;
   };
-  Metrics m;
+  // Records are drawn in step order, whatever order the file holds them in; two with the same
+  // step cannot both be drawn and are refused (a run writes each step once, docs/semantics.md
+  // §10.8).
+  struct Record {
+    double step, loss, val_loss, lr;
+    int64_t line;
+    std::string step_text;  // as the file writes it
+  };
+  std::vector<Record> records;
   int64_t line_number = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_number;
     const auto rec = nlohmann::json::parse(line, nullptr, false);
-    if (rec.is_discarded() || !rec.is_object() || !rec.contains("step"))
+    if (rec.is_discarded() || !rec.is_object() || !rec.contains("step") ||
+        !std::isfinite(number(rec, "step")))
       throw std::runtime_error(path + ":" + std::to_string(line_number) + ": not a metrics record");
-    m.step.push_back(number(rec, "step"));
-    m.loss.push_back(number(rec, "loss"));
-    m.val_loss.push_back(number(rec, "val_loss"));
-    m.lr.push_back(number(rec, "lr"));
+    records.push_back({number(rec, "step"), number(rec, "loss"), number(rec, "val_loss"),
+                       number(rec, "lr"), line_number, rec.at("step").dump()});
+  }
+  std::stable_sort(records.begin(), records.end(),
+                   [](const Record& a, const Record& b) { return a.step < b.step; });
+  Metrics m;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
+    if (i > 0 && records[i - 1].step == r.step)
+      throw std::runtime_error(path + ":" + std::to_string(r.line) + ": step " + r.step_text +
+                               " again (also on line " + std::to_string(records[i - 1].line) + ")");
+    m.step.push_back(r.step);
+    m.loss.push_back(r.loss);
+    m.val_loss.push_back(r.val_loss);
+    m.lr.push_back(r.lr);
   }
   if (m.step.empty()) throw std::runtime_error(path + ": no records to plot");
   return m;

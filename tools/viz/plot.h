@@ -14,8 +14,8 @@ struct Metrics {
   std::vector<double> step, loss, val_loss, lr;
 };
 
-// Reads <run_dir>/metrics.jsonl. Throws std::runtime_error when it is missing, has a malformed
-// line (file:line), or holds no record.
+// Reads <run_dir>/metrics.jsonl, its records sorted by step. Throws std::runtime_error when it is
+// missing, has a malformed line or two records of one step (file:line), or holds no record.
 Metrics read_metrics(const std::string& run_dir);
 
 // An RGB picture, row-major, 3 bytes per pixel.

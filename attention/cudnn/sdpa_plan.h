@@ -144,7 +144,7 @@ inline constexpr size_t kPlanCacheCapacity = 64;
 // cuDNN failed on is recorded as slower. Process-wide, thread-safe.
 std::optional<bool> measured_cudnn_faster(const SdpaPlanKey& key);
 void record_measurement(const SdpaPlanKey& key, double cudnn_seconds, double sprig_seconds);
-// What a key is, for messages: "backward bf16 b=4 hq=8 hkv=2 s=128 d=128 ragged".
+// What a key is, for messages: "backward bf16 b=4 hq=8 hkv=2 s=128 d=128 ragged on cuda:0".
 std::string describe_key(const SdpaPlanKey& key);
 // The line run_automatic prints when cuDNN fails on a key's first call.
 void report_cudnn_fallback(const SdpaPlanKey& key, const std::string& what);

@@ -72,7 +72,7 @@ build_and_pack() {
       die "the build failed (log: $build/build.log)"
     }
 
-  local stage="$scratch" b="$scratch/sprig-gpu"
+  local b="$scratch/sprig-gpu"
   mkdir -p "$b/bin" "$b/lib" "$b/tools/bench" "$b/train"
   cp "$build/tools/sprig" "${gpu_tests[@]/#/$build/tests/}" "$b/bin/"
   # Every library the binaries load, but glibc's and the CUDA family's.
@@ -99,13 +99,11 @@ build_and_pack() {
 
   mkdir -p "$(dirname "$out")"
   partial="$out.tmp"
-  tar -C "$stage" -cf - sprig-gpu | xz -9 -T0 >"$out.tmp"
+  tar -C "$scratch" -cf - sprig-gpu | xz -9 -T0 >"$out.tmp"
   local bytes
   bytes=$(stat -c %s "$out.tmp")
-  if ((bytes > max_mib * 1024 * 1024)); then
-    rm -f "$out.tmp"
+  ((bytes <= max_mib * 1024 * 1024)) ||  # the EXIT trap removes the partial file
     die "the bundle packs to $((bytes / 1024 / 1024)) MiB, over the limit of $max_mib MiB"
-  fi
   mv "$out.tmp" "$out"
   partial=""
   echo "sprig: bundle $out: $(awk "BEGIN { printf \"%.1f\", $bytes / 1048576 }") MiB" \

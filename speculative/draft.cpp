@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <stdexcept>
 
 #include "autograd/functions.h"
@@ -100,8 +102,7 @@ json DraftConfig::to_json(DType dtype) const {
   j["is_causal"] = causal;
   j["rope_theta"] = layers.rope_theta;  // both spellings: transformers 4 and 5 read one each
   j["rope_parameters"] = {{"rope_theta", layers.rope_theta}, {"rope_type", "default"}};
-  j.erase("torch_dtype");
-  j["dtype"] = dtype_label(dtype);
+  j["dtype"] = j["torch_dtype"] = dtype_label(dtype);  // transformers 5 reads one, 4 the other
   json& d = j["dflash_config"] = {{"block_size", block_size},
                                   {"mask_token_id", mask_token_id},
                                   {"target_layer_ids", target_layer_ids},
@@ -113,37 +114,94 @@ json DraftConfig::to_json(DType dtype) const {
     d["gru_hidden_dim"] = domino->gru_hidden_dim;
     d["pure_draft_prefix_len"] = domino->pure_draft_prefix_len;
     d["shift_label"] = domino->shift_label;
+    j["emb_dim"] = domino->emb_dim;  // Domino's published configs repeat it at the top level
   }
   return j;
 }
+
+namespace {
+
+// The `architectures` a DFlash-family draft may declare: the engines' name, the reference's and
+// Domino's published one.
+const char* const kDraftArchitectures[] = {"DFlashDraftModel", "Qwen3DFlashDraftModel",
+                                           "DominoDraftModel"};
+
+// Refuses an `architectures` that names no DFlash-family draft class (absent is accepted).
+void check_architectures(const json& j, const std::function<void(const std::string&)>& bad) {
+  if (!j.contains("architectures") || j["architectures"].is_null()) return;
+  const json& a = j["architectures"];
+  if (!a.is_array()) bad("\"architectures\" must be a list of class names, got " + a.dump());
+  for (const json& name : a)
+    for (const char* known : kDraftArchitectures)
+      if (name == known) return;
+  for (const json& name : a)
+    if (name.is_string() && name.get<std::string>().find("DFlash2") != std::string::npos)
+      bad("architectures " + a.dump() +
+          " is a DFlash 2 draft (convolution taps around each sublayer), which sprig does not "
+          "support");
+  bad("architectures " + a.dump() +
+      " names no DFlash-family draft class (DFlashDraftModel, Qwen3DFlashDraftModel or "
+      "DominoDraftModel)");
+}
+
+}  // namespace
 
 DraftConfig DraftConfig::from_json(const json& j, const std::string& label) {
   const auto bad = [&](const std::string& msg) { throw std::runtime_error(label + ": " + msg); };
   if (!j.is_object()) bad("config must be a JSON object");
   if (!j.contains("dflash_config") || !j["dflash_config"].is_object())
     bad("has no \"dflash_config\": not a DFlash draft");
+  check_architectures(j, bad);
   const json& d = j["dflash_config"];
-  const auto integer = [&](const json& in, const char* key) -> int64_t {
+  const auto integer = [&](const json& in, const char* key, const char* where) -> int64_t {
     if (!in.contains(key) || !in[key].is_number_integer())
-      bad(std::string("\"") + key + "\" must be an integer");
+      bad(std::string("\"") + where + key + "\" must be an integer");
     return in[key].get<int64_t>();
   };
+  // A key dflash_config and the top level may both hold: dflash_config's wins, and the two must
+  // agree when both are there (an engine reading the other one would serve another draft).
+  const auto nested_or_top = [&](const char* key) -> int64_t {
+    if (!d.contains(key)) return integer(j, key, "");
+    const int64_t v = integer(d, key, "dflash_config.");
+    if (j.contains(key) && !j[key].is_null() && integer(j, key, "") != v)
+      bad(std::string("dflash_config.") + key + " is " + std::to_string(v) + " but the top-level " +
+          key + " is " + j[key].dump() + ": they must agree");
+    return v;
+  };
+  const auto flag = [&](const json& in, const char* key, const char* where) -> std::optional<bool> {
+    if (!in.contains(key) || in[key].is_null()) return std::nullopt;
+    if (!in[key].is_boolean())
+      bad(std::string("\"") + where + key + "\" must be true or false, got " + in[key].dump());
+    return in[key].get<bool>();
+  };
   DraftConfig c;
-  c.block_size = d.contains("block_size") ? integer(d, "block_size") : integer(j, "block_size");
-  c.mask_token_id =
-      d.contains("mask_token_id") ? integer(d, "mask_token_id") : integer(j, "mask_token_id");
+  c.block_size = nested_or_top("block_size");
+  c.mask_token_id = nested_or_top("mask_token_id");
   if (!d.contains("target_layer_ids") || !d["target_layer_ids"].is_array())
     bad("\"dflash_config.target_layer_ids\" must be a list of layer ids");
   for (const json& id : d["target_layer_ids"]) {
     if (!id.is_number_integer()) bad("\"dflash_config.target_layer_ids\" holds " + id.dump());
     c.target_layer_ids.push_back(id.get<int64_t>());
   }
-  c.num_target_layers = integer(j, "num_target_layers");
-  // vLLM's order: the top-level is_causal first, then dflash_config.causal.
-  if (j.contains("is_causal") && j["is_causal"].is_boolean())
-    c.causal = j["is_causal"].get<bool>();
-  else if (d.contains("causal") && d["causal"].is_boolean())
-    c.causal = d["causal"].get<bool>();
+  c.num_target_layers = integer(j, "num_target_layers", "");
+  // In-block causality: dflash_config.causal says what the saving recipe meant (the reference's
+  // JetSpec recipe stamps it, yet writes a top-level is_causal false on every draft); else the
+  // top-level is_causal; else causal_head (JetSpec's engine). Keys that disagree are reported.
+  const std::optional<bool> nested = flag(d, "causal", "dflash_config."),
+                            top = flag(j, "is_causal", ""),
+                            head = flag(d, "causal_head", "dflash_config.");
+  c.causal = nested.value_or(top.value_or(head.value_or(false)));
+  const auto mode = [](bool causal) { return causal ? "in-block causal" : "bidirectional"; };
+  if (top && *top != c.causal)
+    std::cerr << label << ": warning: dflash_config.causal is " << std::boolalpha << c.causal
+              << " but the top-level is_causal is " << *top << "; loading the draft as "
+              << mode(c.causal) << ", as dflash_config.causal says. vLLM reads is_causal first "
+              << "and would serve it " << mode(*top)
+              << ": re-export it with `sprig convert --to-hf` to write both keys alike\n";
+  if (head && *head != c.causal)
+    std::cerr << label << ": warning: dflash_config.causal_head is " << std::boolalpha << *head
+              << " but the draft loads as " << mode(c.causal)
+              << "; JetSpec's engine reads causal_head and would serve it " << mode(*head) << "\n";
   if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
       j.value("use_sliding_window", false))
     c.sliding_window = j["sliding_window"].get<int64_t>();
@@ -152,21 +210,20 @@ DraftConfig DraftConfig::from_json(const json& j, const std::string& label) {
       bad("unknown \"dflash_config.projector_type\" " + d["projector_type"].dump() +
           " (sprig knows \"domino\", or none for a plain draft)");
     DominoHeadConfig h;
-    h.emb_dim = integer(d, "emb_dim");
-    h.gru_hidden_dim = integer(d, "gru_hidden_dim");
+    h.emb_dim = nested_or_top("emb_dim");
+    h.gru_hidden_dim = integer(d, "gru_hidden_dim", "dflash_config.");
     // Absent keys read as the reference loader reads them: no pure prefix, unshifted labels.
-    h.pure_draft_prefix_len =
-        d.contains("pure_draft_prefix_len") ? integer(d, "pure_draft_prefix_len") : 0;
-    if (d.contains("shift_label") && !d["shift_label"].is_boolean())
-      bad("\"dflash_config.shift_label\" must be true or false");
-    h.shift_label = d.value("shift_label", false);
+    h.pure_draft_prefix_len = d.contains("pure_draft_prefix_len")
+                                  ? integer(d, "pure_draft_prefix_len", "dflash_config.")
+                                  : 0;
+    h.shift_label = flag(d, "shift_label", "dflash_config.").value_or(false);
     c.domino = h;
   }
   json layers = j;
   layers["architectures"] = {"Qwen3ForCausalLM"};
   if (layers.value("model_type", "") != "qwen3") bad("a DFlash draft's model_type must be qwen3");
   c.layers = QwenConfig::from_json(layers, label);
-  c.layers.raw.erase("dflash_config");
+  for (const char* key : {"dflash_config", "emb_dim", "auto_map"}) c.layers.raw.erase(key);
   try {
     c.check();
   } catch (const std::invalid_argument& e) {
@@ -361,27 +418,6 @@ std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   for (const auto& [name, shape] : expected) state[name] = weights.load(name);
   draft->load_state_dict(state);
   return draft;
-}
-
-std::vector<std::string> save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
-                                    const std::string& tokenizer_dir, bool overwrite) {
-  Output out(dir, kCheckpointDirOutput, overwrite);
-  std::vector<std::string> copied;
-  if (!tokenizer_dir.empty())
-    for (const std::string& name : kTokenizerFiles)
-      if (fs::is_regular_file(fs::path(tokenizer_dir) / name)) copied.push_back(name);
-  const fs::path tmp = out.temp();
-  std::ofstream config(tmp / "config.json");
-  config << draft.config().to_json(dtype).dump(2) << "\n";
-  if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
-  config.close();
-  std::vector<SafetensorsEntry> entries;
-  for (const auto& [name, p] : draft.named_parameters())
-    entries.push_back({name, p.value().to(Device::cpu(), dtype)});
-  save_safetensors((tmp / "model.safetensors").string(), entries, out.metadata());
-  for (const std::string& name : copied) fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
-  out.commit();
-  return copied;
 }
 
 }  // namespace sprig::speculative

@@ -133,12 +133,4 @@ void check_draft_kind(const DraftConfig& draft, DraftKind kind, const std::strin
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir);
 bool is_draft_dir(const std::string& dir);  // its config.json declares a DFlash draft
 
-// Writes the serving layout (config.json and model.safetensors, weights in `dtype`) into `dir`, a
-// new directory unless `overwrite` lets it replace an earlier checkpoint directory
-// (tensor/output.h). With `tokenizer_dir`, its tokenizer files (kTokenizerFiles, the serving
-// engines read the target's) are copied beside them; returns those copied. A bf16 draft saved in
-// bf16 again is bit-identical.
-std::vector<std::string> save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
-                                    const std::string& tokenizer_dir = {}, bool overwrite = false);
-
 }  // namespace sprig::speculative

@@ -151,6 +151,16 @@ template <class F> std::string invalid_argument_message(F&& f) {
   return "";
 }
 
+// The same for std::runtime_error.
+template <class F> std::string runtime_error_message(F&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // sum(a * b) over all elements, in f64.
 inline double dot(const Tensor& a, const Tensor& b) {
   const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();

@@ -15,6 +15,7 @@
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
 #include "speculative/draft.h"
+#include "speculative/serving.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/names.h"
 #include "tensor/storage.h"
@@ -249,12 +250,8 @@ std::vector<int64_t> parse_id_csv(const std::string& s) {
   return ids;
 }
 
-// A draft's tokenizer files come from --tokenizer-from, else the source itself (an export), else
-// the target its training checkpoint records.
-std::string tokenizer_source(const std::string& src, const std::string& given) {
-  if (!given.empty()) return given;
-  for (const std::string& name : kTokenizerFiles)
-    if (std::filesystem::exists(std::filesystem::path(src) / name)) return src;
+// The target a draft training checkpoint records (trainer_state.json), or "".
+std::string recorded_target(const std::string& src) {
   std::ifstream state(std::filesystem::path(src) / "trainer_state.json");
   const json j = json::parse(state, nullptr, false);
   if (j.is_object() && j.contains("recipe") && j["recipe"].value("target", "") != "")
@@ -262,15 +259,29 @@ std::string tokenizer_source(const std::string& src, const std::string& given) {
   return "";
 }
 
-// `convert` of a draft: its serving layout in `dtype`, with the tokenizer files of `tokenizer`
-// (when not empty) beside it.
+// A draft's tokenizer files come from --tokenizer-from, else the source itself (an export), else
+// the target its training checkpoint records.
+std::string tokenizer_source(const std::string& src, const std::string& given) {
+  if (!given.empty()) return given;
+  for (const std::string& name : kTokenizerFiles)
+    if (std::filesystem::exists(std::filesystem::path(src) / name)) return src;
+  return recorded_target(src);
+}
+
+// `convert` of a draft: its serving layout in `dtype` as `how` asks, with the tokenizer files of
+// `tokenizer` (when not empty) beside it; then what the engines will make of it and the lines
+// that serve it.
 void convert_draft(const std::string& src, const std::string& out, DType dtype,
-                   const std::string& tokenizer, bool overwrite) {
+                   const std::string& tokenizer, bool overwrite,
+                   const speculative::ServingExport& how) {
   const auto draft = speculative::load_draft(src);
-  const std::vector<std::string> copied =
-      speculative::save_draft(*draft, out, dtype, tokenizer, overwrite);
-  std::cout << "wrote " << out << ": DFlash draft, " << draft->named_parameters().size() << " "
-            << dtype_name(dtype) << " tensors, " << draft->num_parameters() << " parameters";
+  const speculative::DraftConfig exported = speculative::exported_config(draft->config(), how);
+  const speculative::SavedDraft saved =
+      speculative::save_draft(*draft, out, dtype, tokenizer, overwrite, how);
+  const std::vector<std::string>& copied = saved.tokenizer_files;
+  std::cout << "wrote " << out << ": " << speculative::draft_kind_name(exported.kind())
+            << " draft, " << speculative::serving_engine_name(how.engine) << " layout, "
+            << saved.tensors << " " << dtype_name(dtype) << " tensors";
   if (copied.empty()) {
     std::cout << "; no tokenizer files" << (tokenizer.empty() ? "" : " in " + tokenizer);
   } else {
@@ -278,6 +289,15 @@ void convert_draft(const std::string& src, const std::string& out, DType dtype,
     for (const std::string& name : copied) std::cout << " " << name;
   }
   std::cout << "\n";
+  for (const std::string& note : speculative::serving_notes(draft->config(), exported, how.engine))
+    std::cout << "note: " << note << "\n";
+  std::string target = recorded_target(src);
+  if (target.empty()) target = "<target model>";
+  const std::string dir = std::filesystem::absolute(out).lexically_normal().string();
+  const std::vector<std::string> lines =
+      speculative::launch_lines(exported, dir, target, how.engine);
+  if (!lines.empty()) std::cout << "serve it with:\n";
+  for (const std::string& line : lines) std::cout << "  " << line << "\n";
 }
 
 }  // namespace
@@ -287,7 +307,8 @@ void add_model_commands(CLI::App& app) {
   static std::string draft_dtype = "bf16";
   static Placement placement;
   static int64_t max_new_tokens = 16, stop_id = -1;
-  static bool overwrite = false;
+  static bool overwrite = false, drop_correction_head = false;
+  static std::string serve = "portable";
 
   CLI::App* convert = app.add_subcommand(
       "convert",
@@ -306,6 +327,15 @@ void add_model_commands(CLI::App& app) {
   convert->add_option("--tokenizer-from", tokenizer_from,
                       "Drafts: the directory whose tokenizer files ship with the export (default: "
                       "the source's own, else the target the checkpoint was trained against)");
+  convert
+      ->add_option("--serve", serve,
+                   "Drafts: the engine the export is for: vllm, sglang, reference (the "
+                   "reference implementation's layout), or portable (every engine that can "
+                   "serve the draft loads it)")
+      ->check(CLI::IsMember({"portable", "vllm", "sglang", "reference"}))
+      ->capture_default_str();
+  convert->add_flag("--drop-correction-head", drop_correction_head,
+                    "Domino drafts: export the DFlash part alone (decoding uses the base logits)");
   convert->callback([convert] {
     if (from_hf.empty() == to_hf.empty())
       throw CLI::ValidationError("convert", "give exactly one of --from-hf or --to-hf");
@@ -313,10 +343,16 @@ void add_model_commands(CLI::App& app) {
     if (!tokenizer_from.empty() && !std::filesystem::is_directory(tokenizer_from))
       throw std::runtime_error("--tokenizer-from " + tokenizer_from + " is not a directory");
     const bool draft = speculative::is_draft_dir(src);
-    if (!draft && (convert->count("--dtype") || convert->count("--tokenizer-from")))
+    if (!draft && (convert->count("--dtype") || convert->count("--tokenizer-from") ||
+                   convert->count("--serve") || drop_correction_head))
       throw CLI::ValidationError("convert",
-                                 "--dtype and --tokenizer-from apply to drafts; a model "
-                                 "conversion keeps every tensor's bytes");
+                                 "--dtype, --tokenizer-from, --serve and --drop-correction-head "
+                                 "apply to drafts; a model conversion keeps every tensor's bytes");
+    if (to_hf.empty() && (convert->count("--serve") || drop_correction_head))
+      throw CLI::ValidationError("convert",
+                                 "--serve and --drop-correction-head apply to --to-hf exports");
+    const speculative::ServingExport how{speculative::serving_engine_from_name(serve),
+                                         drop_correction_head};
     // An export takes the tokenizer files of the directory tokenizer_source names.
     const std::string tokenizer =
         draft && !to_hf.empty() ? tokenizer_source(src, tokenizer_from) : "";
@@ -327,7 +363,7 @@ void add_model_commands(CLI::App& app) {
     if (draft) {
       // An import becomes f32 masters (a training init).
       convert_draft(src, out, to_hf.empty() ? DType::f32 : dtype_from_name(draft_dtype), tokenizer,
-                    overwrite);
+                    overwrite, to_hf.empty() ? speculative::ServingExport{} : how);
       return;
     }
     convert_checkpoint(src, out, overwrite);

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "speculative/serving.h"
 #include "tests/nn/checkpoint_fixtures.h"
 #include "tests/test_util.h"
 
@@ -139,7 +140,7 @@ TEST(DraftConfig, TheServingLayoutChecklist) {
   EXPECT_EQ(j["rope_theta"], 5e5);
   EXPECT_EQ(j["rope_parameters"]["rope_theta"], 5e5);
   EXPECT_EQ(j["dtype"], "bfloat16");
-  EXPECT_FALSE(j.contains("torch_dtype"));
+  EXPECT_EQ(j["torch_dtype"], "bfloat16");  // what transformers 4 and older engines read
   // Read back, the same draft.
   const DraftConfig back = DraftConfig::from_json(j, "config.json");
   EXPECT_EQ(back.block_size, c.block_size);
@@ -172,6 +173,7 @@ TEST(DraftConfig, DominoAndJetSpecServingKeys) {
   EXPECT_EQ(d["gru_hidden_dim"], 5);
   EXPECT_EQ(d["pure_draft_prefix_len"], 1);
   EXPECT_EQ(d["shift_label"], true);
+  EXPECT_EQ(j["emb_dim"], 6);  // repeated at the top level, as Domino's published configs do
   EXPECT_EQ(j["is_causal"], false);
   EXPECT_EQ(d["causal"], false);
   EXPECT_FALSE(d.contains("causal_head"));
@@ -222,6 +224,154 @@ TEST(DraftConfig, DominoAndProjectorErrors) {
             "[draft] draft.init d is a dflash draft: a Domino recipe needs "
             "dflash_config.projector_type domino (prefix_gru and embed_proj)");
   EXPECT_NO_THROW(check_draft_kind(plain, DraftKind::dflash, "d"));
+}
+
+// A config saved by the reference's JetSpec recipe: dflash_config.causal true, yet the top-level
+// is_causal false it stamps on every draft of the family.
+TEST(DraftConfig, CausalityFollowsDflashConfigAndDisagreementsAreReported) {
+  DraftOptions o = options();
+  o.causal = true;
+  nlohmann::json j = draft_config_for(target_config(), o).to_json(DType::f32);
+  j["architectures"] = {"Qwen3DFlashDraftModel"};
+  j["is_causal"] = false;
+  j["dflash_config"].erase("causal_head");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(DraftConfig::from_json(j, "ref/config.json").kind(), DraftKind::jetspec);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "ref/config.json: warning: dflash_config.causal is true but the top-level is_causal "
+            "is false; loading the draft as in-block causal, as dflash_config.causal says. vLLM "
+            "reads is_causal first and would serve it bidirectional: re-export it with `sprig "
+            "convert --to-hf` to write both keys alike\n");
+  // Without dflash_config.causal the top-level key decides, and then causal_head.
+  j["dflash_config"].erase("causal");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(DraftConfig::from_json(j, "c").kind(), DraftKind::dflash);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  j.erase("is_causal");
+  j["dflash_config"]["causal_head"] = true;
+  EXPECT_EQ(DraftConfig::from_json(j, "c").kind(), DraftKind::jetspec);
+  // Every key agrees in sprig's own exports: nothing to report.
+  ::testing::internal::CaptureStderr();
+  DraftConfig::from_json(draft_config_for(target_config(), o).to_json(DType::f32), "c");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  j["dflash_config"]["causal"] = "yes";
+  EXPECT_EQ(testing::runtime_error_message([&] { DraftConfig::from_json(j, "c"); }),
+            "c: \"dflash_config.causal\" must be true or false, got \"yes\"");
+}
+
+TEST(DraftConfig, ContradictionsAndForeignArchitecturesAreRefused) {
+  const nlohmann::json good = draft_config_for(target_config(), options()).to_json(DType::f32);
+  const auto message = [](const nlohmann::json& j) {
+    return testing::runtime_error_message([&] { DraftConfig::from_json(j, "d/config.json"); });
+  };
+  nlohmann::json j = good;
+  j["block_size"] = 8;
+  EXPECT_EQ(message(j),
+            "d/config.json: dflash_config.block_size is 4 but the top-level block_size is 8: they "
+            "must agree");
+  j = good;
+  j["mask_token_id"] = 3;
+  EXPECT_EQ(message(j),
+            "d/config.json: dflash_config.mask_token_id is 39 but the top-level mask_token_id is "
+            "3: they must agree");
+  j = good;
+  j["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_EQ(message(j),
+            "d/config.json: architectures [\"LlamaForCausalLM\"] names no DFlash-family draft "
+            "class (DFlashDraftModel, Qwen3DFlashDraftModel or DominoDraftModel)");
+  j["architectures"] = {"Qwen3DFlash2DraftModel"};
+  EXPECT_EQ(message(j),
+            "d/config.json: architectures [\"Qwen3DFlash2DraftModel\"] is a DFlash 2 draft "
+            "(convolution taps around each sublayer), which sprig does not support");
+  for (const char* name : {"DFlashDraftModel", "Qwen3DFlashDraftModel", "DominoDraftModel"}) {
+    j["architectures"] = {name};
+    EXPECT_NO_THROW(DraftConfig::from_json(j, "c")) << name;
+  }
+  j = good;
+  j["max_position_embeddings"] = 3;  // a block of 4 slots needs 4 positions
+  EXPECT_EQ(message(j),
+            "d/config.json: [draft] block_size 4 is more than max_position_embeddings 3");
+  DraftOptions o = options();
+  o.domino = domino_head();
+  j = draft_config_for(target_config(), o).to_json(DType::f32);
+  j["emb_dim"] = 7;
+  EXPECT_EQ(message(j),
+            "d/config.json: dflash_config.emb_dim is 6 but the top-level emb_dim is 7: they must "
+            "agree");
+}
+
+// What each engine gets: refusals with the way out, the head dropped on request, the reference's
+// architecture name, and the launch lines.
+TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
+  DraftOptions o = options();
+  o.domino = domino_head();
+  const DraftConfig domino = draft_config_for(target_config(), o);
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              exported_config(domino, {ServingEngine::vllm, false});
+            }),
+            "[serve] vLLM has no Domino runtime: its DFlash loader rejects the correction head's "
+            "tensors (prefix_gru, embed_proj). Add --drop-correction-head to write the DFlash "
+            "part alone (decoding then uses the base logits; `sprig spec-eval` shows tau with and "
+            "without the head), or export with --serve sglang");
+  const DraftConfig dropped = exported_config(domino, {ServingEngine::vllm, true});
+  EXPECT_EQ(dropped.kind(), DraftKind::dflash);
+  const nlohmann::json dj = serving_config(dropped, DType::bf16, ServingEngine::vllm);
+  EXPECT_FALSE(dj["dflash_config"].contains("projector_type"));
+  EXPECT_FALSE(dj.contains("emb_dim"));
+  EXPECT_EQ(launch_lines(dropped, "/d", "Qwen/Qwen3-8B", ServingEngine::vllm),
+            std::vector<std::string>{
+                "vllm serve Qwen/Qwen3-8B --speculative-config "
+                "'{\"method\":\"dflash\",\"model\":\"/d\",\"num_speculative_tokens\":3}'"});
+  EXPECT_EQ(launch_lines(domino, "/d", "T", ServingEngine::portable),
+            std::vector<std::string>{
+                "python3 -m sglang.launch_server --model-path T --speculative-algorithm DFLASH "
+                "--speculative-draft-model-path /d --speculative-num-draft-tokens 4"});
+  o.domino->pure_draft_prefix_len = 2;
+  const DraftConfig p2 = draft_config_for(target_config(), o);
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              exported_config(p2, {ServingEngine::sglang, false});
+            }),
+            "[serve] SGLang serves a Domino head only with pure_draft_prefix_len 1; this draft "
+            "has 2 (add --drop-correction-head to write the DFlash part alone)");
+  EXPECT_TRUE(launch_lines(p2, "/d", "T", ServingEngine::portable).empty());
+  o = options();
+  o.causal = true;
+  const DraftConfig jet = draft_config_for(target_config(), o);
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              exported_config(jet, {ServingEngine::sglang, false});
+            }),
+            "[serve] SGLang's DFLASH worker drafts blocks bidirectionally and has no in-block "
+            "causal attention, so it would serve this JetSpec draft as a DFlash one: export with "
+            "--serve vllm");
+  EXPECT_EQ(launch_lines(jet, "/d", "T", ServingEngine::portable).size(), 1u);
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              exported_config(jet, {ServingEngine::vllm, true});
+            }),
+            "[serve] --drop-correction-head: this is a jetspec draft; only a Domino draft has a "
+            "correction head");
+  const nlohmann::json ref = serving_config(jet, DType::f32, ServingEngine::reference);
+  EXPECT_EQ(ref["architectures"], nlohmann::json({"Qwen3DFlashDraftModel"}));
+  EXPECT_EQ(ref["is_causal"], true);
+  EXPECT_EQ(DraftConfig::from_json(ref, "c").kind(), DraftKind::jetspec);
+  EXPECT_THROW(serving_engine_from_name("tgi"), std::invalid_argument);
+}
+
+TEST(DraftFiles, ADroppedHeadLeavesTheDFlashPartBitForBit) {
+  testing::NamedTempDir tmp("draft_dropped_head");
+  Generator gen(4);
+  DraftOptions o = options();
+  o.domino = domino_head();
+  DFlashDraft draft(draft_config_for(target_config(), o), gen);
+  const SavedDraft saved =
+      save_draft(draft, tmp.path + "/d", DType::f32, {}, false, {ServingEngine::vllm, true});
+  EXPECT_EQ(saved.tensors, static_cast<int64_t>(draft.named_parameters().size()) - 4);
+  const auto back = load_draft(tmp.path + "/d");
+  EXPECT_EQ(back->config().kind(), DraftKind::dflash);
+  const auto b = back->state_dict();
+  for (const auto& [name, t] : draft.state_dict()) {
+    if (b.count(name)) EXPECT_EQ(testing::max_abs_diff(t, b.at(name)), 0.0) << name;
+  }
+  EXPECT_EQ(b.size(), draft.state_dict().size() - 4);
 }
 
 TEST(DraftFiles, DominoHeadUnderItsServingNames) {

@@ -49,6 +49,12 @@ DraftConfig exported_config(const DraftConfig& draft, const ServingExport& how) 
   if (how.drop_correction_head && !draft.domino)
     fail("--drop-correction-head: this is a " + kind +
          " draft; only a Domino draft has a correction head");
+  if (how.drop_correction_head && draft.domino->shift_label)
+    fail(
+        "--drop-correction-head: this Domino draft was trained with shift_label (slot k predicts "
+        "the token at anchor + 1 + k, one further than a DFlash draft's slot), so an engine's "
+        "dflash method would read every draft one position off; only a draft trained without "
+        "shift_label can drop its head");
   DraftConfig out = draft;
   if (how.drop_correction_head) out.domino.reset();
   if (how.engine == ServingEngine::vllm && out.domino)
@@ -85,9 +91,10 @@ std::vector<std::string> serving_notes(const DraftConfig& original, const DraftC
         "the Domino correction head is not exported: decoding uses the backbone's base logits "
         "(`sprig spec-eval` shows tau with and without the head)");
   if (exported.domino && portable)
-    notes.push_back(
-        "vLLM cannot serve this export (no Domino runtime); `--serve vllm "
-        "--drop-correction-head` writes the DFlash part alone");
+    notes.push_back(std::string("vLLM cannot serve this export (no Domino runtime)") +
+                    (exported.domino->shift_label
+                         ? ""
+                         : "; `--serve vllm --drop-correction-head` writes the DFlash part alone"));
   if (exported.domino && engine != ServingEngine::reference && sglang_serves_head(*exported.domino))
     notes.push_back(
         "SGLang applies the correction head in its DFlash V2 worker (CUDA, bf16, greedy); an "

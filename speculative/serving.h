@@ -20,13 +20,14 @@ ServingEngine serving_engine_from_name(const std::string& name);
 
 struct ServingExport {
   ServingEngine engine = ServingEngine::portable;
-  bool drop_correction_head = false;  // Domino: write the DFlash part alone
+  bool drop_correction_head = false;  // Domino without shift_label: the DFlash part alone
 };
 
 // The config of the exported draft: `draft` without its Domino head when the export drops it.
 // Throws std::invalid_argument "[serve] ..." with a sentence when the engine cannot serve the
 // draft (a Domino head on vLLM, a JetSpec draft on SGLang, SGLang's Domino prefix rule) or when
-// --drop-correction-head is given for a draft without a head.
+// --drop-correction-head is given for a draft without a head, or with shifted labels (its slots
+// would be read one position off).
 DraftConfig exported_config(const DraftConfig& draft, const ServingExport& how);
 
 // The config.json of an exported draft `exported` with `dtype` weights, for `engine`.

@@ -60,7 +60,8 @@ double SpecDecodeResult::tau() const {
 }
 
 std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDraft& draft,
-                                   int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache) {
+                                   int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache,
+                                   bool correction_head) {
   const DraftConfig& c = draft.config();
   const Device device = target.head_weight().device();
   std::vector<int64_t> ids(static_cast<size_t>(bs), c.mask_token_id);
@@ -84,6 +85,10 @@ std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDr
   // the slot proposing draft j (docs/semantics.md §13.2).
   const DominoHeadConfig& head = *c.domino;
   const int64_t first = head.shift_label ? 0 : 1;
+  if (!correction_head) {
+    for (int64_t k = first; k < bs; ++k) drafts.push_back(best(base.narrow(0, k, 1)));
+    return drafts;
+  }
   const auto embedded = [&](int64_t id) {
     return embed.forward(Tensor::from_vector<int64_t>({id}, {1, 1}, device))
         .value()
@@ -173,7 +178,8 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
     start = Clock::now();
     const int64_t m = pending.size(1);
     draft.extend_context(pending, positions_from(s - m, m, device), draft_cache);
-    std::vector<int64_t> drafts = propose_block(target, draft, anchor, s, bs, draft_cache);
+    std::vector<int64_t> drafts =
+        propose_block(target, draft, anchor, s, bs, draft_cache, o.correction_head);
     r.draft_seconds += seconds_since(start);
 
     // Never verify past the budget: k drafts and the bonus commit at most k + 1 tokens.

@@ -15,8 +15,9 @@ namespace sprig::speculative {
 
 struct SpecDecodeOptions {
   int64_t max_new_tokens = 128;
-  int64_t block_size = 0;  // slots per draft block, in [2, the draft's]; 0: the draft's
-  int64_t stop_id = -1;    // stop after committing this id (it is included); < 0: none
+  int64_t block_size = 0;       // slots per draft block, in [2, the draft's]; 0: the draft's
+  int64_t stop_id = -1;         // stop after committing this id (it is included); < 0: none
+  bool correction_head = true;  // Domino: false drafts from the backbone's base logits alone
 };
 
 struct SpecDecodeResult {
@@ -40,9 +41,11 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
 
 // The greedy drafts (drafts_per_block of them) of the block [anchor, MASK x (bs - 1)] at
 // positions s .. s + bs - 1 over the context in `draft_cache` (DFlashDraft::extend_context);
-// Domino's head corrects them one at a time, its GRU reading the drafts themselves.
+// Domino's head corrects them one at a time, its GRU reading the drafts themselves (unless
+// `correction_head` is false: then the slots' base logits draft alone, on the same slots).
 std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDraft& draft,
-                                   int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache);
+                                   int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache,
+                                   bool correction_head = true);
 
 // The steps that verified a whole block of drafts inside the text (a stop id may end it sooner):
 // their anchor positions in prompt ++ output and the tokens they committed. There, the

@@ -87,6 +87,14 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
   const SpecDecodeResult r =
       speculative_generate(model, draft_, prompt, {o.max_new_tokens, o.block_size, o.stop_id});
   const double spec_seconds = seconds_since(start);
+  // A Domino draft decodes once more from its base logits alone: what the correction head adds.
+  std::optional<SpecDecodeResult> base;
+  if (dc.domino) {
+    base = speculative_generate(model, draft_, prompt,
+                                {o.max_new_tokens, o.block_size, o.stop_id, false});
+    t.base_steps += base->target_forwards();
+    for (int64_t committed : base->accepted_per_step) t.base_committed += committed;
+  }
   const std::optional<DraftMetrics> forced =
       teacher_forced(target_, draft_, prompt, r.output_ids, o.num_anchors, gen_);
   // At the decoding's own anchors (whole blocks of the draft's size) teacher forcing accepts what
@@ -107,19 +115,20 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
   const bool lossless = r.output_ids == greedy;
   const double spec_rate = ratio(static_cast<double>(r.output_ids.size()), spec_seconds);
   const double greedy_rate = ratio(static_cast<double>(greedy.size()), greedy_seconds);
-  const json line = {{"prompt", t.prompts},
-                     {"output_ids", r.output_ids},
-                     {"tau", r.tau()},
-                     {"target_forwards", r.target_forwards()},
-                     {"accepted_per_step", r.accepted_per_step},
-                     {"lossless", lossless},
-                     {"teacher_forced_accept_len",
-                      optional_number(forced.has_value(), forced ? forced->accept_len() : 0)},
-                     {"teacher_forced_at_decoding_anchors",
-                      optional_number(here.has_value(), here ? here->accept_len() : 0)},
-                     {"tokens_per_second", spec_rate},
-                     {"greedy_tokens_per_second", greedy_rate},
-                     {"speedup", ratio(spec_rate, greedy_rate)}};
+  json line = {{"prompt", t.prompts},
+               {"output_ids", r.output_ids},
+               {"tau", r.tau()},
+               {"target_forwards", r.target_forwards()},
+               {"accepted_per_step", r.accepted_per_step},
+               {"lossless", lossless},
+               {"teacher_forced_accept_len",
+                optional_number(forced.has_value(), forced ? forced->accept_len() : 0)},
+               {"teacher_forced_at_decoding_anchors",
+                optional_number(here.has_value(), here ? here->accept_len() : 0)},
+               {"tokens_per_second", spec_rate},
+               {"greedy_tokens_per_second", greedy_rate},
+               {"speedup", ratio(spec_rate, greedy_rate)}};
+  if (base) line["tau_without_head"] = base->tau();
   if (table)
     std::fprintf(table, "%6lld %6zu %6lld %8.3f %8s %10.1f %10.1f %7.2fx %8s\n",
                  static_cast<long long>(t.prompts), r.output_ids.size(),
@@ -173,6 +182,9 @@ json SpecEvaluator::aggregate() const {
           {"target_forwards", t.steps},
           {"tau", ratio(static_cast<double>(t.committed), steps)},  // pooled over steps
           {"tau_per_prompt_mean", ratio(t.tau_sum, static_cast<double>(t.prompts))},
+          {"tau_without_head",  // Domino: decoding from the base logits alone, pooled
+           optional_number(t.base_steps > 0, ratio(static_cast<double>(t.base_committed),
+                                                   static_cast<double>(t.base_steps)))},
           {"tau_whole_blocks",
            ratio(static_cast<double>(t.whole_committed), static_cast<double>(t.whole_steps))},
           {"teacher_forced_accept_len",
@@ -207,6 +219,9 @@ void SpecEvaluator::print_summary(std::FILE* out) const {
                a["tau_per_prompt_mean"].get<double>());
   if (t.forced.valid_blocks > 0)
     std::fprintf(out, ", teacher-forced accept_len %.3f", t.forced.accept_len());
+  if (t.base_steps > 0)
+    std::fprintf(out, "\n  without the correction head (base logits alone): tau %.3f",
+                 a["tau_without_head"].get<double>());
   if (t.forced_here.valid_blocks > 0)
     std::fprintf(out,
                  "\n  at the decoding's own anchors: teacher-forced %.3f, decoding %.3f over the "

@@ -3,7 +3,8 @@
 // outputs compared (lossless), the true acceptance length τ (tokens committed per target forward,
 // bonus-inclusive), tokens per second with and without the draft, and the draft's teacher-forced
 // accept_len on the same text: at anchors sampled as `sprig eval` samples them and at the
-// decoding's own anchors (docs/semantics.md §13.3).
+// decoding's own anchors (docs/semantics.md §13.3). A Domino draft also decodes without its
+// correction head, so τ shows what the head adds.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,7 @@ class SpecEvaluator {
   struct Totals {
     int64_t prompts = 0, lossless = 0, tokens = 0, steps = 0, committed = 0;
     int64_t whole_steps = 0, whole_committed = 0;  // speculative::whole_block_steps
+    int64_t base_steps = 0, base_committed = 0;    // Domino without its correction head
     double tau_sum = 0, spec_seconds = 0, greedy_seconds = 0;
     double draft_seconds = 0, verify_seconds = 0, decode_seconds = 0, decode_steps = 0;
     speculative::DraftMetrics forced, forced_here;            // sampled anchors, the decoding's own

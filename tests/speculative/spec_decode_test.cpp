@@ -181,6 +181,46 @@ TEST(SpecDecode, ProposalsEqualTheTrainingLayoutsPredictions) {
   }
 }
 
+// Without its head a Domino draft proposes from the backbone's base logits on its own slots: the
+// slots of the DFlash draft with the same backbone (and slot 0 too with shift_label), and the
+// decoding stays the target's own.
+TEST(SpecDecode, DominoWithoutItsHeadDraftsFromTheBaseLogits) {
+  const FrozenTarget target = golden_target();
+  const QwenForCausalLM& model = target.model();
+  const auto plain = load_draft(kGolden + "dflash_tiny");
+  const DraftConfig& dc = plain->config();
+  const int64_t bs = dc.block_size, s = 9;
+  const std::vector<int64_t> text = tokens(7, s + 1);
+  const auto proposals = [&](const DFlashDraft& draft, bool head) {
+    KVCache target_cache, draft_cache;
+    const QwenInput in = decode_input(std::vector<int64_t>(text.begin(), text.begin() + s), 0,
+                                      model.config(), Device::cpu());
+    Var final_hidden;
+    std::vector<Tensor> captured;
+    for (const Var& o :
+         model.model.layer_outputs(in, dc.target_layer_ids, &final_hidden, &target_cache))
+      captured.push_back(o.value());
+    std::vector<int64_t> pos(static_cast<size_t>(s));
+    for (int64_t i = 0; i < s; ++i) pos[i] = i;
+    draft.extend_context(concat(captured, 2), Tensor::from_vector(pos, {1, s}), draft_cache);
+    return propose_block(model, draft, text[s], s, bs, draft_cache, head);
+  };
+  const std::vector<int64_t> dflash = proposals(*plain, true);
+  for (bool shift_label : {true, false}) {
+    SCOPED_TRACE(shift_label ? "shifted" : "unshifted");
+    const auto domino = variant(DraftKind::domino, shift_label);
+    std::vector<int64_t> base = proposals(*domino, false);
+    EXPECT_NE(base, proposals(*domino, true));  // the head changes drafts here
+    if (shift_label) base.erase(base.begin());  // slot 0 predicts anchor + 1
+    EXPECT_EQ(base, dflash);
+    const std::vector<int64_t> prompt = tokens(2, 13);
+    EXPECT_EQ(speculative_generate(model, *domino, prompt,
+                                   {.max_new_tokens = 24, .correction_head = false})
+                  .output_ids,
+              generate_greedy(model, prompt, 24));
+  }
+}
+
 // The teacher-forced metrics of `draft` on `text` (supervised from `prompt_length` on) at `at`.
 DraftMetrics teacher_forced(const FrozenTarget& target, const DFlashDraft& draft,
                             const std::vector<int64_t>& text, int64_t prompt_length,

@@ -239,6 +239,83 @@ TEST_F(DraftCli, EvalRefusesNonFiniteOptions) {
   }
 }
 
+// Drafts saved by the reference implementation (tests/golden/reference_drafts) are evaluated as
+// their own kinds, a Domino draft's spec-eval shows tau without its head, and `convert --to-hf`
+// writes each engine's layout (or says what the engine cannot serve) with the launch lines.
+TEST_F(DraftCli, ReferenceDraftsEvalSpecEvalAndExportPerEngine) {
+  const std::string target = kGoldenDir + "qwen3_tiny", refs = kGoldenDir + "reference_drafts/";
+  testing::write_text(input,
+                      R"({"input_ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], "anchors": [0, 3, 6]})"
+                      "\n");
+  for (const std::string kind : {"dflash", "domino", "jetspec"}) {
+    const CliRun r = run_sprig(
+        "eval " + kind + " --target " + target + " --draft " + refs + kind + " --input " + input,
+        dir);
+    EXPECT_EQ(r.exit_code, 0) << kind << ": " << r.err;
+  }
+  testing::write_text(dir + "/prompts.jsonl", R"({"prompt_ids": [3, 1, 4, 1, 5]})"
+                                              "\n");
+  const CliRun spec = run_sprig("spec-eval --target " + target + " --draft " + refs +
+                                    "domino --input " + dir + "/prompts.jsonl --max-new-tokens 12",
+                                dir);
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_TRUE(json_lines(spec.out).front()["tau_without_head"].is_number()) << spec.out;
+  EXPECT_NE(spec.err.find("without the correction head (base logits alone): tau"),
+            std::string::npos)
+      << spec.err;
+
+  // The reference's JetSpec checkpoint, exported: both causality keys say causal.
+  const CliRun jet = run_sprig("convert --to-hf " + refs + "jetspec --out " + dir + "/jet", dir);
+  ASSERT_EQ(jet.exit_code, 0) << jet.err;
+  const json j = json::parse(testing::read_text(dir + "/jet/config.json"));
+  EXPECT_EQ(j["architectures"], json({"DFlashDraftModel"}));
+  EXPECT_EQ(j["is_causal"], true);
+  EXPECT_EQ(j["dflash_config"]["causal"], true);
+  EXPECT_EQ(j["torch_dtype"], "bfloat16");
+  const std::string abs = fs::absolute(dir + "/jet").lexically_normal().string();
+  EXPECT_NE(jet.out.find("serve it with:\n  vllm serve <target model> --speculative-config "
+                         "'{\"method\":\"dflash\",\"model\":\"" +
+                         abs + "\",\"num_speculative_tokens\":3}'\n"),
+            std::string::npos)
+      << jet.out;
+  EXPECT_NE(jet.out.find("note: SGLang has no in-block causal draft attention"), std::string::npos);
+  const CliRun sglang_jet =
+      run_sprig("convert --to-hf " + refs + "jetspec --out " + dir + "/s --serve sglang", dir);
+  EXPECT_EQ(sglang_jet.exit_code, 1);
+  EXPECT_NE(sglang_jet.err.find("[serve] SGLang's DFLASH worker drafts blocks bidirectionally"),
+            std::string::npos)
+      << sglang_jet.err;
+  EXPECT_FALSE(fs::exists(dir + "/s"));
+
+  // Domino: refused for vLLM, served by SGLang, the reference's layout on request.
+  const CliRun vllm =
+      run_sprig("convert --to-hf " + refs + "domino --out " + dir + "/v --serve vllm", dir);
+  EXPECT_EQ(vllm.exit_code, 1);
+  EXPECT_NE(vllm.err.find("[serve] vLLM has no Domino runtime"), std::string::npos) << vllm.err;
+  EXPECT_FALSE(fs::exists(dir + "/v"));
+  const CliRun sg =
+      run_sprig("convert --to-hf " + refs + "domino --out " + dir + "/sg --serve sglang", dir);
+  ASSERT_EQ(sg.exit_code, 0) << sg.err;
+  EXPECT_NE(sg.out.find("--speculative-algorithm DFLASH --speculative-draft-model-path "),
+            std::string::npos)
+      << sg.out;
+  EXPECT_EQ(sg.out.find("vllm serve"), std::string::npos) << sg.out;
+  const json d = json::parse(testing::read_text(dir + "/sg/config.json"));
+  EXPECT_EQ(d["emb_dim"], 16);
+  EXPECT_EQ(d["dflash_config"]["emb_dim"], 16);
+  const CliRun ref = run_sprig(
+      "convert --to-hf " + refs + "domino --out " + dir + "/ref --serve reference --dtype f32",
+      dir);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_EQ(json::parse(testing::read_text(dir + "/ref/config.json"))["architectures"],
+            json({"Qwen3DFlashDraftModel"}));
+  EXPECT_EQ(tensor_bytes(dir + "/ref/model.safetensors"),
+            tensor_bytes(refs + "domino/model.safetensors"));
+  EXPECT_EQ(run_sprig("convert --to-hf " + refs + "domino --out " + dir + "/x --serve tgi", dir)
+                .exit_code,
+            2);
+}
+
 // Train a draft, export it, round-trip the export, and load it back for eval and as an init.
 TEST_F(DraftCli, TrainExportAndLoadBack) {
   const std::string target = dir + "/target";

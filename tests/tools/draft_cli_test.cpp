@@ -314,6 +314,17 @@ TEST_F(DraftCli, ReferenceDraftsEvalSpecEvalAndExportPerEngine) {
   EXPECT_EQ(run_sprig("convert --to-hf " + refs + "domino --out " + dir + "/x --serve tgi", dir)
                 .exit_code,
             2);
+
+  // The reference's JetSpec draft as the init of a JetSpec run.
+  const std::string config = dir + "/jet.yaml";
+  testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\ntarget:\n  path: " + target +
+                                  "\ndraft:\n  mask_token_id: 95\n  block_size: 4\n  init: " +
+                                  refs + "jetspec\ndata:\n  train: " + testing::source_dir() +
+                                  "/train/configs/tiny_docs.jsonl\n  seq_len: 64\n"
+                                  "  packing: dflash\n  micro_batch_size: 2\n"
+                                  "train:\n  max_steps: 1\n");
+  const CliRun init = run_sprig("train jetspec -c " + config, dir);
+  EXPECT_EQ(init.exit_code, 0) << init.err;
 }
 
 // Train a draft, export it, round-trip the export, and load it back for eval and as an init.

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -22,8 +24,11 @@ fs::path target_of(const std::string& path) {
 }
 
 fs::path sibling(const fs::path& target, const char* tag) {
-  return target.parent_path() /
-         ("." + target.filename().string() + tag + std::to_string(::getpid()));
+  std::string name = ".";
+  name += target.filename().string();
+  name += tag;
+  name += std::to_string(::getpid());
+  return target.parent_path() / name;
 }
 
 // Whether `p` is `dir` or lies under it (both canonical).
@@ -116,6 +121,9 @@ void check_output(const std::string& path, const OutputKind& kind, bool overwrit
   if (!fs::is_directory(target.parent_path()))
     throw std::runtime_error(where + path + ": the directory " + target.parent_path().string() +
                              " does not exist");
+  if (access(target.parent_path().c_str(), W_OK | X_OK) != 0)
+    throw std::runtime_error(where + path + ": cannot write in " + target.parent_path().string() +
+                             " (" + std::strerror(errno) + ")");
   if (!fs::exists(target)) return;
   const std::string replace_hint = overwrite ? "" : ", or give --overwrite to replace it";
   if (kind.directory) {
@@ -158,8 +166,13 @@ Output::Output(std::string path, OutputKind kind, bool overwrite, std::string op
                 "give each output a path of its own");
   const fs::path target = target_of(path_);
   temp_ = sibling(target, ".tmp-").string();
-  fs::remove_all(temp_);
-  if (kind_.directory) fs::create_directory(temp_);
+  try {
+    fs::remove_all(temp_);
+    if (kind_.directory) fs::create_directory(temp_);
+  } catch (const fs::filesystem_error& e) {
+    throw std::runtime_error("[" + option_ + "] " + path_ + ": cannot create " + temp_ + " (" +
+                             e.code().message() + ")");
+  }
   live_outputs.push_back(this);  // last: a constructor that throws leaves no entry
 }
 

@@ -202,6 +202,21 @@ TEST(Output, RefusesWrongTypesAndMissingParents) {
   EXPECT_EQ(read_text(s / "file"), "keep");
 }
 
+// A place that cannot be written is one sentence naming the path and the reason, before any work
+// (not a raw filesystem error).
+TEST(Output, UnwritablePlacesAreNamedWithTheReason) {
+  const std::string in_proc = error_of([] { Output o("/proc/sprig_x", kTestDir); });
+  EXPECT_TRUE(in_proc.starts_with("[--out] /proc/sprig_x: cannot ")) << in_proc;
+  EXPECT_EQ(in_proc.find("filesystem error"), std::string::npos) << in_proc;
+  if (::geteuid() == 0) return;  // root writes anywhere chmod can forbid
+  Scratch s;
+  fs::create_directories(s / "ro");
+  fs::permissions(s / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+  EXPECT_EQ(error_of([&] { Output o(s / "ro/x", kUnrecognisable); }),
+            "[--out] " + (s / "ro/x") + ": cannot write in " + (s / "ro") + " (Permission denied)");
+  fs::permissions(s / "ro", fs::perms::owner_all);
+}
+
 TEST(Output, DirectoriesAreReplacedOnlyWhenRecognised) {
   Scratch s;
   // A user's directory with other files is never touched, with or without --overwrite.

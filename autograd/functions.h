@@ -89,9 +89,9 @@ Var gather(const Var& x, int64_t dim, const Tensor& idx);
 
 // ---- matmul and fused transformer ops (functions_nn.cpp) ----------------------------------------
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false);
-Var rms_norm(const Var& x, const Var& w, double eps);     // over the last dim
-Var rope(const Var& x, const Tensor& pos, double theta);  // x [B, T, nH, D], pos [B, T]
-Var swiglu(const Var& gate, const Var& up);               // silu(gate) * up
+Var rms_norm(const Var& x, const Var& w, double eps);                     // over the last dim
+Var rope(const Var& x, const Tensor& pos, const RopeFrequencies& freqs);  // x [B, T, nH, D]
+Var swiglu(const Var& gate, const Var& up);                               // silu(gate) * up
 // PyTorch's nn.GRU with bias=False, one layer, batch_first, h0 = 0 (functions_gru.cpp):
 // x [R, T, E], w_ih [3G, E], w_hh [3G, G] (row blocks r, z, n) -> every hidden state, [R, T, G].
 // The result is a view with time-major strides (the buffer the backward keeps); ops needing it

@@ -24,9 +24,9 @@ Var rms_norm(const Var& x, const Var& w, double eps) {
   });
 }
 
-Var rope(const Var& x, const Tensor& pos, double theta) {
-  return record("rope", rope(x.value(), pos, theta), {x}, [pos, theta](const Tensor& dy) -> Grads {
-    return {rope_backward(dy, pos, theta)};
+Var rope(const Var& x, const Tensor& pos, const RopeFrequencies& freqs) {
+  return record("rope", rope(x.value(), pos, freqs), {x}, [pos, freqs](const Tensor& dy) -> Grads {
+    return {rope_backward(dy, pos, freqs)};
   });
 }
 

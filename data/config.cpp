@@ -119,6 +119,18 @@ DataConfig parse_data_config(const YAML::Node& root) {
   return c;
 }
 
+void make_paths_absolute(YAML::Node node, const std::filesystem::path& base) {
+  const auto absolute = [&](YAML::Node item) {
+    if (!item.IsScalar()) return;
+    const std::filesystem::path p = item.as<std::string>();
+    if (!p.empty() && p.is_relative()) item = (base / p).lexically_normal().string();
+  };
+  if (node.IsSequence())
+    for (YAML::Node item : node) absolute(item);
+  else
+    absolute(node);
+}
+
 DataConfig load_data_config(const std::string& path) {
   YAML::Node root;
   check_input_file(path, "a config file (YAML)", "[config] ");
@@ -131,6 +143,10 @@ DataConfig load_data_config(const std::string& path) {
                                 e.msg);
   }
   try {
+    const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
+    if (root.IsMap() && root["data"].IsMap())
+      for (const char* key : {"train", "val"})
+        if (present(root["data"][key])) make_paths_absolute(root["data"][key], base);
     return parse_data_config(root);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string(e.what()) + " in " + path);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,14 @@ struct DataConfig {
 void check_known_key(const std::string& key, const std::vector<std::string>& keys,
                      const std::string& prefix);
 
+// Makes the path, or the list of paths, at `node` absolute against `base` (a relative path in a
+// config file means one beside the file, wherever the command runs). Anything but strings is left
+// for the reader to refuse.
+void make_paths_absolute(YAML::Node node, const std::filesystem::path& base);
+
 // Reads `seed` and `data:` of a parsed config; throws std::invalid_argument naming the key.
 DataConfig parse_data_config(const YAML::Node& root);
+// A config file's `data:`, its paths resolved against the file's directory.
 DataConfig load_data_config(const std::string& path);
 
 }  // namespace sprig::data

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "data/tokenizer_impl.h"
 #include "tensor/input_file.h"
@@ -119,8 +120,12 @@ void load_model(const json& model, Tokenizer::Impl& t, const Problem& fail) {
   const json& vocab = member(model, "vocab", "model", fail);
   if (!vocab.is_object()) fail("model.vocab must be an object of token: id");
   std::string bytes;
+  std::unordered_map<int32_t, std::string> token_of_id;  // an id names one token
   for (const auto& [token, id] : vocab.items()) {
     const int32_t value = token_id_value(id, "model.vocab[\"" + token + "\"]", fail);
+    if (const auto [it, fresh] = token_of_id.emplace(value, token); !fresh)
+      fail("model.vocab gives id " + std::to_string(value) + " to two tokens, " +
+           json(it->second).dump() + " and " + json(token).dump());
     t.vocab_tokens.emplace(token, value);
     if (!byte_level_to_bytes(token, bytes))
       fail("model.vocab[\"" + token +
@@ -177,6 +182,8 @@ void load_model(const json& model, Tokenizer::Impl& t, const Problem& fail) {
 void load_added_tokens(const json& list, Tokenizer::Impl& t, const Problem& fail) {
   if (list.is_null()) return;
   if (!list.is_array()) fail("\"added_tokens\" must be an array");
+  std::unordered_map<int32_t, std::string> vocab_token_of_id;
+  for (const auto& [token, id] : t.vocab_tokens) vocab_token_of_id.emplace(id, token);
   for (size_t i = 0; i < list.size(); ++i) {
     const json& a = list[i];
     const std::string name = "added_tokens[" + std::to_string(i) + "]";
@@ -193,6 +200,16 @@ void load_added_tokens(const json& list, Tokenizer::Impl& t, const Problem& fail
     token.normalized = flag(a, "normalized", !token.special, fail);
     if (flag(a, "single_word", false, fail))
       fail(name + " (" + token.content + "): single_word: true is not supported");
+    // An added token may repeat its vocabulary entry (GPT-2's <|endoftext|>), not take another's
+    // id or an earlier added token's.
+    for (const AddedToken& earlier : t.added)
+      if (earlier.id == token.id)
+        fail(name + " (" + token.content + ") takes id " + std::to_string(token.id) +
+             ", already added_tokens' " + json(earlier.content).dump());
+    if (const auto it = vocab_token_of_id.find(token.id);
+        it != vocab_token_of_id.end() && it->second != token.content)
+      fail(name + " (" + token.content + ") takes id " + std::to_string(token.id) +
+           ", model.vocab's " + json(it->second).dump());
     (token.normalized ? t.normalized_added : t.raw_added).add(token);
     t.added.push_back(token);
     t.vocab_size = std::max<int64_t>(t.vocab_size, int64_t{token.id} + 1);

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "tensor/storage.h"
 
 namespace sprig {
 
@@ -192,10 +196,31 @@ void check_weights(const WeightFiles& weights, const QwenConfig& config, const s
                 config.tie_word_embeddings ? "lm_head.weight" : "");
 }
 
+DType stored_dtype(const WeightFiles& weights) {
+  const std::string name = "model.embed_tokens.weight";
+  return to_dtype(weights.file_of(name).info(name).dtype);
+}
+
+namespace {
+
+// A config.json whose declared dtype is not its weights' says so once: the weights load as stored.
+void warn_on_dtype_mismatch(const WeightFiles& weights, const QwenConfig& config,
+                            const std::string& dir) {
+  const DType stored = stored_dtype(weights);
+  if (config.dtype_declared && config.dtype != stored)
+    std::cerr << "sprig: [checkpoint] warning: " << dir << "/config.json declares dtype "
+              << torch_dtype_name(config.dtype) << ", but its weights are "
+              << torch_dtype_name(stored) << ": they are read as stored, and an export says "
+              << torch_dtype_name(stored) << "\n";
+}
+
+}  // namespace
+
 std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {
   QwenConfig config = QwenConfig::load(model_config_path(dir));
   WeightFiles weights(dir);
   check_weights(weights, config, dir);
+  warn_on_dtype_mismatch(weights, config, dir);
   Generator gen(0);
   auto model = std::make_unique<QwenForCausalLM>(config, gen);
   std::map<std::string, Tensor> state;
@@ -207,8 +232,25 @@ std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {
 // ---- writing ----------------------------------------------------------------------------------
 
 const std::vector<std::string> kTokenizerFiles = {
-    "tokenizer.json",          "tokenizer_config.json", "vocab.json",         "merges.txt",
-    "special_tokens_map.json", "added_tokens.json",     "chat_template.jinja"};
+    "tokenizer.json",      "tokenizer_config.json",   "vocab.json",
+    "merges.txt",          "special_tokens_map.json", "added_tokens.json",
+    "chat_template.jinja", "chat_template.json"};
+
+const std::vector<std::string> kCompanionFiles = [] {
+  std::vector<std::string> names = kTokenizerFiles;
+  names.push_back("generation_config.json");
+  return names;
+}();
+
+std::vector<std::string> copy_companion_files(const std::string& from, const std::string& to) {
+  std::vector<std::string> copied;
+  for (const std::string& name : kCompanionFiles)
+    if (fs::is_regular_file(fs::path(from) / name)) {
+      fs::copy_file(fs::path(from) / name, fs::path(to) / name);
+      copied.push_back(name);
+    }
+  return copied;
+}
 
 namespace {
 
@@ -218,10 +260,9 @@ bool is_checkpoint_dir(const fs::path& dir) {
   if (!fs::is_regular_file(dir / "config.json")) return false;
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    const bool known = name == "config.json" || name == "generation_config.json" ||
-                       name == "model.safetensors.index.json" ||
+    const bool known = name == "config.json" || name == "model.safetensors.index.json" ||
                        (name.rfind("model", 0) == 0 && e.path().extension() == ".safetensors") ||
-                       std::count(kTokenizerFiles.begin(), kTokenizerFiles.end(), name) > 0;
+                       std::count(kCompanionFiles.begin(), kCompanionFiles.end(), name) > 0;
     if (!known || !e.is_regular_file() || e.is_symlink()) return false;
   }
   return true;
@@ -247,27 +288,55 @@ const OutputKind kCheckpointDirOutput{"checkpoint directory", "checkpoint", true
 
 void save_qwen(const QwenForCausalLM& model, const std::string& dir, bool overwrite) {
   Output out(dir, kCheckpointDirOutput, overwrite);
-  write_config(out.temp(), model.config());
+  QwenConfig config = model.config();
+  config.dtype = model.head_weight().dtype();  // what the weights are, as they are written
+  write_config(out.temp(), config);
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, p] : model.named_parameters()) entries.push_back({name, p.value()});
   save_safetensors((fs::path(out.temp()) / "model.safetensors").string(), entries, out.metadata());
   out.commit();
 }
 
-void convert_checkpoint(const std::string& in_dir, const std::string& out_dir, bool overwrite) {
+ConvertedModel convert_checkpoint(const std::string& in_dir, const std::string& out_dir,
+                                  bool overwrite, std::optional<DType> dtype) {
   Output out(out_dir, kCheckpointDirOutput, overwrite);
-  const QwenConfig config = QwenConfig::load(model_config_path(in_dir));
+  QwenConfig config = QwenConfig::load(model_config_path(in_dir));
   const WeightFiles weights(in_dir);
   check_weights(weights, config, in_dir);
-  std::vector<RawTensor> raw;
-  for (const auto& [name, shape] : expected_tensor_shapes(config)) {
-    const SafetensorsFile& f = weights.file_of(name);
-    const StTensorInfo& info = f.info(name);
-    raw.push_back({name, info.dtype, info.shape, f.raw(name), info.end - info.begin});
+  warn_on_dtype_mismatch(weights, config, in_dir);
+  const fs::path weights_path = fs::path(out.temp()) / "model.safetensors";
+  const std::map<std::string, Shape> shapes = expected_tensor_shapes(config);
+  config.dtype = dtype.value_or(stored_dtype(weights));
+  if (dtype && config.dtype != stored_dtype(weights)) {
+    // Every tensor cast in memory, then written: refused up front when that cannot fit.
+    double bytes = 0;
+    for (const auto& [name, shape] : shapes)
+      bytes += static_cast<double>(shape_numel(shape)) * static_cast<double>(dtype_size(*dtype));
+    const double available = static_cast<double>(cpu_memory_available());
+    if (bytes > available / 2) {
+      char sizes[96];
+      std::snprintf(sizes, sizeof sizes, "%.1f GiB in memory, over half the %.1f GiB",
+                    bytes / (1 << 30), available / (1 << 30));
+      throw std::runtime_error("[convert] the " + std::string(dtype_name(*dtype)) +
+                               " weights would take " + sizes + " available");
+    }
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& [name, shape] : shapes)
+      entries.push_back({name, weights.load(name).to(Device::cpu(), *dtype)});
+    save_safetensors(weights_path.string(), entries, out.metadata());
+  } else {
+    std::vector<RawTensor> raw;
+    for (const auto& [name, shape] : shapes) {
+      const SafetensorsFile& f = weights.file_of(name);
+      const StTensorInfo& info = f.info(name);
+      raw.push_back({name, info.dtype, info.shape, f.raw(name), info.end - info.begin});
+    }
+    save_safetensors_raw(weights_path.string(), raw, out.metadata());
   }
   write_config(out.temp(), config);
-  save_safetensors_raw((fs::path(out.temp()) / "model.safetensors").string(), raw, out.metadata());
+  ConvertedModel converted{config.dtype, copy_companion_files(in_dir, out.temp())};
   out.commit();
+  return converted;
 }
 
 }  // namespace sprig

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,15 @@ std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir);
 // Tokenizer files a model directory may hold beside its weights (copied into draft exports).
 extern const std::vector<std::string> kTokenizerFiles;
 
+// A model directory's companion files: kTokenizerFiles and generation_config.json. Conversions
+// both ways and training checkpoints carry them, so an exported model loads with its tokenizer
+// and its generation defaults.
+extern const std::vector<std::string> kCompanionFiles;
+
+// Copies those of kCompanionFiles that `from` holds as regular files into the directory `to`;
+// returns their names.
+std::vector<std::string> copy_companion_files(const std::string& from, const std::string& to);
+
 // A model directory: config.json with weights, generation_config.json and tokenizer files only,
 // whose model.safetensors records "checkpoint" under kOutputKey (what sprig writes). `--overwrite`
 // replaces such a directory and nothing else.
@@ -68,10 +78,21 @@ extern const OutputKind kCheckpointDirOutput;
 void save_qwen(const QwenForCausalLM& model, const std::string& dir, bool overwrite = false);
 
 // `sprig convert`: copies config.json and the expected tensors bit for bit into one
-// model.safetensors under out_dir (an Output: checked before reading anything, written whole or
-// not at all). from_hf reads single or sharded HF layouts; to_hf writes the HF layout from a sprig
-// checkpoint. Shard names of an index must stay inside in_dir.
-void convert_checkpoint(const std::string& in_dir, const std::string& out_dir,
-                        bool overwrite = false);
+// model.safetensors under out_dir, with the companion files in_dir holds (an Output: checked
+// before reading anything, written whole or not at all). from_hf reads single or sharded HF
+// layouts; to_hf writes the HF layout from a sprig checkpoint. Shard names of an index must stay
+// inside in_dir. With `dtype`, every tensor is cast to it instead (refused when the cast weights
+// would take over half the memory available). config.json's dtype says what the written weights
+// are.
+struct ConvertedModel {
+  DType dtype;                               // of the written weights
+  std::vector<std::string> companion_files;  // carried over
+};
+ConvertedModel convert_checkpoint(const std::string& in_dir, const std::string& out_dir,
+                                  bool overwrite = false,
+                                  std::optional<DType> dtype = std::nullopt);
+
+// The dtype of a model's stored weights (its embedding's).
+DType stored_dtype(const WeightFiles& weights);
 
 }  // namespace sprig

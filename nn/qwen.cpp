@@ -7,6 +7,7 @@
 #include <string>
 
 #include "nn/loss.h"
+#include "nn/positions.h"
 #include "tensor/storage.h"
 
 namespace sprig {
@@ -31,7 +32,7 @@ AttentionConfig AttentionConfig::of_layer(const QwenConfig& c, int64_t layer) {
   a.num_kv_heads = c.num_key_value_heads;
   a.head_dim = c.head_dim;
   a.sliding_window = c.sliding_window_per_layer.at(static_cast<size_t>(layer));
-  a.rope_theta = c.rope_theta;
+  a.rope = c.rope;
   a.rms_norm_eps = c.rms_norm_eps;
   a.qkv_bias = c.has_qkv_bias();
   a.o_bias = c.has_o_bias();
@@ -53,6 +54,7 @@ QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
           "o_proj", std::make_unique<Linear>(c.num_attention_heads * c.head_dim, c.hidden_size,
                                              c.has_o_bias(), init_std(c), gen))),
       config_(AttentionConfig::of_layer(c, layer)),
+      rope_(config_.rope.frequencies(config_.head_dim)),
       layer_(layer) {
   if (config_.qk_norm) {
     q_norm = &register_module("q_norm", std::make_unique<RMSNorm>(c.head_dim, c.rms_norm_eps));
@@ -69,13 +71,19 @@ void KVCache::truncate(int64_t new_length) {
       if (t.defined()) t = t.narrow(1, 0, new_length);
 }
 
-std::pair<Var, Var> QwenAttention::keys_values(const Var& xkv, const Tensor& kv_pos) const {
+RopeFrequencies QwenAttention::frequencies(const Tensor& positions) const {
+  if (!config_.rope.depends_on_length() || positions.numel() == 0) return rope_;
+  return config_.rope.frequencies(config_.head_dim, positions_end(positions));
+}
+
+std::pair<Var, Var> QwenAttention::keys_values(const Var& xkv, const Tensor& kv_pos,
+                                               const RopeFrequencies& freqs) const {
   const int64_t B = xkv.size(0), Tk = xkv.size(1), D = config_.head_dim;
   const int64_t nKV = config_.num_kv_heads;
   Var k = reshape(k_proj.forward(xkv), {B, Tk, nKV, D});  // (B, Tk, nKV, D)
   Var v = reshape(v_proj.forward(xkv), {B, Tk, nKV, D});
   if (k_norm) k = k_norm->forward(k);  // Qwen3: per-head RMSNorm over D, before RoPE
-  return {rope(k, kv_pos, config_.rope_theta), v};
+  return {rope(k, kv_pos, freqs), v};
 }
 
 std::pair<Tensor, Tensor> QwenAttention::store(KVCache& cache, const Var& k, const Var& v) const {
@@ -92,7 +100,7 @@ std::pair<Tensor, Tensor> QwenAttention::store(KVCache& cache, const Var& k, con
 }
 
 void QwenAttention::append_keys_values(const Var& xkv, const Tensor& kv_pos, KVCache& cache) const {
-  const auto [k, v] = keys_values(xkv, kv_pos);
+  const auto [k, v] = keys_values(xkv, kv_pos, frequencies(kv_pos));
   store(cache, k, v);
 }
 
@@ -102,8 +110,10 @@ Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv, c
   const int64_t nH = config_.num_heads;
   Var q = reshape(q_proj.forward(xq), {B, Tq, nH, D});  // (B, Tq, nH, D)
   if (q_norm) q = q_norm->forward(q);
-  q = rope(q, q_pos, config_.rope_theta);
-  auto [k, v] = keys_values(xkv, kv_pos);
+  // Queries and keys turn by the same frequencies: those of every position this forward holds.
+  const RopeFrequencies freqs = frequencies(kv_pos);
+  q = rope(q, q_pos, freqs);
+  auto [k, v] = keys_values(xkv, kv_pos, freqs);
   if (cache) {  // decoding: attend to [cached | new] keys, no graph
     const auto [ck, cv] = store(*cache, k, v);
     k = Var(ck);

@@ -33,7 +33,8 @@ struct KVCache {
 struct AttentionConfig {
   int64_t hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t sliding_window = 0;  // 0: full attention
-  double rope_theta = 10000.0, rms_norm_eps = 1e-6;
+  RopeParameters rope;
+  double rms_norm_eps = 1e-6;
   bool qkv_bias = false, o_bias = false, qk_norm = false;
 
   static AttentionConfig of_layer(const QwenConfig& config, int64_t layer);
@@ -57,12 +58,17 @@ class QwenAttention : public Module {
   RMSNorm *q_norm = nullptr, *k_norm = nullptr;  // Qwen3 only
 
  private:
-  // Keys and values (B, Tk, nKV, D) of xkv: projected, k-normed (Qwen3) and rotated.
-  std::pair<Var, Var> keys_values(const Var& xkv, const Tensor& kv_pos) const;
+  // The rotation of a forward over `positions`: rope_, or for a length-dependent type (dynamic)
+  // the frequencies of the largest position.
+  RopeFrequencies frequencies(const Tensor& positions) const;
+  // Keys and values (B, Tk, nKV, D) of xkv: projected, k-normed (Qwen3) and rotated by `freqs`.
+  std::pair<Var, Var> keys_values(const Var& xkv, const Tensor& kv_pos,
+                                  const RopeFrequencies& freqs) const;
   // Appends k and v to this layer's entries of `cache`; returns the entries.
   std::pair<Tensor, Tensor> store(KVCache& cache, const Var& k, const Var& v) const;
 
   AttentionConfig config_;
+  RopeFrequencies rope_;  // the frequencies of every forward within max_position_embeddings
   int64_t layer_;
 };
 

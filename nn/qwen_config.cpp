@@ -1,10 +1,13 @@
 #include "nn/qwen_config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
 
 #include "tensor/input_file.h"
+#include "tensor/names.h"
 
 namespace sprig {
 
@@ -48,22 +51,115 @@ bool get_bool(const json& j, const char* key, bool fallback, const std::string& 
   return j[key].get<bool>();
 }
 
-// rope_theta from either the legacy field or transformers-5 rope_parameters; only the default
-// (unscaled) rope is supported.
-double parse_rope(const json& j, const std::string& label) {
-  double theta = get_double(j, "rope_theta", 10000.0, label);
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    const json& r = j[key];
-    if (!r.is_object()) fail(label, std::string("\"") + key + "\" must be an object");
-    const std::string type =
-        get_string(r, "rope_type", get_string(r, "type", "default", label), label);
-    if (type != "default")
-      fail(label, "rope scaling type \"" + type + "\" is not supported (only default rope)");
-    if (r.contains("rope_theta")) theta = get_double(r, "rope_theta", theta, label);
+bool is_set(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+// A finite number > `low` (>= with `inclusive`), named "<where>.<key>" ("<key>" at the top level,
+// where `where` is empty).
+double get_bounded(const json& j, const char* key, double fallback, double low, bool inclusive,
+                   const std::string& where, const std::string& label) {
+  const double v = get_double(j, key, fallback, label);
+  if (!std::isfinite(v) || (inclusive ? v < low : v <= low))
+    fail(label, (where.empty() ? "" : where + ".") + key + " must be a finite number " +
+                    (inclusive ? ">= " : "> ") + json(low).dump() + ", got " + json(v).dump());
+  return v;
+}
+
+// The rotary embedding as transformers reads it: `rope_scaling` (transformers 4) or
+// `rope_parameters` (5), the first one set winning; `rope_theta` from that object, else the top
+// level; `original_max_position_embeddings` from the top level (transformers gives it priority),
+// else the object, else max_position_embeddings. Keys sprig does not know are refused with the
+// closest known one, since a misspelt key silently changes every angle.
+RopeParameters parse_rope(const json& j, int64_t max_position_embeddings,
+                          const std::string& label) {
+  RopeParameters r;
+  r.theta = get_bounded(j, "rope_theta", 10000.0, 0, false, "", label);
+  r.max_position_embeddings = max_position_embeddings;
+  const char* key = is_set(j, "rope_scaling") && !j["rope_scaling"].empty() ? "rope_scaling"
+                    : is_set(j, "rope_parameters")                          ? "rope_parameters"
+                                                                            : nullptr;
+  const json none = json::object();
+  const json& p = key ? j[key] : none;
+  const std::string where = key ? key : "rope";
+  if (!p.is_object()) fail(label, where + " must be an object, got " + p.dump());
+  static const std::vector<std::string> known = {"rope_type",
+                                                 "type",
+                                                 "rope_theta",
+                                                 "factor",
+                                                 "original_max_position_embeddings",
+                                                 "attention_factor",
+                                                 "mscale",
+                                                 "mscale_all_dim",
+                                                 "beta_fast",
+                                                 "beta_slow",
+                                                 "truncate",
+                                                 "low_freq_factor",
+                                                 "high_freq_factor",
+                                                 "partial_rotary_factor"};
+  for (const auto& entry : p.items())
+    if (const std::string why = unknown_record_key(entry.key(), known); !why.empty())
+      fail(label, where + ": " + why);
+  if (is_set(p, "partial_rotary_factor") &&
+      get_double(p, "partial_rotary_factor", 1.0, label) != 1.0)
+    fail(label, where + ".partial_rotary_factor " + p["partial_rotary_factor"].dump() +
+                    " is not supported: sprig rotates the whole head");
+  const std::string type =
+      get_string(p, "rope_type", get_string(p, "type", "default", label), label);
+  r.theta = get_bounded(p, "rope_theta", r.theta, 0, false, where, label);
+  if (type == "default") return r;
+  static const std::pair<const char*, RopeType> types[] = {{"linear", RopeType::linear},
+                                                           {"dynamic", RopeType::dynamic},
+                                                           {"yarn", RopeType::yarn},
+                                                           {"llama3", RopeType::llama3}};
+  const auto found = std::find_if(std::begin(types), std::end(types),
+                                  [&](const auto& t) { return type == t.first; });
+  if (found == std::end(types))
+    fail(label,
+         "rope scaling type \"" + type +
+             "\" is not supported (sprig computes default, linear, dynamic, yarn and llama3)");
+  r.type = found->second;
+  const auto require = [&](const char* name) {
+    if (!p.contains(name)) fail(label, where + " of type " + type + " needs \"" + name + "\"");
+  };
+  require("factor");
+  if (r.type == RopeType::yarn || r.type == RopeType::llama3) {
+    r.original_max_position_embeddings = max_position_embeddings;
+    for (const json* source : {&p, &j})
+      if (is_set(*source, "original_max_position_embeddings"))
+        r.original_max_position_embeddings =
+            get_int(*source, "original_max_position_embeddings", label);
   }
-  if (!(theta > 0)) fail(label, "rope_theta must be positive, got " + std::to_string(theta));
-  return theta;
+  // yarn: a null factor is the ratio of the lengths, as transformers computes it
+  const double implied =
+      static_cast<double>(max_position_embeddings) /
+      static_cast<double>(std::max<int64_t>(r.original_max_position_embeddings, 1));
+  r.factor =
+      get_bounded(p, "factor", r.type == RopeType::yarn ? implied : 0.0, 1.0, true, where, label);
+  if (r.type == RopeType::yarn) {
+    if (is_set(p, "attention_factor"))
+      r.attention_factor = get_bounded(p, "attention_factor", 1.0, 0, false, where, label);
+    if (is_set(p, "mscale")) r.mscale = get_bounded(p, "mscale", 0, 0, true, where, label);
+    if (is_set(p, "mscale_all_dim"))
+      r.mscale_all_dim = get_bounded(p, "mscale_all_dim", 0, 0, true, where, label);
+    // transformers: a beta of 0 or null takes the default
+    r.beta_fast = get_bounded(p, "beta_fast", 32.0, 0, true, where, label);
+    r.beta_slow = get_bounded(p, "beta_slow", 1.0, 0, true, where, label);
+    if (r.beta_fast == 0) r.beta_fast = 32.0;
+    if (r.beta_slow == 0) r.beta_slow = 1.0;
+    if (r.beta_fast < r.beta_slow)
+      fail(label, where + ".beta_fast " + json(r.beta_fast).dump() + " is below beta_slow " +
+                      json(r.beta_slow).dump() + ": the ramp would run backwards");
+    r.truncate = get_bool(p, "truncate", true, label);
+  }
+  if (r.type == RopeType::llama3) {
+    require("low_freq_factor");
+    require("high_freq_factor");
+    r.low_freq_factor = get_bounded(p, "low_freq_factor", 1.0, 0, false, where, label);
+    r.high_freq_factor = get_bounded(p, "high_freq_factor", 4.0, 0, false, where, label);
+    if (r.high_freq_factor <= r.low_freq_factor)
+      fail(label, where + ".high_freq_factor " + json(r.high_freq_factor).dump() +
+                      " must be above low_freq_factor " + json(r.low_freq_factor).dump());
+  }
+  return r;
 }
 
 DType parse_dtype(const json& j, const std::string& label) {
@@ -79,6 +175,16 @@ DType parse_dtype(const json& j, const std::string& label) {
 }
 
 }  // namespace
+
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    default:
+      throw std::invalid_argument(std::string("[config] no model dtype ") + dtype_name(dtype));
+  }
+}
 
 QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
   if (!j.is_object()) fail(label, "config must be a JSON object");
@@ -128,12 +234,13 @@ QwenConfig QwenConfig::from_json(const json& j, const std::string& label) {
   if (!(c.rms_norm_eps > 0))
     fail(label, "rms_norm_eps must be positive, got " + std::to_string(c.rms_norm_eps));
   c.initializer_range = get_double(j, "initializer_range", 0.02, label);
-  c.rope_theta = parse_rope(j, label);
+  c.rope = parse_rope(j, c.max_position_embeddings, label);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, label);
   c.attention_bias = get_bool(j, "attention_bias", false, label);
   const std::string act = get_string(j, "hidden_act", "silu", label);
   if (act != "silu") fail(label, "hidden_act \"" + act + "\" is not supported (only silu)");
   c.dtype = parse_dtype(j, label);
+  c.dtype_declared = is_set(j, "dtype") || is_set(j, "torch_dtype");
 
   // Sliding windows: explicit layer_types win; otherwise HF's rule (layers >= max_window_layers
   // slide when use_sliding_window is true).
@@ -222,14 +329,16 @@ json QwenConfig::to_json() const {
   j["max_position_embeddings"] = max_position_embeddings;
   j["rms_norm_eps"] = rms_norm_eps;
   j["initializer_range"] = initializer_range;
-  if (!j.contains("rope_parameters")) j["rope_theta"] = rope_theta;
+  // Both spellings, so transformers 4 (rope_theta, rope_scaling) and 5 (rope_parameters) and the
+  // serving engines read the same rotation.
+  j["rope_theta"] = rope.theta;
+  j["rope_parameters"] = rope.to_json();
+  if (rope.type != RopeType::standard || is_set(j, "rope_scaling"))
+    j["rope_scaling"] = rope.to_json();
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_bias"] = attention_bias;
   j["hidden_act"] = "silu";
-  if (!j.contains("dtype") && !j.contains("torch_dtype"))
-    j["torch_dtype"] = dtype == DType::f32   ? "float32"
-                       : dtype == DType::f16 ? "float16"
-                                             : "bfloat16";
+  j["dtype"] = j["torch_dtype"] = torch_dtype_name(dtype);  // transformers 5 reads one, 4 the other
   return j;
 }
 

@@ -29,10 +29,6 @@ int64_t round_half_even(double x) {
   return static_cast<int64_t>(r);
 }
 
-const char* dtype_label(DType dtype) {
-  return dtype == DType::f32 ? "float32" : dtype == DType::f16 ? "float16" : "bfloat16";
-}
-
 }  // namespace
 
 std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t draft_layers) {
@@ -100,9 +96,7 @@ json DraftConfig::to_json(DType dtype) const {
   j["sliding_window"] = sliding_window > 0 ? json(sliding_window) : json(nullptr);
   j["max_window_layers"] = n;
   j["is_causal"] = causal;
-  j["rope_theta"] = layers.rope_theta;  // both spellings: transformers 4 and 5 read one each
-  j["rope_parameters"] = {{"rope_theta", layers.rope_theta}, {"rope_type", "default"}};
-  j["dtype"] = j["torch_dtype"] = dtype_label(dtype);  // transformers 5 reads one, 4 the other
+  j["dtype"] = j["torch_dtype"] = torch_dtype_name(dtype);  // transformers 5 reads one, 4 the other
   json& d = j["dflash_config"] = {{"block_size", block_size},
                                   {"mask_token_id", mask_token_id},
                                   {"target_layer_ids", target_layer_ids},

@@ -33,8 +33,9 @@ struct SpecDecodeResult {
 
 // Decodes `prompt` (ids of the target's vocabulary) for at most max_new_tokens new tokens. The
 // draft must fit the target (check_draft_fits) and be on its device in its dtype. Throws
-// std::invalid_argument "[spec-decode] ..." for an empty prompt, ids outside the vocabulary, a
-// budget past max_position_embeddings or a block size outside [2, the draft's].
+// std::invalid_argument "[spec-decode] ..." for an empty prompt, ids outside the vocabulary, no
+// budget or a block size outside [2, the draft's]. Positions past max_position_embeddings are
+// computed as any other (callers apply nn/positions.h's rule first).
 SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlashDraft& draft,
                                       const std::vector<int64_t>& prompt,
                                       const SpecDecodeOptions& options);

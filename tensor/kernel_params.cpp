@@ -43,16 +43,17 @@ AdamWScalars adamw_scalars(const AdamWParams& hp) {
           .grad_scale = static_cast<float>(hp.grad_scale)};
 }
 
-std::vector<float> rope_inv_freq(int64_t head_dim, double theta) {
+RopeFrequencies rope_frequencies(int64_t head_dim, double theta) {
   // torch: 1.0 / (theta ** (arange(0, D, 2).float() / D)), every step in fp32 (the power is
   // evaluated in f64 and rounded, i.e. a correctly rounded fp32 pow).
   const double base = static_cast<float>(theta);
-  std::vector<float> inv_freq(head_dim / 2);
+  RopeFrequencies f;
+  f.inv_freq.resize(static_cast<size_t>(head_dim / 2));
   for (int64_t i = 0; i < head_dim / 2; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    inv_freq[i] = 1.0f / static_cast<float>(std::pow(base, static_cast<double>(exponent)));
+    f.inv_freq[i] = 1.0f / static_cast<float>(std::pow(base, static_cast<double>(exponent)));
   }
-  return inv_freq;
+  return f;
 }
 
 }  // namespace sprig

@@ -33,8 +33,16 @@ struct AdamWScalars {
 };
 AdamWScalars adamw_scalars(const AdamWParams& hp);
 
-// HF's fp32 rotary inverse frequencies 1 / theta^(float(2i) / D), i in [0, D/2), computed on the
-// host for both devices so they rotate by the same angles.
-std::vector<float> rope_inv_freq(int64_t head_dim, double theta);
+// A rotary embedding's angles and scale, computed on the host for both devices so they rotate by
+// the same numbers: pair i of a head (D / 2 pairs) turns by float(position) * inv_freq[i], and its
+// fp32 cos and sin are multiplied by attention_scaling before they are rounded to the activation
+// dtype, as HF does (YaRN's attention factor; 1 for every other RoPE type). nn/rope.h computes
+// the scaled types.
+struct RopeFrequencies {
+  std::vector<float> inv_freq;
+  float attention_scaling = 1.0f;
+};
+// HF's default (unscaled) frequencies: inv_freq[i] = 1 / theta^(float(2i) / D) in fp32.
+RopeFrequencies rope_frequencies(int64_t head_dim, double theta);
 
 }  // namespace sprig

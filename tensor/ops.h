@@ -141,10 +141,12 @@ Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, con
                          const Tensor& dw);
 
 // Rotary embedding, rotate-half layout: x [B, T, nH, D], pos [B, T] (i32/i64) ->
-// y = x * cos + rotate_half(x) * sin with inv_freq[i] = theta^(-2i/D), cos/sin in fp32, then cast
-// to x's dtype before use (HF). D must be even.
-Tensor rope(const Tensor& x, const Tensor& pos, double theta);
-Tensor rope_backward(const Tensor& dy, const Tensor& pos, double theta);  // the inverse rotation
+// y = x * cos + rotate_half(x) * sin at angles float(pos) * freqs.inv_freq[i] (D / 2 of them),
+// cos/sin in fp32 times freqs.attention_scaling, then cast to x's dtype before use (HF). D must be
+// even.
+Tensor rope(const Tensor& x, const Tensor& pos, const RopeFrequencies& freqs);
+Tensor rope_backward(const Tensor& dy, const Tensor& pos,
+                     const RopeFrequencies& freqs);  // the transposed rotation
 
 // SwiGLU: out = silu(gate) * up; backward returns (dgate, dup).
 Tensor swiglu(const Tensor& gate, const Tensor& up);

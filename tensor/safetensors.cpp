@@ -43,20 +43,6 @@ size_t st_dtype_size(StDType t) {
   return 0;
 }
 
-DType to_dtype(StDType t) {
-  switch (t) {
-    case StDType::BF16: return DType::bf16;
-    case StDType::F16: return DType::f16;
-    case StDType::F32: return DType::f32;
-    case StDType::F64: return DType::f64;
-    case StDType::I64: return DType::i64;
-    case StDType::I32: return DType::i32;
-    case StDType::BOOL: return DType::boolean;
-    case StDType::U8: return DType::i32;  // widened on load
-  }
-  return DType::f32;
-}
-
 StDType from_dtype(DType t, bool as_u8) {
   switch (t) {
     case DType::bf16: return StDType::BF16;
@@ -134,6 +120,20 @@ uint64_t to_u64(const json& v, const std::string& label, const std::string& what
 }
 
 }  // namespace
+
+DType to_dtype(StDType t) {
+  switch (t) {
+    case StDType::BF16: return DType::bf16;
+    case StDType::F16: return DType::f16;
+    case StDType::F32: return DType::f32;
+    case StDType::F64: return DType::f64;
+    case StDType::I64: return DType::i64;
+    case StDType::I32: return DType::i32;
+    case StDType::BOOL: return DType::boolean;
+    case StDType::U8: return DType::i32;  // widened on load
+  }
+  return DType::f32;
+}
 
 const char* st_dtype_name(StDType t) {
   switch (t) {

@@ -19,6 +19,7 @@ namespace sprig {
 // The dtypes of the file format that sprig reads and writes (others are rejected clearly).
 enum class StDType { BF16, F16, F32, F64, I64, I32, BOOL, U8 };
 const char* st_dtype_name(StDType t);
+DType to_dtype(StDType t);  // the dtype a tensor of this tag loads as (U8 widens to i32)
 
 struct StTensorInfo {
   std::string name;

@@ -21,11 +21,13 @@ inline std::string file_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// `sprig <args>`, run in the shell with stdout and stderr going to files under `dir`.
-inline CliRun run_sprig(const std::string& args, const std::string& dir) {
+// `sprig <args>`, run in the shell (in the directory `cwd` when given) with stdout and stderr
+// going to files under `dir`.
+inline CliRun run_sprig(const std::string& args, const std::string& dir,
+                        const std::string& cwd = "") {
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  const int status =
-      std::system((std::string(SPRIG_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  const std::string cd = cwd.empty() ? "" : "cd '" + cwd + "' && ";
+  const int status = std::system((cd + SPRIG_BIN + " " + args + " >" + out + " 2>" + err).c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, file_text(out), file_text(err)};
 }
 

@@ -24,6 +24,7 @@
 #include "tools/commands.h"
 #include "tools/jsonl.h"
 #include "tools/options.h"
+#include "tools/progress_line.h"
 
 namespace sprig::tools {
 
@@ -229,22 +230,15 @@ void run_tokenize(const TokenizeArgs& a) {
                static_cast<int64_t>(static_cast<double>(c.records) / std::max(s, 1e-9))) +
            " records/s";
   };
-  bool progress_shown = false;
+  ProgressLine progress;
   const TokenizeJob job{&tokenizer, chat ? &*chat : nullptr, format, static_cast<int>(a.threads),
                         a.skip_bad_records};
-  TokenizeCounts counts;
-  try {
-    counts = tokenize_jsonl(
-        a.input, job, bad, [&](const std::string& line) { out.write_line(line); },
-        [&](const TokenizeCounts& c) {
-          std::cerr << "\rtokenized " << c.records << " records, " << rate(c) << std::flush;
-          progress_shown = true;
-        });
-  } catch (...) {
-    if (progress_shown) std::cerr << "\n";
-    throw;
-  }
-  if (progress_shown) std::cerr << "\n";
+  const TokenizeCounts counts = tokenize_jsonl(
+      a.input, job, bad, [&](const std::string& line) { out.write_line(line); },
+      [&](const TokenizeCounts& c) {
+        progress.show("tokenized " + std::to_string(c.records) + " records, " + rate(c));
+      });
+  progress.finish();
   out.commit();
   std::cout << "wrote " << a.out << ": " << counts.records << " records (" << counts.chats
             << " chat), " << counts.tokens << " tokens, " << counts.supervised << " supervised; "

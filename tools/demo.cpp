@@ -322,7 +322,7 @@ std::string elapsed_text(std::chrono::steady_clock::time_point since) {
 
 void run_demo(const DemoOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const fs::path dir = options.run_dir;
+  const fs::path dir = fs::absolute(options.run_dir);  // the stage configs name absolute paths
   prepare_run_dir(dir);
   fs::create_directories(dir / "data");
   Generator gen(2024);
@@ -335,7 +335,8 @@ void run_demo(const DemoOptions& options) {
             << "\n\n== stage 1: pre-training on packed documents (arithmetic progressions) ==\n";
 
   // About 0.3M tokens per stage (8 rows of 256 documents' tokens; 4 rows of 256 folded tokens).
-  const int64_t pretrain_steps = options.quick ? 20 : 150, rollout_steps = options.quick ? 10 : 300;
+  const int64_t pretrain_steps = options.quick ? 80 : 150,
+                rollout_steps = options.quick ? 120 : 300;
   const Stage pretrain_stage = {.name = "pretrain",
                                 .model_key = "config",
                                 .model_value = (dir / "model.json").string(),
@@ -370,7 +371,7 @@ void run_demo(const DemoOptions& options) {
             << "/" << total << "\n";
 
   std::cout << "\n== stage 3: a DFlash speculative-decoding draft for the pre-trained model ==\n";
-  const int64_t draft_steps = options.quick ? 10 : 300;
+  const int64_t draft_steps = options.quick ? 80 : 300;
   const DraftStage draft =
       run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, RecipeKind::dflash);
   std::cout << "  acceptance length on held-out documents (blocks of 8, bonus token included): "

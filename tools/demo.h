@@ -18,7 +18,7 @@ namespace sprig::tools {
 struct DemoOptions {
   std::string run_dir = "runs/demo";
   std::string device = "auto";  // auto | cpu | cuda
-  bool quick = false;           // a few steps per stage (a smoke run)
+  bool quick = false;           // fewer steps per stage, each still showing its effect
 };
 
 // Runs the stages into `run_dir` (data, configs, runs, curves). A run directory that holds

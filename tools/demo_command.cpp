@@ -22,7 +22,9 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--run-dir", opt->run_dir, "where data, configs, runs and curves go")
       ->capture_default_str();
   add_device_option(cmd, opt->device);
-  cmd->add_flag("--quick", opt->quick, "a few steps per stage (a smoke run)");
+  cmd->add_flag("--quick", opt->quick,
+                "fewer steps per stage (about 20 s on two CPU cores): each stage still shows its "
+                "effect, less strongly");
   cmd->callback([opt] { run_demo(*opt); });
 }
 

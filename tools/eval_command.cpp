@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "nn/checkpoint.h"
+#include "nn/positions.h"
 #include "speculative/domino.h"
 #include "speculative/jetspec.h"
 #include "speculative/records.h"
@@ -28,7 +29,7 @@ using namespace speculative;
 struct EvalOptions {
   DraftKind kind = DraftKind::dflash;
   std::string target, draft, input, out;
-  bool grads = false, overwrite = false;
+  bool grads = false, overwrite = false, strict_positions = false;
   uint64_t seed = 0;
   std::string loss_type = "dflash";
   double gamma = 7.0;
@@ -36,7 +37,7 @@ struct EvalOptions {
   double prefix_weight_base = 0.9;
   double lambda_base = 0.0;     // Domino
   double kd_temperature = 1.0;  // JetSpec
-  std::string device = "cpu", dtype = "f32";
+  std::string device = "auto", dtype = "f32";
 };
 
 // A record's metrics; `records` (> 0 for an aggregate) divides Domino's summed lambda_base.
@@ -119,6 +120,7 @@ void run_eval(const EvalOptions& o) {
   };
   const int64_t bs = draft->config().block_size, vocab = target.config().vocab_size;
   Generator gen(o.seed);
+  PositionLimit positions(target.config().max_position_embeddings, o.strict_positions, "eval");
 
   std::vector<SafetensorsEntry> entries;
   size_t out_bytes = 0;
@@ -129,6 +131,7 @@ void run_eval(const EvalOptions& o) {
   const int64_t records = for_each_record(o.input, [&](const json& rec, const std::string& where) {
     ++index;
     DraftRecord r = parse_draft_record(rec, vocab, bs, where);
+    positions.check(r.rows.packed() ? positions_end(r.rows.position_ids) : r.rows.seq_len(), where);
     if (r.prefix_lengths.defined() && !variable_prefix)
       throw std::runtime_error(where + ": \"prefix_lengths\" need --loss-type variable_prefix");
     Anchors anchors;
@@ -214,9 +217,15 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   const auto o = std::make_shared<EvalOptions>();
   o->kind = kind;
   CLI::App* cmd = eval->add_subcommand(draft_kind_name(kind), help);
-  cmd->add_option("--target", o->target, "The frozen target: HF directory or sprig checkpoint")
+  cmd->add_option("--target", o->target,
+                  "The frozen target: HF directory or sprig checkpoint; a run directory: its "
+                  "latest checkpoint")
+      ->transform(kFollowsLatest)
       ->required();
-  cmd->add_option("--draft", o->draft, "Draft directory (serving layout) or draft checkpoint")
+  cmd->add_option("--draft", o->draft,
+                  "Draft directory (serving layout) or draft checkpoint; a run directory: its "
+                  "latest checkpoint")
+      ->transform(kFollowsLatest)
       ->required();
   cmd->add_option("--input", o->input,
                   "JSONL, one row per line: {\"input_ids\", \"loss_mask\"} or {\"documents\": "
@@ -258,6 +267,7 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   cmd->add_option("--num-anchors", o->num_anchors, "Blocks sampled per record at most")
       ->check(kPositive)
       ->capture_default_str();
+  add_strict_positions_flag(cmd, o->strict_positions);
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);
   cmd->callback([o] { run_eval(*o); });

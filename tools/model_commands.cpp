@@ -14,6 +14,7 @@
 #include "data/tokenizer.h"
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
+#include "nn/positions.h"
 #include "speculative/draft.h"
 #include "speculative/serving.h"
 #include "tensor/cuda/kernels.h"
@@ -22,7 +23,10 @@
 #include "tools/commands.h"
 #include "tools/jsonl.h"
 #include "tools/options.h"
+#include "tools/progress_line.h"
+#include "tools/score_records.h"
 #include "train/batch_input.h"
+#include "train/memory.h"
 
 namespace sprig::tools {
 
@@ -45,80 +49,6 @@ std::unique_ptr<QwenForCausalLM> load_placed(const std::string& dir, const Place
   model->to(resolve_device(p.device), dtype_from_name(p.dtype));
   model->train(false);
   return model;
-}
-
-std::vector<int32_t> id_list(const json& j, const char* what, int64_t vocab,
-                             const std::string& where) {
-  if (!j.is_array() || j.empty())
-    throw std::runtime_error(where + ": \"" + what + "\" must be a non-empty list of token ids");
-  std::vector<int32_t> ids;
-  for (const json& v : j) {
-    if (!v.is_number_integer())
-      throw std::runtime_error(where + ": \"" + what + "\" holds a non-integer " + v.dump());
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= vocab)
-      throw std::runtime_error(where + ": token id " + std::to_string(id) + " in \"" + what +
-                               "\" is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    ids.push_back(static_cast<int32_t>(id));  // vocab fits 32 bits
-  }
-  return ids;
-}
-
-// One record of a score file as a one-row batch without padding (data/batch.h):
-// {"input_ids"}: one causal sequence. {"documents"}: one packed row, each document causal with its
-// own positions. {"prompt_ids", "completions"}: the folded prefix-tree layout of
-// docs/semantics.md §1.
-data::Batch parse_score_record(const json& rec, int64_t vocab, const std::string& where) {
-  for (const auto& entry : rec.items())
-    if (const std::string why = unknown_record_key(
-            entry.key(), {"input_ids", "documents", "prompt_ids", "completions"});
-        !why.empty())
-      throw std::runtime_error(where + ": " + why);
-  int layouts = 0;
-  for (const char* key : {"input_ids", "documents", "prompt_ids"}) layouts += rec.contains(key);
-  if (layouts > 1)
-    throw std::runtime_error(where +
-                             ": a record holds one layout: \"input_ids\", \"documents\", or "
-                             "\"prompt_ids\" with \"completions\", not several");
-  data::Corpus corpus;
-  corpus.sources = {where};
-  // A sequence with its next-token labels (the last token predicts nothing).
-  const auto sequence = [](std::vector<int32_t> ids) {
-    data::Document doc;
-    doc.labels.assign(ids.begin() + 1, ids.end());
-    doc.labels.push_back(data::kIgnoreIndex);
-    doc.input_ids = std::move(ids);
-    return doc;
-  };
-  if (rec.contains("input_ids")) {
-    corpus.docs.push_back(sequence(id_list(rec["input_ids"], "input_ids", vocab, where)));
-  } else if (rec.contains("documents")) {
-    const json& docs = rec["documents"];
-    if (!docs.is_array() || docs.empty())
-      throw std::runtime_error(where + ": \"documents\" must be a non-empty list of id lists");
-    for (const json& d : docs)
-      corpus.docs.push_back(sequence(id_list(d, "documents", vocab, where)));
-  } else if (rec.contains("prompt_ids") && rec.contains("completions")) {
-    data::RolloutGroup group;
-    group.prompt_ids = id_list(rec["prompt_ids"], "prompt_ids", vocab, where);
-    if (!rec["completions"].is_array() || rec["completions"].empty())
-      throw std::runtime_error(where + ": \"completions\" must be a non-empty list of id lists");
-    for (const json& c : rec["completions"])
-      group.completions.push_back(id_list(c, "completions", vocab, where));
-    corpus.docs.push_back(data::fold(group));
-    corpus.folded = true;
-  } else {
-    throw std::runtime_error(where +
-                             ": a record needs \"input_ids\", \"documents\", or "
-                             "\"prompt_ids\" and \"completions\"");
-  }
-  data::PackPlan plan;
-  plan.rows.emplace_back();
-  for (size_t i = 0; i < corpus.docs.size(); ++i) {
-    plan.rows[0].push_back({static_cast<int64_t>(i), corpus.docs[i].size()});
-    plan.seq_len += corpus.docs[i].size();
-  }
-  return data::collate(corpus, plan, {0}, /*pad_id=*/0);
 }
 
 // `--logprobs`: the scored tokens' log-probs (and entropies) per sequence, [sequences, longest]
@@ -147,28 +77,10 @@ std::vector<SafetensorsEntry> logprob_entries(const std::string& prefix,
   return entries;
 }
 
-// A progress line on stderr, ended by finish() or when its scope exits (so an error message
-// starts on a line of its own).
-class ProgressLine {
- public:
-  ~ProgressLine() { finish(); }
-  void show(const std::string& text) {
-    std::cerr << "\r" << text << std::flush;
-    shown_ = true;
-  }
-  void finish() {
-    if (shown_) std::cerr << "\n";
-    shown_ = false;
-  }
-
- private:
-  bool shown_ = false;
-};
-
 // What `sprig score` writes: the logits of every record (the default), or with `logprobs` the
 // log-probs of the scored tokens (docs/semantics.md §1.7), with their entropies under `entropy`.
 struct ScoreOptions {
-  bool logprobs = false, entropy = false, supervise_first_token = false;
+  bool logprobs = false, entropy = false, supervise_first_token = false, strict_positions = false;
 };
 
 void run_score(const std::string& model_dir, const std::string& input, const std::string& out_path,
@@ -186,6 +98,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   size_t out_bytes = 0;
   const size_t available = cpu_memory_available();
   ProgressLine progress;
+  PositionLimit positions(config.max_position_embeddings, options.strict_positions, "score");
   for_each_record(input, [&](const json& rec, const std::string& where) {
     const data::Batch batch = parse_score_record(rec, config.vocab_size, where);
     const int64_t T = batch.seq_len();
@@ -196,12 +109,10 @@ void run_score(const std::string& model_dir, const std::string& input, const std
           where + ": the " + (options.logprobs ? "log-probs" : "logits") + " would hold " +
           std::to_string(out_bytes >> 20) + " MiB by this record, over half the " +
           std::to_string(available >> 20) + " MiB of memory available: split the input");
-    if (T > config.max_position_embeddings) {
-      progress.finish();
-      std::cerr << where << ": warning: " << T << " tokens exceed the model's "
-                << "max_position_embeddings " << config.max_position_embeddings
-                << "; positions past it were not trained\n";
-    }
+    const int64_t end = positions_end(batch.position_ids);
+    if (end > config.max_position_embeddings && positions.exceeded() == 0)
+      progress.finish();  // the one warning's own line
+    positions.check(end, where);
     const Var hidden = model->hidden(batch_input(batch, config, device));
     Tensor entropy;
     const Tensor nll =
@@ -259,6 +170,19 @@ std::string recorded_target(const std::string& src) {
   return "";
 }
 
+// `convert` of a model: its config, weights (as stored, or cast to `dtype`) and companion files;
+// then what was written.
+void convert_model(const std::string& src, const std::string& out, bool overwrite,
+                   std::optional<DType> dtype) {
+  const ConvertedModel written = convert_checkpoint(src, out, overwrite, dtype);
+  std::cout << "wrote " << out << " from " << src << ": " << torch_dtype_name(written.dtype)
+            << " weights";
+  const std::vector<std::string>& carried = written.companion_files;
+  if (carried.empty()) std::cout << ", no tokenizer or generation files";
+  for (size_t i = 0; i < carried.size(); ++i) std::cout << (i ? " " : "; with ") << carried[i];
+  std::cout << "\n";
+}
+
 // A draft's tokenizer files come from --tokenizer-from, else the source itself (an export), else
 // the target its training checkpoint records.
 std::string tokenizer_source(const std::string& src, const std::string& given) {
@@ -268,6 +192,17 @@ std::string tokenizer_source(const std::string& src, const std::string& given) {
   return recorded_target(src);
 }
 
+// The tokenizer a draft ships with is its target's: it must load, and name no id past the
+// draft's vocabulary (engines index the draft's embedding and head with its ids).
+void check_tokenizer_fits(const std::string& dir, int64_t vocab_size) {
+  if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / "tokenizer.json")) return;
+  const int64_t ids = data::Tokenizer::load(dir).vocab_size();
+  if (ids > vocab_size)
+    throw std::runtime_error("[convert] the tokenizer of " + dir + " has " + std::to_string(ids) +
+                             " ids, past the draft's vocabulary of " + std::to_string(vocab_size) +
+                             ": a draft ships with its target's tokenizer");
+}
+
 // `convert` of a draft: its serving layout in `dtype` as `how` asks, with the tokenizer files of
 // `tokenizer` (when not empty) beside it; then what the engines will make of it and the lines
 // that serve it.
@@ -275,6 +210,7 @@ void convert_draft(const std::string& src, const std::string& out, DType dtype,
                    const std::string& tokenizer, bool overwrite,
                    const speculative::ServingExport& how) {
   const auto draft = speculative::load_draft(src);
+  if (!tokenizer.empty()) check_tokenizer_fits(tokenizer, draft->config().layers.vocab_size);
   const speculative::DraftConfig exported = speculative::exported_config(draft->config(), how);
   const speculative::SavedDraft saved =
       speculative::save_draft(*draft, out, dtype, tokenizer, overwrite, how);
@@ -304,10 +240,10 @@ void convert_draft(const std::string& src, const std::string& out, DType dtype,
 
 void add_model_commands(CLI::App& app) {
   static std::string from_hf, to_hf, out, model_dir, input, prompt, tokenizer_from;
-  static std::string draft_dtype = "bf16";
+  static std::string dtype;  // --dtype ("": drafts bf16, models as stored)
   static Placement placement;
   static int64_t max_new_tokens = 16, stop_id = -1;
-  static bool overwrite = false, drop_correction_head = false;
+  static bool overwrite = false, drop_correction_head = false, strict_positions = false;
   static std::string serve = "portable";
 
   CLI::App* convert = app.add_subcommand(
@@ -317,13 +253,19 @@ void add_model_commands(CLI::App& app) {
   auto* from = convert->add_option("--from-hf", from_hf,
                                    "HF directory (config.json + "
                                    "model.safetensors or a sharded index), or a draft export");
-  convert->add_option("--to-hf", to_hf, "sprig checkpoint or draft checkpoint to export")
+  convert
+      ->add_option(
+          "--to-hf", to_hf,
+          "sprig checkpoint or draft checkpoint to export; a run directory: its latest checkpoint")
+      ->transform(kFollowsLatest)
       ->excludes(from);
   convert->add_option("--out", out, "Output directory: new or empty")->required();
   add_overwrite_flag(convert, overwrite);
-  convert->add_option("--dtype", draft_dtype, "Drafts: the exported weights' dtype")
-      ->check(CLI::IsMember({"bf16", "f32"}))
-      ->capture_default_str();
+  convert
+      ->add_option("--dtype", dtype,
+                   "The written weights' dtype: bf16, f16 or f32 (default: a model keeps every "
+                   "tensor's bytes, a draft export is bf16, a draft import f32)")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   convert->add_option("--tokenizer-from", tokenizer_from,
                       "Drafts: the directory whose tokenizer files ship with the export (default: "
                       "the source's own, else the target the checkpoint was trained against)");
@@ -338,19 +280,20 @@ void add_model_commands(CLI::App& app) {
                     "Domino drafts: export the DFlash part alone (decoding uses the base logits)");
   convert->callback([convert] {
     if (from_hf.empty() == to_hf.empty())
-      throw CLI::ValidationError("convert", "give exactly one of --from-hf or --to-hf");
+      throw CLI::ValidationError("give exactly one of --from-hf or --to-hf");
     const std::string& src = from_hf.empty() ? to_hf : from_hf;
     if (!tokenizer_from.empty() && !std::filesystem::is_directory(tokenizer_from))
       throw std::runtime_error("--tokenizer-from " + tokenizer_from + " is not a directory");
     const bool draft = speculative::is_draft_dir(src);
-    if (!draft && (convert->count("--dtype") || convert->count("--tokenizer-from") ||
-                   convert->count("--serve") || drop_correction_head))
-      throw CLI::ValidationError("convert",
-                                 "--dtype, --tokenizer-from, --serve and --drop-correction-head "
-                                 "apply to drafts; a model conversion keeps every tensor's bytes");
+    if (!draft &&
+        (convert->count("--tokenizer-from") || convert->count("--serve") || drop_correction_head))
+      throw CLI::ValidationError(
+          "--tokenizer-from, --serve and --drop-correction-head apply to "
+          "drafts; a model conversion carries its own tokenizer files");
+    if (draft && to_hf.empty() && !dtype.empty())
+      throw CLI::ValidationError("--dtype applies to exports; a draft import is f32 masters");
     if (to_hf.empty() && (convert->count("--serve") || drop_correction_head))
-      throw CLI::ValidationError("convert",
-                                 "--serve and --drop-correction-head apply to --to-hf exports");
+      throw CLI::ValidationError("--serve and --drop-correction-head apply to --to-hf exports");
     const speculative::ServingExport how{speculative::serving_engine_from_name(serve),
                                          drop_correction_head};
     // An export takes the tokenizer files of the directory tokenizer_source names.
@@ -362,19 +305,24 @@ void add_model_commands(CLI::App& app) {
                    tokenizer, true}});
     if (draft) {
       // An import becomes f32 masters (a training init).
-      convert_draft(src, out, to_hf.empty() ? DType::f32 : dtype_from_name(draft_dtype), tokenizer,
-                    overwrite, to_hf.empty() ? speculative::ServingExport{} : how);
+      convert_draft(src, out,
+                    to_hf.empty() ? DType::f32 : dtype_from_name(dtype.empty() ? "bf16" : dtype),
+                    tokenizer, overwrite, to_hf.empty() ? speculative::ServingExport{} : how);
       return;
     }
-    convert_checkpoint(src, out, overwrite);
-    std::cout << "wrote " << out << " from " << src << "\n";
+    convert_model(src, out, overwrite,
+                  dtype.empty() ? std::nullopt : std::optional<DType>(dtype_from_name(dtype)));
   });
 
   CLI::App* score = app.add_subcommand(
       "score",
       "Run records through a model: logits (or the scored tokens' log-probs) per record and the "
       "mean next-token NLL");
-  score->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
+  score
+      ->add_option("--model", model_dir,
+                   "sprig checkpoint or HF directory; a run directory: its latest checkpoint")
+      ->transform(kFollowsLatest)
+      ->required();
   score
       ->add_option("--input", input,
                    "JSONL records: {\"input_ids\": [...]}, {\"documents\": [[...], ...]} "
@@ -399,6 +347,7 @@ void add_model_commands(CLI::App& app) {
   score->add_flag("--supervise-first-token", score_options.supervise_first_token,
                   "Folded rollouts: also score each completion's first token, from the last prompt "
                   "position (entry t is then token t of the completion, else token t + 1)");
+  add_strict_positions_flag(score, score_options.strict_positions);
   add_overwrite_flag(score, overwrite);
   add_placement_options(score, placement);
   score->callback([] { run_score(model_dir, input, out, overwrite, placement, score_options); });
@@ -406,7 +355,11 @@ void add_model_commands(CLI::App& app) {
   CLI::App* generate = app.add_subcommand(
       "generate",
       "Greedy decoding with a KV cache: ids in and out (--prompt-ids), or text (--prompt)");
-  generate->add_option("--model", model_dir, "sprig checkpoint or HF directory")->required();
+  generate
+      ->add_option("--model", model_dir,
+                   "sprig checkpoint or HF directory; a run directory: its latest checkpoint")
+      ->transform(kFollowsLatest)
+      ->required();
   static std::string prompt_text, tokenizer_dir;
   auto* ids_option =
       generate->add_option("--prompt-ids", prompt, "Comma-separated prompt token ids");
@@ -416,24 +369,33 @@ void add_model_commands(CLI::App& app) {
       ->excludes(ids_option);
   generate->add_option("--tokenizer", tokenizer_dir,
                        "Directory with tokenizer.json for --prompt (default: --model's own)");
-  generate
-      ->add_option("--max-new-tokens", max_new_tokens,
-                   "Tokens to generate, at most max_position_embeddings less the prompt")
+  generate->add_option("--max-new-tokens", max_new_tokens, "Tokens to generate")
       ->check(kPositive)
       ->capture_default_str();
   generate->add_option("--stop-id", stop_id, "Stop after generating this id (a vocabulary id)")
       ->check(kNonNegative);
+  add_strict_positions_flag(generate, strict_positions);
   add_placement_options(generate, placement);
+  // The positions rule and the KV cache's memory, checked before the first token.
+  static const auto check_room = [](const QwenForCausalLM& model, size_t prompt_tokens) {
+    const int64_t end = static_cast<int64_t>(prompt_tokens) + max_new_tokens;
+    PositionLimit(model.config().max_position_embeddings, strict_positions, "generate")
+        .check(end, "decoding a " + std::to_string(prompt_tokens) +
+                        "-token prompt with --max-new-tokens " + std::to_string(max_new_tokens));
+    check_kv_cache_fits(model.config(), end, model.head_weight().dtype(),
+                        model.head_weight().device(), "generate");
+  };
   generate->callback([generate] {
     const bool text = generate->count("--prompt") > 0;
-    if (!text && prompt.empty())
-      throw CLI::ValidationError("generate", "give --prompt-ids or --prompt");
+    if (!text && prompt.empty()) throw CLI::ValidationError("give --prompt-ids or --prompt");
     if (!text && !tokenizer_dir.empty())
-      throw CLI::ValidationError("generate", "--tokenizer applies to --prompt");
+      throw CLI::ValidationError("--tokenizer applies to --prompt");
     if (!text) {
+      const std::vector<int64_t> ids = parse_id_csv(prompt);
       auto model = load_placed(model_dir, placement);
+      check_room(*model, ids.size());
       bool first = true;  // each id is printed as it is produced
-      generate_greedy(*model, parse_id_csv(prompt), max_new_tokens, stop_id, [&](int64_t id) {
+      generate_greedy(*model, ids, max_new_tokens, stop_id, [&](int64_t id) {
         std::cout << (first ? "" : ",") << id << std::flush;
         first = false;
       });
@@ -445,6 +407,7 @@ void add_model_commands(CLI::App& app) {
     const std::vector<int32_t> encoded = tokenizer.encode(prompt_text);
     if (encoded.empty()) throw std::runtime_error("--prompt: the text encodes to no token");
     auto model = load_placed(model_dir, placement);
+    check_room(*model, encoded.size());
     // The text of the new ids, printed as it grows; held back while it ends in an incomplete
     // character (decoded as U+FFFD), which a later id may complete.
     std::vector<int32_t> generated;

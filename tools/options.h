@@ -1,10 +1,13 @@
-// Option helpers shared by the subcommands: readable checks for numeric options, --device and
-// --dtype, and the --overwrite flag of every command that writes.
+// Option helpers shared by the subcommands: readable checks for numeric options, model paths that
+// follow a run's latest checkpoint, --device and --dtype, the --overwrite flag of every command
+// that writes and the --strict-positions flag of every command that runs a model.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <string>
+
+#include "train/checkpoint.h"
 
 namespace sprig::tools {
 
@@ -34,6 +37,16 @@ inline const CLI::Validator kFinite =
 inline const CLI::Validator kUnitInterval =
     number_check([](double v) { return v >= 0 && v <= 1; }, "a number in [0, 1]", "[0, 1]");
 
+// For a --model, --target or --draft option (a transform: it rewrites the value): a training run
+// (its directory, checkpoints/ or checkpoints/latest) stands for its newest checkpoint
+// (train/checkpoint.h: follow_latest).
+inline const CLI::Validator kFollowsLatest(
+    [](std::string& path) {
+      path = follow_latest(path);
+      return std::string();
+    },
+    "", "follows a run's latest checkpoint");
+
 // --device cpu|cuda|auto (resolve_device of tensor/dtype.h reads it; auto is cuda when present).
 inline CLI::Option* add_device_option(CLI::App* cmd, std::string& device) {
   return cmd->add_option("--device", device, "cpu, cuda or auto (cuda when present)")
@@ -54,6 +67,14 @@ inline CLI::Option* add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
                        "replace an existing output of the same kind (a checkpoint directory or "
                        "safetensors file this command wrote, a PNG or JSON Lines file); never an "
                        "input, nor anything else");
+}
+
+// --strict-positions: refuse an input that reaches past the model's max_position_embeddings
+// instead of warning (nn/positions.h).
+inline CLI::Option* add_strict_positions_flag(CLI::App* cmd, bool& strict) {
+  return cmd->add_flag("--strict-positions", strict,
+                       "refuse an input that reaches past the model's max_position_embeddings "
+                       "(default: compute it, as transformers does, with one warning)");
 }
 
 }  // namespace sprig::tools

@@ -1,5 +1,5 @@
-// `sprig plot RUN_DIR [--out curves.png]`: the loss (and val_loss) and lr curves of a training run
-// (tools/viz/plot.h).
+// `sprig plot RUN_DIR [--out curves.png]`: the loss (and val_loss), lr and recipe-metric curves of
+// a training run (tools/viz/plot.h).
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
@@ -20,7 +20,9 @@ void add_plot_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "plot", "Draw the loss, val_loss and lr curves of a run's metrics.jsonl as a PNG");
+      "plot",
+      "Draw the loss, val_loss and lr curves of a run's metrics.jsonl, and a panel per metric of "
+      "its recipe (accept_len, accuracy, ...), as a PNG");
   cmd->add_option("run_dir", opt->run_dir, "training run directory (holds metrics.jsonl)")
       ->required();
   cmd->add_option("--out", opt->out, "output PNG (default: RUN_DIR/curves.png)");

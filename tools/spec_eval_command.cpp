@@ -6,12 +6,14 @@
 #include <iostream>
 
 #include "nn/checkpoint.h"
+#include "nn/positions.h"
 #include "tensor/input_file.h"
 #include "tensor/names.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
 #include "tools/options.h"
 #include "tools/spec_eval.h"
+#include "train/memory.h"
 
 namespace sprig::tools {
 
@@ -21,8 +23,9 @@ using json = nlohmann::json;
 using namespace speculative;
 
 struct SpecEvalOptions {
-  std::string target, draft, input, device = "cpu", dtype = "f32";
+  std::string target, draft, input, device = "auto", dtype = "f32";
   SpecEvalSettings settings;
+  bool strict_positions = false;
 };
 
 void run_spec_eval(const SpecEvalOptions& o) {
@@ -34,9 +37,17 @@ void run_spec_eval(const SpecEvalOptions& o) {
   check_draft_fits(draft->config(), target.config(), "--draft " + o.draft);
   draft->to(device, dtype_from_name(o.dtype));
   draft->train(false);
-  // Every record is read and checked before any decoding starts.
-  const int64_t vocab = target.config().vocab_size;
-  const int64_t positions = target.config().max_position_embeddings;
+  // Every option and record is checked before anything is printed.
+  const int64_t vocab = target.config().vocab_size, draft_block = draft->config().block_size;
+  const int64_t block = o.settings.block_size;
+  if (block != 0 && (block < 2 || block > draft_block))
+    throw std::runtime_error("--block-size " + std::to_string(block) + " must be in [2, " +
+                             std::to_string(draft_block) + "], the draft's block size (or 0)");
+  if (o.settings.stop_id >= vocab)
+    throw std::runtime_error("--stop-id " + std::to_string(o.settings.stop_id) +
+                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  PositionLimit positions(target.config().max_position_embeddings, o.strict_positions, "spec-eval");
+  int64_t longest = 0;
   std::vector<std::vector<int64_t>> prompts;
   for_each_record(o.input, [&](const json& rec, const std::string& where) {
     for (const auto& entry : rec.items())
@@ -54,14 +65,15 @@ void run_spec_eval(const SpecEvalOptions& o) {
                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
       prompt.push_back(id);
     }
-    const int64_t length = static_cast<int64_t>(prompt.size());
-    if (length + o.settings.max_new_tokens > positions)
-      throw std::runtime_error(where + ": a prompt of " + std::to_string(length) + " tokens and " +
-                               std::to_string(o.settings.max_new_tokens) +
-                               " new tokens exceed the target's max_position_embeddings " +
-                               std::to_string(positions) + " (lower --max-new-tokens)");
+    const int64_t end = static_cast<int64_t>(prompt.size()) + o.settings.max_new_tokens;
+    positions.check(end, where + ": decoding a " + std::to_string(prompt.size()) +
+                             "-token prompt with --max-new-tokens " +
+                             std::to_string(o.settings.max_new_tokens));
+    longest = std::max(longest, end);
   });
   if (prompts.empty()) throw std::runtime_error(o.input + ": no records");
+  // The target's KV cache of the longest decoding (the draft's few layers fit in what it leaves).
+  check_kv_cache_fits(target.config(), longest, dtype_from_name(o.dtype), device, "spec-eval");
   SpecEvaluator evaluator(target, *draft, o.settings);
   evaluator.print_header(stderr);
   for (const std::vector<int64_t>& prompt : prompts)
@@ -79,9 +91,15 @@ void add_spec_eval_command(CLI::App& app) {
       "Speculative decoding with a trained draft (DFlash, Domino or JetSpec) on prompts: lossless "
       "check against greedy decoding, true acceptance length, speed-up, teacher-forced "
       "accept_len on the same text");
-  cmd->add_option("--target", o->target, "The target: HF directory or sprig checkpoint")
+  cmd->add_option(
+         "--target", o->target,
+         "The target: HF directory or sprig checkpoint; a run directory: its latest checkpoint")
+      ->transform(kFollowsLatest)
       ->required();
-  cmd->add_option("--draft", o->draft, "Draft directory (serving layout) or draft checkpoint")
+  cmd->add_option("--draft", o->draft,
+                  "Draft directory (serving layout) or draft checkpoint; a run directory: its "
+                  "latest checkpoint")
+      ->transform(kFollowsLatest)
       ->required();
   cmd->add_option("--input", o->input, "JSONL, one prompt per line: {\"prompt_ids\": [...]}")
       ->required();
@@ -99,6 +117,7 @@ void add_spec_eval_command(CLI::App& app) {
       ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--seed", o->settings.seed, "Seed of those anchors")->capture_default_str();
+  add_strict_positions_flag(cmd, o->strict_positions);
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);
   cmd->callback([o] { run_spec_eval(*o); });

@@ -64,12 +64,22 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
     std::vector<std::string> overrides;
     std::string resume_command =
         std::string("sprig train ") + name + " -c " + shell_word(opt->config);
-    for (const std::string& extra : cmd->remaining()) {
-      if (extra.rfind("--", 0) != 0 || extra.find('=') == std::string::npos)
-        throw std::runtime_error("unexpected argument '" + extra +
-                                 "' (overrides look like --section.key=value)");
-      overrides.push_back(extra.substr(2));
-      resume_command += " " + shell_word(extra);
+    // Overrides: --section.key=value, or --section.key value.
+    const std::vector<std::string> extras = cmd->remaining();
+    for (size_t i = 0; i < extras.size(); ++i) {
+      std::string o = extras[i];
+      if (o.rfind("--", 0) != 0 || o.size() == 2)
+        throw CLI::ValidationError("unexpected argument '" + o +
+                                   "' (overrides look like --section.key=value)");
+      o = o.substr(2);
+      if (o.find('=') == std::string::npos) {
+        if (i + 1 == extras.size() || extras[i + 1].rfind("--", 0) == 0)
+          throw CLI::ValidationError("override --" + o + " has no value (--" + o + "=value or --" +
+                                     o + " value)");
+        o += "=" + extras[++i];
+      }
+      overrides.push_back(o);
+      resume_command += " " + shell_word("--" + o);
     }
     TrainConfig config = load_train_config(opt->config, overrides, kind);
     config.allow_config_change = opt->allow_config_change;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "nn/checkpoint.h"
 #include "tensor/safetensors.h"
 
 namespace sprig {
@@ -59,6 +60,23 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
+// The checkpoint directory root/latest names. `latest` holds the name of a directory beside it
+// (docs/semantics.md §10.10): a path that leaves checkpoints/ would resume another run's weights.
+fs::path named_by_latest(const fs::path& root) {
+  const fs::path latest = root / "latest";
+  std::string name = read_text(latest);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw std::runtime_error(latest.string() + " holds \"" + name +
+                             "\", which is not the name of a checkpoint in " + root.string() +
+                             " (a step_<N> directory beside it)");
+  const fs::path dir = root / name;
+  if (!fs::is_directory(dir))
+    throw std::runtime_error(latest.string() + " names a checkpoint \"" + name +
+                             "\" that does not exist");
+  return dir;
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string run_dir, int64_t keep_last)
@@ -86,6 +104,9 @@ std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t st
     files.push_back("config.resolved.yaml");
     write_text(tmp / files.back(), payload.resolved_config);
   }
+  if (!payload.companions_from.empty())
+    for (const std::string& f : copy_companion_files(payload.companions_from, tmp.string()))
+      files.push_back(f);
   for (const std::string& f : files) fsync_path(tmp / f);
   fsync_path(tmp);
   fs::remove_all(final_dir);
@@ -111,23 +132,20 @@ bool CheckpointManager::has_checkpoint() const {
   return fs::exists(fs::path(checkpoints_dir()) / "latest");
 }
 
+std::string follow_latest(const std::string& path) {
+  const fs::path p(path);
+  if (p.filename() == "latest" && fs::is_regular_file(p))
+    return named_by_latest(p.parent_path()).string();
+  for (const fs::path& root : {p, p / "checkpoints"})
+    if (fs::is_regular_file(root / "latest")) return named_by_latest(root).string();
+  return path;
+}
+
 std::optional<LoadedCheckpoint> CheckpointManager::load_latest(
     const std::vector<std::string>& names) const {
   const fs::path root = checkpoints_dir();
-  const fs::path latest = root / "latest";
-  if (!fs::exists(latest)) return std::nullopt;
-  std::string name = read_text(latest);
-  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
-  // `latest` holds the name of a directory beside it (docs/semantics.md §10.10): a path that
-  // leaves checkpoints/ would resume another run's weights.
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
-    throw std::runtime_error(latest.string() + " holds \"" + name +
-                             "\", which is not the name of a checkpoint in " + root.string() +
-                             " (a step_<N> directory beside it)");
-  const fs::path dir = root / name;
-  if (!fs::is_directory(dir))
-    throw std::runtime_error(latest.string() + " names a checkpoint \"" + name +
-                             "\" that does not exist");
+  if (!fs::exists(root / "latest")) return std::nullopt;
+  const fs::path dir = named_by_latest(root);
   LoadedCheckpoint ck;
   ck.dir = dir.string();
   try {

@@ -1,10 +1,11 @@
 // Training checkpoints: <run_dir>/checkpoints/step_<N>/ holding config.json (the model the
 // checkpoint loads as), one <name>.safetensors per named tensor map (a trainer saves "model", the
 // fp32 master weights under their parameter names, and "optimizer", the moments),
-// trainer_state.json and config.resolved.yaml (the config the run had when it saved, which a
-// resume compares with its own). A checkpoint is written into a temporary directory, fsynced,
-// renamed into place, and only then is the `latest` file switched to it (also by rename), so a run
-// killed at any moment resumes from the last complete checkpoint. The newest `keep_last` are kept.
+// trainer_state.json, config.resolved.yaml (the config the run had when it saved, which a
+// resume compares with its own) and the base model's tokenizer and generation files. A checkpoint
+// is written into a temporary directory, fsynced, renamed into place, and only then is the `latest`
+// file switched to it (also by rename), so a run killed at any moment resumes from the last
+// complete checkpoint. The newest `keep_last` are kept.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +27,21 @@ struct CheckpointPayload {
   std::map<std::string, TensorMap> tensors;  // <name>.safetensors
   nlohmann::json state;                      // trainer_state.json
   std::string resolved_config;  // config.resolved.yaml, the run's config ("": none; older ones)
+  // A model directory whose companion files (nn/checkpoint.h: tokenizer, generation_config.json)
+  // the checkpoint carries, so that its export is complete ("": none).
+  std::string companions_from;
 };
 
 struct LoadedCheckpoint {
   std::string dir;
   CheckpointPayload payload;
 };
+
+// A path given for a model, a target or a draft, with a run followed to its newest checkpoint:
+// a run directory, its checkpoints/ or checkpoints/latest stand for the step_<N> directory
+// `latest` names (a bad `latest` throws std::runtime_error naming it). Any other path is
+// returned as given.
+std::string follow_latest(const std::string& path);
 
 class CheckpointManager {
  public:

@@ -3,12 +3,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <type_traits>
 
+#include "data/config.h"
 #include "tensor/input_file.h"
+#include "train/checkpoint.h"
 
 namespace sprig {
 
@@ -137,6 +141,42 @@ void apply_override(YAML::Node& root, const std::string& text) {
     chain.push_back(chain.back()[parts[i]]);
   }
   chain.back()[parts.back()] = value;
+}
+
+// The keys that hold paths. A config file's resolve against the file's directory, a command
+// line's against the current one: a config runs the same from anywhere, and the resolved config
+// records them absolute.
+void make_config_paths_absolute(YAML::Node& root, const std::filesystem::path& base) {
+  static const std::pair<const char*, const char*> kPathKeys[] = {
+      {"", "run_dir"},      {"model", "path"}, {"model", "config"}, {"target", "path"},
+      {"target", "config"}, {"draft", "init"}, {"data", "train"},   {"data", "val"}};
+  for (const auto& [section, key] : kPathKeys) {
+    YAML::Node holder = *section ? root[section] : root;
+    if (holder.IsMap() && present(holder[key])) data::make_paths_absolute(holder[key], base);
+  }
+}
+
+// A run directory given as model.path, target.path or draft.init stands for its newest checkpoint,
+// which the resolved config records.
+void follow_runs_to_their_latest(YAML::Node& root) {
+  for (const auto& [section, key] :
+       {std::pair{"model", "path"}, {"target", "path"}, {"draft", "init"}}) {
+    YAML::Node holder = root[section];
+    if (holder.IsMap() && holder[key].IsScalar())
+      holder[key] = follow_latest(holder[key].as<std::string>());
+  }
+}
+
+// Whether `message` names `key` or a key under it ("train.max_step" is not "train.max_steps").
+bool names_key(const std::string& message, const std::string& key) {
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1)) {
+    const size_t end = at + key.size();
+    if ((at == 0 || !(word(message[at - 1]) || message[at - 1] == '.')) &&
+        (end == message.size() || !word(message[end])))
+      return true;
+  }
+  return false;
 }
 
 // The draft: keys only one draft recipe reads.
@@ -295,7 +335,10 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   }
   try {
     if (!root.IsMap()) fail("the config must be a mapping");
+    make_config_paths_absolute(root, std::filesystem::absolute(path).parent_path());
     for (const std::string& o : overrides) apply_override(root, o);
+    make_config_paths_absolute(root, std::filesystem::current_path());
+    follow_runs_to_their_latest(root);
     check_section(root, "");
     for (const auto& [section, keys] : schema())
       if (!section.empty() && present(root[section])) check_section(root[section], section);
@@ -328,9 +371,10 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
         fail("give exactly one of model.path (a checkpoint) or model.config (a fresh init)");
     }
     const char* dtype_section = dflash ? "draft" : "model";
-    c.model_dtype = get<std::string>(root, dtype_section, "dtype", "bf16");
-    if (c.model_dtype != "bf16" && c.model_dtype != "f32")
-      fail(std::string(dtype_section) + ".dtype must be bf16 or f32, got '" + c.model_dtype + "'");
+    c.model_dtype = get<std::string>(root, dtype_section, "dtype", "auto");
+    if (c.model_dtype != "auto" && c.model_dtype != "bf16" && c.model_dtype != "f32")
+      fail(std::string(dtype_section) + ".dtype must be auto, bf16 or f32, got '" + c.model_dtype +
+           "'");
     if (present(root["attention"])) {  // left out of the resolved config when absent
       const std::string backend = get<std::string>(root, "attention", "backend", "auto");
       if (backend != "auto" && backend != "sprig" && backend != "cudnn")
@@ -412,7 +456,12 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.resolved_yaml = YAML::Dump(root) + "\n";
     return c;
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(e.what()) + " (in " + path + ")");
+    // Said where the offending value came from: an override, else the file.
+    const std::string message = e.what();
+    for (const std::string& o : overrides)
+      if (names_key(message, o.substr(0, o.find('='))))
+        throw std::invalid_argument(message + " (from the command line: --" + o + ")");
+    throw std::invalid_argument(message + " (in " + path + ")");
   }
 }
 

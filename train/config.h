@@ -79,7 +79,8 @@ struct TrainConfig {
   uint64_t seed = 0;
   std::string device = "auto";
   std::string model_path, model_config;  // sft: exactly one is set
-  std::string model_dtype = "bf16";      // compute dtype on CUDA (CPU always trains in f32)
+  // Compute dtype: auto (bf16 on CUDA, f32 on the CPU), bf16 or f32; the CPU always trains in f32.
+  std::string model_dtype = "auto";
   // attention: {backend: auto}: the kernels attention runs on CUDA (attention/backend.h).
   AttentionBackend attention_backend = AttentionBackend::automatic;
   DFlashConfig dflash;  // the draft recipes only

@@ -91,6 +91,7 @@ class DraftRecipe : public Recipe {
     s.kept_elements = context * d.context_width();
     return s;
   }
+  std::string companion_files_dir() const override { return target_dir_; }
   nlohmann::json checkpoint_config() const override {
     return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
   }
@@ -222,7 +223,7 @@ TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallb
                                 " trains on loss_mask rows: use data.packing dflash (packed "
                                 "documents) or padded (one document per row)");
   Trainer trainer(config, resume, comm);
-  DraftRecipe recipe(config, trainer.device(), comm);
+  DraftRecipe recipe(trainer.config(), trainer.device(), comm);
   return trainer.run(recipe, on_step);
 }
 

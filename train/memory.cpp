@@ -1,7 +1,6 @@
 #include "train/memory.h"
 
 #include <cstdio>
-#include <iostream>
 #include <stdexcept>
 
 #include "nn/loss.h"
@@ -86,11 +85,6 @@ double usable_memory(Device device) {
 
 void check_step_fits(const StepShapes& shapes, int64_t trained_parameters, DType compute,
                      Device device) {
-  const int64_t max_positions = shapes.layers.max_position_embeddings;
-  if (max_positions > 0 && shapes.positions > max_positions)
-    std::cerr << "[train] warning: data.seq_len " << shapes.positions
-              << " exceeds the model's max_position_embeddings " << max_positions
-              << ": a document longer than that reaches positions the model was not trained on\n";
   const MemoryEstimate e = estimate_step_memory(shapes, trained_parameters, compute);
   const double usable = usable_memory(device);
   if (e.total() > usable)
@@ -100,6 +94,20 @@ void check_step_fits(const StepShapes& shapes, int64_t trained_parameters, DType
                              gib(e.loss) + ", batches " + gib(e.batches) + "), more than the " +
                              gib(usable) + " GiB available on " + device.str() +
                              ": lower data.micro_batch_size or data.seq_len");
+}
+
+void check_kv_cache_fits(const QwenConfig& model, int64_t tokens, DType dtype, Device device,
+                         const std::string& where) {
+  const double bytes = 2.0 * static_cast<double>(model.num_hidden_layers) *
+                       static_cast<double>(model.num_key_value_heads) *
+                       static_cast<double>(model.head_dim) * static_cast<double>(tokens) *
+                       static_cast<double>(dtype_size(dtype));
+  const double usable = usable_memory(device);
+  if (bytes > usable / 2)
+    throw std::runtime_error("[" + where + "] decoding " + std::to_string(tokens) +
+                             " tokens holds a KV cache of about " + gib(bytes) +
+                             " GiB, more than half the " + gib(usable) + " GiB available on " +
+                             device.str() + ": lower --max-new-tokens");
 }
 
 }  // namespace sprig

@@ -12,7 +12,7 @@
 namespace sprig {
 
 // What a step's memory depends on. A recipe describes its models (Recipe::step_shapes); the
-// trainer fills in batch_tokens and positions from the data config.
+// trainer fills in batch_tokens from the data config.
 struct StepShapes {
   QwenConfig layers;              // the shape of the trained decoder layers and output head
   int64_t tokens = 0;             // tokens of one micro-batch through those layers
@@ -20,7 +20,6 @@ struct StepShapes {
   int64_t frozen_parameters = 0;  // a model run without gradients (a draft's target)
   int64_t kept_elements = 0;      // its outputs kept for the step (the captured hidden states)
   int64_t batch_tokens = 0;       // B x S of a data batch
-  int64_t positions = 0;          // the longest row (data.seq_len)
 };
 
 // The estimate, in bytes, and its parts.
@@ -39,10 +38,15 @@ MemoryEstimate estimate_step_memory(const StepShapes& shapes, int64_t trained_pa
 double usable_memory(Device device);
 
 // Throws std::runtime_error "[train] one training step needs about ... GiB (...), more than the
-// ... GiB available on DEVICE ..." when the estimate exceeds usable_memory(device). Warns on stderr
-// when rows are longer than the model's max_position_embeddings (Hugging Face warns too: RoPE
-// computes any position, but the model was not trained on them).
+// ... GiB available on DEVICE ..." when the estimate exceeds usable_memory(device).
 void check_step_fits(const StepShapes& shapes, int64_t trained_parameters, DType compute,
                      Device device);
+
+// Throws std::runtime_error "[where] decoding N tokens holds a KV cache of about ... GiB, more
+// than the ... GiB available on DEVICE ..." when the keys and values of `tokens` positions of
+// `model` in `dtype` (2 x layers x kv heads x head_dim each) exceed half of usable_memory(device)
+// (the rest is the weights and the forward's own activations).
+void check_kv_cache_fits(const QwenConfig& model, int64_t tokens, DType dtype, Device device,
+                         const std::string& where);
 
 }  // namespace sprig

@@ -86,7 +86,11 @@ MicroBatchLoss policy_gradient(const data::Batch& batch, const data::ScoredToken
 class SftRecipe : public Recipe {
  public:
   SftRecipe(const TrainConfig& c, Device device)
-      : model_(build_model(c)), data_(c.data), loss_(c.loss), device_(device) {
+      : model_(build_model(c)),
+        model_dir_(c.model_path.empty() ? "" : fs::absolute(c.model_path).string()),
+        data_(c.data),
+        loss_(c.loss),
+        device_(device) {
     const int64_t vocab = model_->config().vocab_size;
     if (data_.vocab_size > vocab)
       throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
@@ -96,7 +100,12 @@ class SftRecipe : public Recipe {
 
   Module& trainable() override { return *model_; }
   const data::DataConfig& data() const override { return data_; }
-  nlohmann::json checkpoint_config() const override { return model_->config().to_json(); }
+  nlohmann::json checkpoint_config() const override {
+    QwenConfig c = model_->config();
+    c.dtype = DType::f32;  // the checkpoint holds the f32 masters
+    return c.to_json();
+  }
+  std::string companion_files_dir() const override { return model_dir_; }
   StepShapes step_shapes() const override {
     StepShapes s;
     s.layers = model_->config();
@@ -118,6 +127,7 @@ class SftRecipe : public Recipe {
 
  private:
   std::unique_ptr<QwenForCausalLM> model_;
+  std::string model_dir_;  // model.path, absolute ("": a fresh model)
   data::DataConfig data_;
   LossConfig loss_;
   Device device_;
@@ -148,7 +158,7 @@ TrainSummary train_sft(const TrainConfig& config, bool resume, const StepCallbac
   if (data::target_form(config.data.packing) == data::TargetForm::loss_mask)
     throw std::invalid_argument("[train] sft needs labels: use data.packing sft, bfd or fold");
   Trainer trainer(config, resume, comm);
-  SftRecipe recipe(config, trainer.device());
+  SftRecipe recipe(trainer.config(), trainer.device());
   return trainer.run(recipe, on_step);
 }
 

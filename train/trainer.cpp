@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "autograd/functions.h"
+#include "nn/positions.h"
 #include "train/checkpoint.h"
 #include "train/gradient_buckets.h"
 #include "train/optimizer.h"
@@ -142,6 +143,7 @@ class TrainingRun {
         warmup_(c.warmup_steps >= 0 ? std::max<int64_t>(c.warmup_steps, 1)
                                     : warmup_from_ratio(c.warmup_ratio, total_)),
         checkpoints_(c.run_dir, c.keep_last),
+        positions_(recipe.step_shapes().layers.max_position_embeddings, false, "train"),
         device_(device) {
     state_.rng_seed = c.seed;
     if (comm.world_size() > 1) {
@@ -215,13 +217,13 @@ class TrainingRun {
         open_run_directory(start_step);
         if (lead_) std::cerr << note;
       }
-      last_loss = step.loss;
       if (on_step) on_step(state_.step, step.loss);
       const bool last = state_.step == total_;
       if (state_.step % c_.log_every_steps == 0 || last) {
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
         const StepRecord r = record(step, elapsed / static_cast<double>(state_.step - start_step) *
                                               static_cast<double>(total_ - state_.step));
+        last_loss = r.loss;
         if (progress_) progress_->log(r);
       }
       if ((c_.checkpoint_every_steps > 0 && state_.step % c_.checkpoint_every_steps == 0) || last)
@@ -278,6 +280,7 @@ class TrainingRun {
                                  std::to_string(loader_.batches_per_epoch()) +
                                  " batches) had anything to train on");
       const data::Batch batch = loader_.next();
+      positions_.check(positions_end(batch.position_ids), "a training row");
       window_.tokens += batch.num_tokens();
       std::optional<MicroBatchLoss> m = recipe_.loss(batch);
       const bool skip_anywhere =
@@ -434,7 +437,8 @@ class TrainingRun {
           recipe_.checkpoint_config(),
           {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
           state_json(state_, recipe_by_rank),
-          c_.resolved_yaml};
+          c_.resolved_yaml,
+          recipe_.companion_files_dir()};
       dir = checkpoints_.save(payload, state_.step);
     }
     last_checkpoint_ = comm_.all_gather(dir)[0];
@@ -503,6 +507,7 @@ class TrainingRun {
   AdamW optimizer_;
   int64_t total_, warmup_;
   CheckpointManager checkpoints_;
+  PositionLimit positions_;  // warns once when a row reaches past max_position_embeddings
   Device device_;
   TrainerState state_;
   std::string last_checkpoint_;
@@ -547,12 +552,15 @@ Trainer::Trainer(TrainConfig config, bool resume, Communicator& comm)
       device_(rank_device(config_.device, comm)) {
   check_same_config(config_.resolved_yaml, comm_);
   set_attention_backend(config_.attention_backend);
-  // The CPU computes in f32: the run records what it does.
-  if (!device_.is_cuda() && config_.model_dtype == "bf16") {
-    const std::string key = is_draft_recipe(config_.recipe) ? "draft.dtype" : "model.dtype";
-    config_.model_dtype = "f32";
-    config_.resolved_yaml = with_override(config_.resolved_yaml, key + "=f32");
-    dtype_note_ = "[train] " + key + " bf16 trains in f32 on the CPU; the run records f32\n";
+  // The run records the dtype it computes in: auto's choice, and f32 on the CPU (saying so when
+  // bf16 was asked for).
+  const std::string dtype_key = is_draft_recipe(config_.recipe) ? "draft.dtype" : "model.dtype";
+  const std::string computed = device_.is_cuda() && config_.model_dtype != "f32" ? "bf16" : "f32";
+  if (config_.model_dtype == "bf16" && computed == "f32")
+    dtype_note_ = "[train] " + dtype_key + " bf16 trains in f32 on the CPU; the run records f32\n";
+  if (config_.model_dtype != computed) {
+    config_.model_dtype = computed;
+    config_.resolved_yaml = with_override(config_.resolved_yaml, dtype_key + "=" + computed);
   }
   const std::string& run_dir = config_.run_dir;
   const fs::path missing = first_missing(run_dir);
@@ -574,7 +582,6 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   // Before the loaders prefetch a batch or the module moves to the device.
   StepShapes shapes = recipe.step_shapes();
   shapes.batch_tokens = recipe.data().micro_batch_size * recipe.data().seq_len;
-  shapes.positions = recipe.data().seq_len;
   check_step_fits(shapes, recipe.trainable().num_parameters(),
                   config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
   TrainingRun run(config_, device_, recipe, comm_, run_dir_.get());

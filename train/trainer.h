@@ -67,6 +67,9 @@ class Recipe {
   virtual StepShapes step_shapes() const { return {}; }
   // The config.json of checkpoints (the model they load as).
   virtual nlohmann::json checkpoint_config() const = 0;
+  // The model directory whose tokenizer and generation files every checkpoint carries (the base
+  // model; a draft's target), or "" for none.
+  virtual std::string companion_files_dir() const { return ""; }
   // Saved in trainer_state.json under "recipe" (when not null) and handed back on resume, where
   // the recipe refuses a checkpoint made with different settings and restores its own state
   // (e.g. the generator of its random draws).
@@ -100,7 +103,7 @@ struct TrainerState {
 // What one run reports when it ends.
 struct TrainSummary {
   int64_t steps = 0;
-  double last_loss = 0;  // of the last step this process trained (0 when it trained none)
+  double last_loss = 0;  // the last logged loss (its window's mean; 0 when nothing was trained)
   int64_t skipped_steps = 0;
   std::string run_dir;
   std::string checkpoint;  // the latest checkpoint's directory (a loadable model); "" for none
@@ -125,6 +128,8 @@ class Trainer {
   // alone writes the run directory. A CUDA run's device is the rank's local rank.
   Trainer(TrainConfig config, bool resume, Communicator& comm = single_process());
   Device device() const { return device_; }
+  // The config as the run records it: model_dtype is what it computes in (auto resolved).
+  const TrainConfig& config() const { return config_; }
 
   // Trains `recipe` to the end of the schedule, or continues from the run's latest checkpoint.
   // Before the first step a step's memory is estimated and a run that cannot fit is refused

@@ -66,8 +66,9 @@ void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& r
 void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                        const Tensor& dx, const Tensor& dw /* += */);
 // x, y [B, T, nH, D], pos [B, T]; inverse applies the transposed rotation (the backward).
-// Both devices rotate by rope_inv_freq (tensor/kernel_params.h).
-void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse);
+// Both devices rotate by the same host-computed RopeFrequencies (tensor/kernel_params.h).
+void rope(const Tensor& x, const Tensor& pos, const Tensor& y, const RopeFrequencies& freqs,
+          bool inverse);
 void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out);
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                      const Tensor& dup);

@@ -1,6 +1,6 @@
-// CPU rotary embedding (rotate-half layout), forward and its inverse rotation (the backward).
-// x, y [B, T, nH, D], pos [B, T]. cos/sin in fp32 as HF computes them (vectorised), rounded to x's
-// dtype, once per distinct position.
+// CPU rotary embedding (rotate-half layout), forward and its transposed rotation (the backward).
+// x, y [B, T, nH, D], pos [B, T]. cos/sin in fp32 as HF computes them (vectorised), times the
+// attention scaling in fp32, rounded to x's dtype, once per distinct position.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -11,9 +11,11 @@
 
 namespace sprig::cpu {
 
-void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse) {
+void rope(const Tensor& x, const Tensor& pos, const Tensor& y, const RopeFrequencies& freqs,
+          bool inverse) {
   const int64_t tokens = x.size(0) * x.size(1), heads = x.size(2), D = x.size(3), half = D / 2;
-  const std::vector<float> inv_freq = rope_inv_freq(D, theta);
+  const std::vector<float>& inv_freq = freqs.inv_freq;
+  const float scale = freqs.attention_scaling;
   const std::vector<int64_t> positions = pos.to_vector<int64_t>();
   // Rows share positions (every row of a batch starts at 0, packed documents restart): the angles
   // of each distinct position are computed once, into row `slot[t]` of the table.
@@ -29,7 +31,8 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
     using A = acc_t<T>;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
-    // HF: freqs = float(pos) * inv_freq in fp32, cos/sin in fp32, then cast to x's dtype. The
+    // HF: freqs = float(pos) * inv_freq in fp32, cos/sin in fp32 times the attention scaling, then
+    // cast to x's dtype. The
     // fp32 cos/sin are Eigen's vectorised ones (docs/architecture.md: within 2^-23 of the exact
     // value), over one aligned table padded to whole vectors, so every angle takes the vector path.
     const int64_t n = P * half, padded = (n + 15) / 16 * 16;
@@ -45,8 +48,9 @@ void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, boo
     });
     std::vector<A> cosines(static_cast<size_t>(n)), sines(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
-      cosines[k] = round_to<T>(A(cos32[k]));
-      sines[k] = round_to<T>(A(inverse ? -sin32[k] : sin32[k]));
+      const float c = cos32[k] * scale, s = sin32[k] * scale;
+      cosines[k] = round_to<T>(A(c));
+      sines[k] = round_to<T>(A(inverse ? -s : s));
     }
 #pragma omp parallel for if (x.numel() > kParallelGrain)
     for (int64_t tok = 0; tok < tokens; ++tok) {

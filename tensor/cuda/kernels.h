@@ -91,8 +91,8 @@ void rms_norm(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& r
               cudaStream_t stream);
 void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                        const Tensor& dx, const Tensor& dw, cudaStream_t stream);
-void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse,
-          cudaStream_t stream);
+void rope(const Tensor& x, const Tensor& pos, const Tensor& y, const RopeFrequencies& freqs,
+          bool inverse, cudaStream_t stream);
 void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out, cudaStream_t stream);
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                      const Tensor& dup, cudaStream_t stream);

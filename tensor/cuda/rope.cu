@@ -16,7 +16,7 @@ namespace {
 constexpr int kMaxHalf = 256;  // head dims up to 512
 constexpr int kThreads = 128;
 
-// HF's fp32 inverse frequencies (computed on the host by rope_inv_freq), passed by value.
+// The fp32 inverse frequencies of the host's RopeFrequencies, passed by value.
 struct InvFreq {
   float v[kMaxHalf];
 };
@@ -24,7 +24,7 @@ struct InvFreq {
 template <class T>
 __global__ void rope_kernel(const T* __restrict__ x, const void* __restrict__ pos, bool pos64,
                             T* __restrict__ y, int64_t heads, int half, InvFreq inv_freq,
-                            bool inverse) {
+                            float scale, bool inverse) {
   using A = acc_t<T>;
   __shared__ A cos_s[kMaxHalf], sin_s[kMaxHalf];
   const int64_t tok = blockIdx.x;
@@ -32,8 +32,8 @@ __global__ void rope_kernel(const T* __restrict__ x, const void* __restrict__ po
       pos64 ? static_cast<const int64_t*>(pos)[tok] : static_cast<const int32_t*>(pos)[tok];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const double freq = static_cast<float>(p) * inv_freq.v[i];
-    const A s = round_to<T>(static_cast<float>(::sin(freq)));
-    cos_s[i] = round_to<T>(static_cast<float>(::cos(freq)));
+    const A s = round_to<T>(static_cast<float>(::sin(freq)) * scale);
+    cos_s[i] = round_to<T>(static_cast<float>(::cos(freq)) * scale);
     sin_s[i] = inverse ? -s : s;
   }
   __syncthreads();
@@ -50,22 +50,22 @@ __global__ void rope_kernel(const T* __restrict__ x, const void* __restrict__ po
 
 }  // namespace
 
-void rope(const Tensor& x, const Tensor& pos, const Tensor& y, double theta, bool inverse,
-          cudaStream_t stream) {
+void rope(const Tensor& x, const Tensor& pos, const Tensor& y, const RopeFrequencies& freqs,
+          bool inverse, cudaStream_t stream) {
   const int64_t tokens = x.size(0) * x.size(1), heads = x.size(2), D = x.size(3);
   if (D / 2 > kMaxHalf)
     throw std::invalid_argument("[rope] head dim " + std::to_string(D) +
                                 " exceeds the CUDA kernel's maximum of " +
                                 std::to_string(2 * kMaxHalf));
   InvFreq inv_freq{};
-  const std::vector<float> freqs = rope_inv_freq(D, theta);
-  std::copy(freqs.begin(), freqs.end(), inv_freq.v);
+  std::copy(freqs.inv_freq.begin(), freqs.inv_freq.end(), inv_freq.v);
   const bool pos64 = pos.dtype() == DType::i64;
   visit_floating(x.dtype(), "rope", [&](auto tag) {
     using T = decltype(tag);
     launch(rope_kernel<T>, static_cast<unsigned>(tokens), kThreads, 0, stream,
            static_cast<const T*>(x.data_ptr()), pos.data_ptr(), pos64,
-           static_cast<T*>(y.data_ptr()), heads, static_cast<int>(D / 2), inv_freq, inverse);
+           static_cast<T*>(y.data_ptr()), heads, static_cast<int>(D / 2), inv_freq,
+           freqs.attention_scaling, inverse);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -45,8 +45,12 @@ TEST(NnGrad, RmsNormWithRespectToInputAndWeight) {
 
 TEST(NnGrad, Rope) {
   const Tensor pos = Tensor::from_vector<int64_t>({0, 1, 2, 7, 3, 0}, {2, 3});
-  EXPECT_TRUE(
-      grad_ok([pos](Inputs in) { return rope(in[0], pos, 10000.0); }, {randn64({2, 3, 2, 4}, 5)}));
+  EXPECT_TRUE(grad_ok([pos](Inputs in) { return rope(in[0], pos, rope_frequencies(4, 10000.0)); },
+                      {randn64({2, 3, 2, 4}, 5)}));
+  RopeFrequencies yarn_like = rope_frequencies(4, 10000.0);  // scaled cos/sin, as YaRN's
+  yarn_like.attention_scaling = 1.25f;
+  EXPECT_TRUE(grad_ok([pos, yarn_like](Inputs in) { return rope(in[0], pos, yarn_like); },
+                      {randn64({2, 3, 2, 4}, 6)}));
 }
 
 TEST(NnGrad, Swiglu) {

@@ -49,8 +49,10 @@ data:
   max_packs: 100
 )");
   EXPECT_EQ(c.seed, 42u);
-  EXPECT_EQ(c.train, (std::vector<std::string>{"a.bin", "b.bin"}));
-  EXPECT_EQ(c.val, (std::vector<std::string>{"c.bin"}));
+  // Beside the config file (a TempFile under the temporary directory).
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  EXPECT_EQ(c.train, (std::vector<std::string>{dir + "/a.bin", dir + "/b.bin"}));
+  EXPECT_EQ(c.val, (std::vector<std::string>{dir + "/c.bin"}));
   EXPECT_EQ(c.format, DataFormat::shards);
   EXPECT_EQ(c.seq_len, 4096);
   EXPECT_EQ(c.packing, Packing::bfd);

@@ -223,6 +223,22 @@ TEST(Tokenizer, RefusesWhatItDoesNotImplementByName) {
   EXPECT_EQ(load_error([](json& j) { j["model"]["vocab"]["\xE4\xB8\x80"] = 7; }),
             "[tokenizer] t.json: model.vocab[\"\xE4\xB8\x80\"] is not a byte-level token (a "
             "character outside the byte alphabet)");
+  // An id names one token: decoding it would otherwise pick one of them silently.
+  EXPECT_EQ(load_error([](json& j) { j["model"]["vocab"]["c"] = 0; }),
+            "[tokenizer] t.json: model.vocab gives id 0 to two tokens, \"a\" and \"c\"");
+  EXPECT_EQ(load_error([](json& j) {
+              j["added_tokens"] = {{{"id", 1}, {"content", "<x>"}}};
+            }),
+            "[tokenizer] t.json: added_tokens[0] (<x>) takes id 1, model.vocab's \"b\"");
+  EXPECT_EQ(
+      load_error([](json& j) {
+        j["added_tokens"] = {{{"id", 7}, {"content", "<x>"}}, {{"id", 7}, {"content", "<y>"}}};
+      }),
+      "[tokenizer] t.json: added_tokens[1] (<y>) takes id 7, already added_tokens' \"<x>\"");
+  EXPECT_EQ(load_error([](json& j) {  // an added token repeating its vocabulary entry is GPT-2's
+              j["added_tokens"] = {{{"id", 3}, {"content", "ab"}}};
+            }),
+            "no error");
   try {
     Tokenizer::from_json("{\"model\": ", "t.json");
     FAIL() << "no error";

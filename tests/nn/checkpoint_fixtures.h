@@ -176,9 +176,9 @@ inline BrokenCheckpoint broken_checkpoint(const std::string& kind, const std::st
   }
   if (kind == "bad_config") {
     write_hf_checkpoint("qwen3_tiny", dir, {}, [](nlohmann::json& c) {
-      c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+      c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
     });
-    return {dir, dir + "/config.json: rope scaling type \"yarn\" is not supported"};
+    return {dir, dir + "/config.json: rope scaling type \"longrope\" is not supported"};
   }
   throw std::invalid_argument("unknown breakage " + kind);
 }

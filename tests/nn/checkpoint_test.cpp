@@ -36,7 +36,7 @@ void expect_same_config(const QwenConfig& a, const QwenConfig& b) {
   EXPECT_EQ(a.head_dim, b.head_dim);
   EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
   EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
-  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope.theta, b.rope.theta);
   EXPECT_EQ(a.initializer_range, b.initializer_range);
   EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
   EXPECT_EQ(a.attention_bias, b.attention_bias);
@@ -318,6 +318,90 @@ TEST(Checkpoint, Bf16CheckpointKeepsItsBits) {
   const auto loaded = load_qwen(root + "/hf");
   for (const auto& [name, p] : model.named_parameters())
     EXPECT_EQ(testing::max_abs_diff(loaded->state_dict().at(name), p.value()), 0.0) << name;
+}
+
+// Tokenizer and generation files travel with the weights both ways, byte for byte.
+TEST(Checkpoint, ConversionsCarryTokenizerAndGenerationFiles) {
+  const testing::NamedTempDir tmp("ckpt_companions");
+  const std::string& root = tmp.path;
+  testing::write_hf_checkpoint("qwen3_tiny", root + "/hf");
+  const std::map<std::string, std::string> files = {
+      {"tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}\n"},
+      {"tokenizer_config.json", "{\"eos_token\": \"<e>\"}\n"},
+      {"chat_template.jinja", "{{ messages }}\n"},
+      {"generation_config.json", "{\"temperature\": 0.7, \"top_p\": 0.8}\n"}};
+  for (const auto& [name, text] : files) testing::write_text(root + "/hf/" + name, text);
+  const ConvertedModel in = convert_checkpoint(root + "/hf", root + "/sprig");
+  EXPECT_EQ(in.companion_files,
+            (std::vector<std::string>{"tokenizer.json", "tokenizer_config.json",
+                                      "chat_template.jinja", "generation_config.json"}));
+  EXPECT_EQ(in.dtype, DType::f32);
+  const ConvertedModel back = convert_checkpoint(root + "/sprig", root + "/out");
+  EXPECT_EQ(back.companion_files, in.companion_files);
+  for (const auto& [name, text] : files) {
+    EXPECT_EQ(testing::read_text(root + "/sprig/" + name), text) << name;
+    EXPECT_EQ(testing::read_text(root + "/out/" + name), text) << name;
+  }
+  // A directory with them is still one sprig wrote, so --overwrite may replace it.
+  EXPECT_NO_THROW(convert_checkpoint(root + "/hf", root + "/out", /*overwrite=*/true));
+}
+
+// A config that declares another dtype than its weights' is read as the weights are, says so once,
+// and its export declares what the weights are.
+TEST(Checkpoint, ADtypeTheWeightsDoNotHaveIsWarnedAndCorrected) {
+  const testing::NamedTempDir tmp("ckpt_dtype_label");
+  const std::string& root = tmp.path;
+  testing::write_hf_checkpoint("qwen3_tiny", root + "/hf", {},
+                               [](nlohmann::json& c) { c["torch_dtype"] = "bfloat16"; });
+  ::testing::internal::CaptureStderr();
+  const ConvertedModel converted = convert_checkpoint(root + "/hf", root + "/out");
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(warning, "sprig: [checkpoint] warning: " + root +
+                         "/hf/config.json declares dtype bfloat16, but its weights are float32: "
+                         "they are read as stored, and an export says float32\n");
+  EXPECT_EQ(converted.dtype, DType::f32);
+  const nlohmann::json config =
+      nlohmann::json::parse(testing::read_text(root + "/out/config.json"));
+  EXPECT_EQ(config["torch_dtype"], "float32");
+  EXPECT_EQ(config["dtype"], "float32");
+  testing::expect_same_tensors(testing::kGoldenDir + "qwen3_tiny/model.safetensors", root + "/out");
+  // The corrected export loads without a word.
+  ::testing::internal::CaptureStderr();
+  load_qwen(root + "/out");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+// A cast rounds every tensor to the asked dtype (round to nearest even) and labels it so; casting
+// back widens exactly.
+TEST(Checkpoint, ConvertCastsToTheAskedDtype) {
+  const testing::NamedTempDir tmp("ckpt_cast");
+  const std::string& root = tmp.path;
+  const std::string golden = testing::kGoldenDir + "qwen3_tiny";
+  const ConvertedModel half = convert_checkpoint(golden, root + "/bf16", false, DType::bf16);
+  EXPECT_EQ(half.dtype, DType::bf16);
+  EXPECT_EQ(nlohmann::json::parse(testing::read_text(root + "/bf16/config.json"))["dtype"],
+            "bfloat16");
+  const SafetensorsFile source(golden + "/model.safetensors"),
+      cast(root + "/bf16/model.safetensors");
+  double rounding = 0;
+  for (const StTensorInfo& t : source.tensors()) {
+    ASSERT_EQ(cast.info(t.name).dtype, StDType::BF16) << t.name;
+    const Tensor want = source.load(t.name).to(Device::cpu(), DType::bf16);
+    EXPECT_EQ(testing::max_abs_diff(cast.load(t.name), want), 0.0) << t.name;
+    rounding =
+        std::max(rounding, testing::max_abs_diff(cast.load(t.name).to(Device::cpu(), DType::f32),
+                                                 source.load(t.name)));
+  }
+  EXPECT_GT(rounding, 0.0);  // the cast rounded: it is not a relabelling
+  convert_checkpoint(root + "/bf16", root + "/f32", false, DType::f32);
+  const SafetensorsFile wide(root + "/f32/model.safetensors");
+  for (const StTensorInfo& t : cast.tensors()) {
+    ASSERT_EQ(wide.info(t.name).dtype, StDType::F32) << t.name;
+    EXPECT_EQ(testing::max_abs_diff(wide.load(t.name), cast.load(t.name)), 0.0) << t.name;
+  }
+  // Asking for the stored dtype copies the bytes.
+  convert_checkpoint(golden, root + "/same", false, DType::f32);
+  testing::expect_same_tensors(golden + "/model.safetensors", root + "/same");
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ TEST(QwenConfig, ParsesQwen25) {
   EXPECT_EQ(c.num_key_value_heads, 2);
   EXPECT_EQ(c.head_dim, 64);
   EXPECT_EQ(c.max_position_embeddings, 32768);
-  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
   EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
   EXPECT_TRUE(c.tie_word_embeddings);
   EXPECT_EQ(c.dtype, DType::bf16);
@@ -84,7 +84,7 @@ TEST(QwenConfig, ParsesQwen3) {
   EXPECT_EQ(c.model_type, "qwen3");
   EXPECT_EQ(c.head_dim, 128);  // explicit, not 1024 / 16
   EXPECT_EQ(c.num_key_value_heads, 8);
-  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
   EXPECT_TRUE(c.has_qk_norm());
   EXPECT_FALSE(c.has_qkv_bias());
   EXPECT_EQ(c.sliding_window_per_layer, std::vector<int64_t>(28, 0));
@@ -103,7 +103,7 @@ TEST(QwenConfig, ParsesQwen2WithDefaults) {
   const QwenConfig c = QwenConfig::from_json(j);
   EXPECT_EQ(c.num_key_value_heads, 4);  // defaults to the query heads
   EXPECT_EQ(c.head_dim, 8);
-  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 10000.0);
   EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
   EXPECT_DOUBLE_EQ(c.initializer_range, 0.02);
   EXPECT_FALSE(c.tie_word_embeddings);
@@ -121,7 +121,7 @@ TEST(QwenConfig, AcceptsTransformers5FieldNames) {
   j["layer_types"] = std::vector<std::string>(28, "full_attention");
   const QwenConfig c = QwenConfig::from_json(j);
   EXPECT_EQ(c.dtype, DType::f32);
-  EXPECT_DOUBLE_EQ(c.rope_theta, 5e5);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 5e5);
   EXPECT_EQ(c.sliding_window_per_layer, std::vector<int64_t>(28, 0));
 
   j["dtype"] = "float16";
@@ -129,7 +129,7 @@ TEST(QwenConfig, AcceptsTransformers5FieldNames) {
   j["rope_theta"] = 123.0;       // rope_parameters wins over the legacy field
   const QwenConfig d = QwenConfig::from_json(j);
   EXPECT_EQ(d.dtype, DType::f16);
-  EXPECT_DOUBLE_EQ(d.rope_theta, 5e5);
+  EXPECT_DOUBLE_EQ(d.rope.theta, 5e5);
 }
 
 TEST(QwenConfig, SlidingWindowLayerRules) {
@@ -198,27 +198,97 @@ TEST(QwenConfig, RejectsUnsupportedModels) {
   EXPECT_EQ(parse_error(json::array({1, 2})), "config.json: config must be a JSON object");
 }
 
-TEST(QwenConfig, RejectsRopeScaling) {
+TEST(QwenConfig, ParsesRopeScalingTypes) {
   json j = small_qwen2();
+  j["max_position_embeddings"] = 131072;
   j["rope_scaling"] = {
       {"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
-  EXPECT_EQ(parse_error(j),
-            "config.json: rope scaling type \"yarn\" is not supported (only default rope)");
+  QwenConfig c = QwenConfig::from_json(j, "config.json");
+  EXPECT_EQ(c.rope.type, RopeType::yarn);
+  EXPECT_DOUBLE_EQ(c.rope.factor, 4.0);
+  EXPECT_EQ(c.rope.original_max_position_embeddings, 32768);
+  EXPECT_DOUBLE_EQ(c.rope.beta_fast, 32.0);
+  EXPECT_TRUE(c.rope.truncate);
+  // Written back in both spellings, and read back to the same rotation.
+  const json out = c.to_json();
+  EXPECT_EQ(out["rope_scaling"]["rope_type"], "yarn");
+  EXPECT_EQ(out["rope_parameters"]["original_max_position_embeddings"], 32768);
+  const QwenConfig back = QwenConfig::from_json(out, "config.json");
+  EXPECT_EQ(back.rope.type, RopeType::yarn);
+  EXPECT_EQ(back.rope.to_json(), c.rope.to_json());
+
+  // yarn without a factor: the ratio of the lengths; the top-level original length wins.
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", nullptr}};
+  j["original_max_position_embeddings"] = 16384;
+  c = QwenConfig::from_json(j, "config.json");
+  EXPECT_DOUBLE_EQ(c.rope.factor, 8.0);
+  EXPECT_EQ(c.rope.original_max_position_embeddings, 16384);
+  j.erase("original_max_position_embeddings");
+
   j.erase("rope_scaling");
   j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 1e6}};
+  c = QwenConfig::from_json(j, "config.json");
+  EXPECT_EQ(c.rope.type, RopeType::linear);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
+  j["rope_parameters"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_EQ(QwenConfig::from_json(j, "config.json").rope.type, RopeType::dynamic);
+  j["rope_parameters"] = {{"rope_type", "llama3"},
+                          {"factor", 8.0},
+                          {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0},
+                          {"original_max_position_embeddings", 8192}};
+  c = QwenConfig::from_json(j, "config.json");
+  EXPECT_EQ(c.rope.type, RopeType::llama3);
+  EXPECT_EQ(c.rope.original_max_position_embeddings, 8192);
+  // An empty rope_scaling is no scaling; rope_parameters is read instead.
+  j["rope_scaling"] = json::object();
+  EXPECT_EQ(QwenConfig::from_json(j, "config.json").rope.type, RopeType::llama3);
+}
+
+TEST(QwenConfig, RejectsBadRope) {
+  json j = small_qwen2();
+  j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
   EXPECT_EQ(parse_error(j),
-            "config.json: rope scaling type \"linear\" is not supported (only default rope)");
+            "config.json: rope scaling type \"longrope\" is not supported (sprig computes "
+            "default, linear, dynamic, yarn and llama3)");
+  j["rope_scaling"] = {{"rope_type", "linear"}};
+  EXPECT_EQ(parse_error(j), "config.json: rope_scaling of type linear needs \"factor\"");
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.5}};
+  EXPECT_EQ(parse_error(j),
+            "config.json: rope_scaling.factor must be a finite number >= 1.0, got 0.5");
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fats", 32}};
+  EXPECT_EQ(parse_error(j).rfind("config.json: rope_scaling: unknown key \"beta_fats\"", 0), 0u)
+      << parse_error(j);
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 1}, {"beta_slow", 2}};
+  EXPECT_EQ(parse_error(j),
+            "config.json: rope_scaling.beta_fast 1.0 is below beta_slow 2.0: the ramp would run "
+            "backwards");
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}};
+  EXPECT_EQ(parse_error(j), "config.json: rope_scaling of type llama3 needs \"high_freq_factor\"");
+  j["rope_scaling"] = {
+      {"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4}, {"high_freq_factor", 1}};
+  EXPECT_EQ(parse_error(j),
+            "config.json: rope_scaling.high_freq_factor 1.0 must be above low_freq_factor 4.0");
+  j["rope_scaling"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};
+  EXPECT_EQ(parse_error(j),
+            "config.json: rope_scaling.partial_rotary_factor 0.5 is not supported: sprig rotates "
+            "the whole head");
+  j.erase("rope_scaling");
   j["rope_parameters"] = "default";
-  EXPECT_EQ(parse_error(j), "config.json: \"rope_parameters\" must be an object");
+  EXPECT_EQ(parse_error(j), "config.json: rope_parameters must be an object, got \"default\"");
 }
 
 TEST(QwenConfig, RejectsNonPositiveRopeThetaAndEps) {
   json j = small_qwen2();
   j["rope_theta"] = 0;
-  EXPECT_EQ(parse_error(j), "config.json: rope_theta must be positive, got 0.000000");
+  EXPECT_EQ(parse_error(j), "config.json: rope_theta must be a finite number > 0.0, got 0.0");
   j["rope_theta"] = -5e5;
-  EXPECT_EQ(parse_error(j), "config.json: rope_theta must be positive, got -500000.000000");
+  EXPECT_EQ(parse_error(j), "config.json: rope_theta must be a finite number > 0.0, got -500000.0");
   j["rope_theta"] = 1e6;
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 0}};
+  EXPECT_EQ(parse_error(j),
+            "config.json: rope_parameters.rope_theta must be a finite number > 0.0, got 0.0");
+  j.erase("rope_parameters");
   j["rms_norm_eps"] = 0;
   EXPECT_EQ(parse_error(j), "config.json: rms_norm_eps must be positive, got 0.000000");
 }
@@ -322,7 +392,7 @@ TEST(QwenConfig, ToJsonRoundTrips) {
     EXPECT_EQ(d.head_dim, c.head_dim);
     EXPECT_EQ(d.num_key_value_heads, c.num_key_value_heads);
     EXPECT_EQ(d.tie_word_embeddings, c.tie_word_embeddings);
-    EXPECT_EQ(d.rope_theta, c.rope_theta);
+    EXPECT_EQ(d.rope.theta, c.rope.theta);
     EXPECT_EQ(d.dtype, c.dtype);
     EXPECT_EQ(d.sliding_window_per_layer, c.sliding_window_per_layer);
     // Fields sprig does not use are kept, and transformers' required fields are present.

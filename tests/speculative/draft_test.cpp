@@ -56,7 +56,7 @@ TEST(DraftConfig, FollowsTheTarget) {
   EXPECT_EQ(c.layers.hidden_size, 16);
   EXPECT_EQ(c.layers.vocab_size, 40);
   EXPECT_EQ(c.layers.head_dim, 8);
-  EXPECT_EQ(c.layers.rope_theta, 5e5);
+  EXPECT_EQ(c.layers.rope.theta, 5e5);
   EXPECT_EQ(c.num_target_layers, 6);
   EXPECT_EQ(c.target_layer_ids, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(c.context_width(), 32);
@@ -107,6 +107,23 @@ TEST(DraftConfig, AbsurdSizesNameTheKeyBeforeAnyAllocation) {
               std::string::npos)
         << message;
   }
+}
+
+// A draft rotates its positions as its target does: a YaRN target's scaling goes into the draft
+// and into its exported config, and reads back the same.
+TEST(DraftConfig, KeepsTheTargetsRopeScaling) {
+  nlohmann::json t = target_config().to_json();
+  t["max_position_embeddings"] = 4096;
+  t["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 1024}};
+  const QwenConfig target = QwenConfig::from_json(t, "target");
+  const DraftConfig c = draft_config_for(target, options());
+  EXPECT_EQ(c.layers.rope.type, RopeType::yarn);
+  EXPECT_EQ(c.layers.rope.to_json(), target.rope.to_json());
+  const nlohmann::json j = c.to_json(DType::bf16);
+  EXPECT_EQ(j["rope_scaling"]["rope_type"], "yarn");
+  EXPECT_EQ(j["rope_parameters"]["original_max_position_embeddings"], 1024);
+  EXPECT_EQ(DraftConfig::from_json(j, "config.json").layers.rope.to_json(), target.rope.to_json());
 }
 
 TEST(DraftConfig, ADraftFitsOnlyItsKindOfTarget) {

@@ -285,9 +285,7 @@ TEST(SpecDecode, RefusesBadArguments) {
   };
   refuses({}, {}, "[spec-decode] the prompt is empty");
   refuses({96}, {}, "[spec-decode] prompt id 96 is outside the vocabulary [0, 96)");
-  refuses({1, 2}, {.max_new_tokens = 127},
-          "[spec-decode] max_new_tokens 127 must be in [1, 126]: max_position_embeddings 128 less "
-          "the 2-token prompt");
+  refuses({1, 2}, {.max_new_tokens = 0}, "[spec-decode] max_new_tokens must be >= 1, got 0");
   refuses({1}, {.max_new_tokens = 4, .block_size = 5},
           "[spec-decode] block size 5 must be in [2, 4], the draft's");
   refuses({1}, {.max_new_tokens = 4, .block_size = 1},

@@ -137,8 +137,8 @@ TEST(VectorMath, RopeCosAndSinWithinTwoUlpsOfOne) {
   const Tensor pos = Tensor::from_vector<int64_t>(positions, {1, T});
   Tensor x = Tensor::zeros({1, T, 1, D});
   x.narrow(3, 0, half).fill_(1.0);
-  const std::vector<float> y = rope(x, pos, 1e6).to_vector<float>();
-  const std::vector<float> inv_freq = rope_inv_freq(D, 1e6);
+  const std::vector<float> inv_freq = rope_frequencies(D, 1e6).inv_freq;
+  const std::vector<float> y = rope(x, pos, rope_frequencies(D, 1e6)).to_vector<float>();
   double worst = 0;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {

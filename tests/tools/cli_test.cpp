@@ -1,8 +1,10 @@
 // End-to-end tests of the `sprig` executable (SPRIG_BIN) on the golden tiny Qwen3:
 // `convert --from-hf` then `score` reproduces PyTorch's logits and loss; packed documents and
 // folded rollouts score like their sequences alone (logits, and per-token log-probs); `generate`
-// equals full-forward argmax decoding; bad records and bad checkpoints stop with one sentence
-// (file:line for records) and exit code 1.
+// equals full-forward argmax decoding; positions past max_position_embeddings warn, or refuse
+// under --strict-positions; bad records and bad checkpoints stop with one sentence (file:line for
+// records) and exit code 1; tokenizer and generation files follow a model through training and
+// export.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,7 +43,8 @@ class SprigCli : public ::testing::Test {
     const RunResult r =
         run_sprig("convert --from-hf " + testing::kGoldenDir + "qwen3_tiny --out " + model, dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(r.out, "wrote " + model + " from " + testing::kGoldenDir + "qwen3_tiny\n");
+    EXPECT_EQ(r.out, "wrote " + model + " from " + testing::kGoldenDir +
+                         "qwen3_tiny: float32 weights, no tokenizer or generation files\n");
   }
 
   // Scores the JSONL `text` into logits_path.
@@ -67,6 +70,10 @@ TEST_F(SprigCli, ScoreReproducesGoldenLogitsAndLoss) {
     text += "{\"input_ids\": " + ids_json(ids.select(0, b).to_vector<int64_t>()) + "}\n";
   const RunResult r = score(text);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // stderr is a file here: the progress is whole lines (the first update, then at most one per
+  // 10 s, and the last), no carriage returns.
+  ASSERT_EQ(B, 2);
+  EXPECT_EQ(r.err, "scored 1 records\nscored 2 records\n");
 
   const SafetensorsFile out(logits_path);
   ASSERT_EQ(out.tensors().size(), static_cast<size_t>(B));
@@ -231,6 +238,60 @@ TEST_F(SprigCli, GenerateEqualsFullForwardArgmax) {
   EXPECT_EQ(r.out, expected + "\n");
 }
 
+// One rule past max_position_embeddings (128 here) for every command: computed, with one warning
+// naming the first input that reaches there (transformers computes such positions too), or under
+// --strict-positions refused before any output. Generation there equals full-forward argmax.
+TEST_F(SprigCli, PositionsPastTheModelsRangeWarnOrWithStrictPositionsAreRefused) {
+  std::vector<int64_t> long_ids(130);
+  for (size_t i = 0; i < long_ids.size(); ++i) long_ids[i] = static_cast<int64_t>(i % 90);
+  const std::string file = dir + "/records.jsonl";
+  const std::string text = "{\"input_ids\": [1, 2]}\n{\"input_ids\": " + ids_json(long_ids) +
+                           "}\n{\"input_ids\": " + ids_json(long_ids) + "}\n";
+  RunResult r = score(text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string warning = "sprig: [score] warning: " + file +
+                              ":2 reaches position 129, past the model's "
+                              "max_position_embeddings 128 (positions the model was not trained "
+                              "on; computed as transformers computes them; --strict-positions "
+                              "refuses; later inputs past it are not reported)\n";
+  EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(":3 reaches"), std::string::npos) << r.err;  // warned once
+  EXPECT_EQ(SafetensorsFile(logits_path).load("logits.1").size(0), 130);
+
+  testing::fs::remove(logits_path);
+  r = run_sprig("score --strict-positions --device cpu --model " + model + " --input " + file +
+                    " --out " + logits_path,
+                dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(last_line(r.err), "sprig: [score] " + file +
+                                  ":2 reaches position 129, past the model's "
+                                  "max_position_embeddings 128 (--strict-positions)");
+  EXPECT_FALSE(exists(logits_path));
+
+  const std::string generate =
+      "generate --device cpu --model " + model + " --prompt-ids 3,14,15,9 --max-new-tokens 130";
+  r = run_sprig(generate, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(
+      r.err.find("sprig: [generate] warning: decoding a 4-token prompt with --max-new-tokens 130 "
+                 "reaches position 133, past the model's max_position_embeddings 128"),
+      std::string::npos)
+      << r.err;
+  const std::vector<int64_t> want =
+      testing::reference_greedy(*load_qwen(model), {3, 14, 15, 9}, 130);
+  std::string expected;
+  for (size_t i = 0; i < want.size(); ++i) expected += (i ? "," : "") + std::to_string(want[i]);
+  EXPECT_EQ(r.out, expected + "\n");
+  r = run_sprig(generate + " --strict-positions", dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(
+      last_line(r.err),
+      "sprig: [generate] decoding a 4-token prompt with --max-new-tokens 130 reaches position "
+      "133, "
+      "past the model's max_position_embeddings 128 (--strict-positions)");
+}
+
 TEST_F(SprigCli, BadRecordsStopAtFileAndLine) {
   const std::string good = "{\"input_ids\": [1, 2, 3]}\n";
   const std::string file = dir + "/records.jsonl";
@@ -293,6 +354,45 @@ TEST_F(SprigCli, BadCheckpointsFailWithOneSentence) {
     EXPECT_FALSE(exists(dir + "/out")) << kind;
     EXPECT_FALSE(exists(logits_path)) << kind;
   }
+}
+
+// A model's tokenizer and generation files travel with it: into the converted model, into every
+// training checkpoint made from it, and into that checkpoint's export; the checkpoint's config
+// says float32, the dtype of the masters it holds. `--dtype bf16` rounds and says so.
+TEST_F(SprigCli, TokenizerAndGenerationFilesReachTheTrainedExport) {
+  const std::string hf = dir + "/hf";
+  testing::write_hf_checkpoint("qwen3_tiny", hf);
+  testing::write_text(hf + "/tokenizer.json", "{\"model\": {}}\n");
+  testing::write_text(hf + "/generation_config.json", "{\"temperature\": 0.6}\n");
+  const RunResult in = run_sprig("convert --from-hf " + hf + " --out " + dir + "/base", dir);
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  EXPECT_EQ(in.out, "wrote " + dir + "/base from " + hf +
+                        ": float32 weights; with tokenizer.json generation_config.json\n");
+
+  const std::string config = dir + "/sft.yaml";
+  testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\nmodel: {path: " + dir +
+                                  "/base}\ndata:\n  train: " + testing::source_dir() +
+                                  "/train/configs/tiny_docs.jsonl\n  seq_len: 32\n"
+                                  "  packing: bfd\n  micro_batch_size: 2\n  max_packs: 2\n"
+                                  "train: {max_steps: 1}\n");
+  const RunResult trained = run_sprig("train sft -c " + config, dir);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::string ckpt = dir + "/run/checkpoints/step_00000001";
+  EXPECT_EQ(testing::read_text(ckpt + "/tokenizer.json"), "{\"model\": {}}\n");
+  EXPECT_EQ(testing::read_text(ckpt + "/generation_config.json"), "{\"temperature\": 0.6}\n");
+  EXPECT_EQ(nlohmann::json::parse(testing::read_text(ckpt + "/config.json"))["torch_dtype"],
+            "float32");
+
+  const RunResult out =
+      run_sprig("convert --to-hf " + ckpt + " --out " + dir + "/export --dtype bf16", dir);
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(out.out, "wrote " + dir + "/export from " + ckpt +
+                         ": bfloat16 weights; with tokenizer.json generation_config.json\n");
+  EXPECT_EQ(testing::read_text(dir + "/export/generation_config.json"), "{\"temperature\": 0.6}\n");
+  EXPECT_EQ(nlohmann::json::parse(testing::read_text(dir + "/export/config.json"))["dtype"],
+            "bfloat16");
+  EXPECT_EQ(SafetensorsFile(dir + "/export/model.safetensors").info("lm_head.weight").dtype,
+            StDType::BF16);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `sprig demo --quick`: every stage runs end to end (pre-training, rollout fine-tuning, the
-// DFlash and the Domino drafts, speculative decoding with each) and says where its outputs are; a
+// DFlash and the Domino drafts, speculative decoding with each), shows its effect in its figures
+// and says where its outputs are; a
 // directory it did not make is refused untouched.
 #include <gtest/gtest.h>
 
@@ -14,8 +15,9 @@ namespace {
 TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   const testing::NamedTempDir tmp("demo_cli");
   const std::string run_dir = tmp.path + "/demo";
+  // A run directory relative to the working directory, as the default runs/demo is.
   const testing::CliRun r =
-      testing::run_sprig("demo --quick --device cpu --run-dir " + run_dir, tmp.path);
+      testing::run_sprig("demo --quick --device cpu --run-dir demo", tmp.path, tmp.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* line : {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
                            "acceptance length on held-out documents",
@@ -30,6 +32,16 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
     EXPECT_NE((*m)[2].str(), "0");
   }
   EXPECT_EQ(drafts, 2) << r.out;
+  // Each stage shows its effect even in the quick run: the fine-tuned model continues some
+  // prompts exactly, and each trained draft is accepted beyond its bonus token.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(fine-tuned (\d+)/64)"))) << r.out;
+  EXPECT_GE(std::stoi(m[1]), 5) << r.out;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m, std::regex(R"(same held-out documents: DFlash ([\d.]+), Domino ([\d.]+))")))
+      << r.out;
+  EXPECT_GT(std::stod(m[1]), 1.1) << r.out;
+  EXPECT_GT(std::stod(m[2]), 1.1) << r.out;
   for (const char* file : {"pretrain/curves.png", "rollouts/curves.png", "draft/curves.png",
                            "draft.yaml", "draft/checkpoints/latest", "domino.yaml",
                            "domino/curves.png", "domino/checkpoints/latest"})

@@ -52,8 +52,8 @@ class DraftCli : public ::testing::Test {
   CliRun eval(const std::string& records, const std::string& args,
               const std::string& draft = kGoldenDir + "dflash_tiny") {
     testing::write_text(input, records);
-    return run_sprig("eval dflash --target " + kGoldenDir + "qwen3_tiny --draft " + draft +
-                         " --input " + input + " " + args,
+    return run_sprig("eval dflash --device cpu --target " + kGoldenDir + "qwen3_tiny --draft " +
+                         draft + " --input " + input + " " + args,
                      dir);
   }
 
@@ -203,10 +203,10 @@ TEST_F(DraftCli, EvalWithNothingToScoreFails) {
       "\n";
   for (const std::string recipe : {"dflash", "domino"}) {
     testing::write_text(input, nothing);
-    const CliRun r =
-        run_sprig("eval " + recipe + " --target " + kGoldenDir + "qwen3_tiny --draft " +
-                      kGoldenDir + recipe + "_tiny --input " + input + " --out " + out,
-                  dir);
+    const CliRun r = run_sprig("eval " + recipe + " --device cpu --target " + kGoldenDir +
+                                   "qwen3_tiny --draft " + kGoldenDir + recipe + "_tiny --input " +
+                                   input + " --out " + out,
+                               dir);
     EXPECT_EQ(r.exit_code, 1) << recipe << r.out;
     EXPECT_EQ(r.err, "sprig: " + input +
                          ": nothing to score: every one of the 2 records was skipped (no valid "
@@ -239,6 +239,34 @@ TEST_F(DraftCli, EvalRefusesNonFiniteOptions) {
   }
 }
 
+// The positions rule (max_position_embeddings 128): two packed 70-token documents restart their
+// positions and pass silently; one 130-token sequence warns, or is refused under
+// --strict-positions before any output.
+TEST_F(DraftCli, EvalWarnsPastTheTargetsPositionsByTheDeepestPosition) {
+  std::vector<int64_t> ids(130);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(1 + i % 90);
+  const json half(std::vector<int64_t>(ids.begin(), ids.begin() + 70));
+  const json packed = {{"documents", {{{"input_ids", half}}, {{"input_ids", half}}}}};
+  CliRun r = eval(packed.dump() + "\n", "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
+  const std::string record = json{{"input_ids", ids}}.dump() + "\n";
+  r = eval(record, "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("sprig: [eval] warning: " + input +
+                       ":1 reaches position 129, past the model's max_position_embeddings 128"),
+            std::string::npos)
+      << r.err;
+  r = eval(record, "--strict-positions");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("sprig: [eval] " + input +
+                       ":1 reaches position 129, past the model's max_position_embeddings 128 "
+                       "(--strict-positions)"),
+            std::string::npos)
+      << r.err;
+}
+
 // Drafts saved by the reference implementation (tests/golden/reference_drafts) are evaluated as
 // their own kinds, a Domino draft's spec-eval shows tau without its head, and `convert --to-hf`
 // writes each engine's layout (or says what the engine cannot serve) with the launch lines.
@@ -248,14 +276,14 @@ TEST_F(DraftCli, ReferenceDraftsEvalSpecEvalAndExportPerEngine) {
                       R"({"input_ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], "anchors": [0, 3, 6]})"
                       "\n");
   for (const std::string kind : {"dflash", "domino", "jetspec"}) {
-    const CliRun r = run_sprig(
-        "eval " + kind + " --target " + target + " --draft " + refs + kind + " --input " + input,
-        dir);
+    const CliRun r = run_sprig("eval " + kind + " --device cpu --target " + target + " --draft " +
+                                   refs + kind + " --input " + input,
+                               dir);
     EXPECT_EQ(r.exit_code, 0) << kind << ": " << r.err;
   }
   testing::write_text(dir + "/prompts.jsonl", R"({"prompt_ids": [3, 1, 4, 1, 5]})"
                                               "\n");
-  const CliRun spec = run_sprig("spec-eval --target " + target + " --draft " + refs +
+  const CliRun spec = run_sprig("spec-eval --device cpu --target " + target + " --draft " + refs +
                                     "domino --input " + dir + "/prompts.jsonl --max-new-tokens 12",
                                 dir);
   ASSERT_EQ(spec.exit_code, 0) << spec.err;
@@ -331,7 +359,11 @@ TEST_F(DraftCli, ReferenceDraftsEvalSpecEvalAndExportPerEngine) {
 TEST_F(DraftCli, TrainExportAndLoadBack) {
   const std::string target = dir + "/target";
   fs::copy(kGoldenDir + "qwen3_tiny", target);
-  testing::write_text(target + "/tokenizer.json", "{\"model\": {}}\n");
+  testing::write_text(target + "/tokenizer.json",
+                      R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},)"
+                      R"( "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},)"
+                      R"( "decoder": {"type": "ByteLevel"}})"
+                      "\n");
   testing::write_text(target + "/tokenizer_config.json", "{}\n");
   const std::string config = dir + "/dflash.yaml";
   testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\ntarget:\n  path: " + target +
@@ -350,7 +382,8 @@ TEST_F(DraftCli, TrainExportAndLoadBack) {
   const std::string exported = dir + "/export";
   const CliRun convert = run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir);
   ASSERT_EQ(convert.exit_code, 0) << convert.err;
-  EXPECT_NE(convert.out.find("tokenizer files from " + target +
+  // The checkpoint carries the target's tokenizer files, so the export takes them from it.
+  EXPECT_NE(convert.out.find("tokenizer files from " + ckpt +
                              ": tokenizer.json "
                              "tokenizer_config.json"),
             std::string::npos)
@@ -392,6 +425,15 @@ TEST_F(DraftCli, TrainExportAndLoadBack) {
   const CliRun refused = run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir);
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("already exists"), std::string::npos);
+  // A tokenizer of 2408 ids does not fit the draft's 96: refused, nothing written.
+  const std::string big = testing::source_dir() + "/tests/golden/tokenizer";
+  const CliRun misfit = run_sprig(
+      "convert --to-hf " + ckpt + " --out " + dir + "/misfit --tokenizer-from " + big, dir);
+  EXPECT_EQ(misfit.exit_code, 1);
+  EXPECT_EQ(misfit.err, "sprig: [convert] the tokenizer of " + big +
+                            " has 2408 ids, past the draft's vocabulary of 96: a draft ships "
+                            "with its target's tokenizer\n");
+  EXPECT_FALSE(fs::exists(dir + "/misfit"));
 
   // Loaded back for eval: the f32 export scores exactly like the checkpoint, the bf16 one close.
   const std::string records =
@@ -399,8 +441,9 @@ TEST_F(DraftCli, TrainExportAndLoadBack) {
       "\n";
   testing::write_text(input, records);
   auto eval_with = [&](const std::string& draft) {
-    return run_sprig("eval dflash --target " + target + " --draft " + draft + " --input " + input,
-                     dir);
+    return run_sprig(
+        "eval dflash --device cpu --target " + target + " --draft " + draft + " --input " + input,
+        dir);
   };
   const CliRun from_ckpt = eval_with(ckpt), from_f32 = eval_with(dir + "/f32");
   const CliRun from_bf16 = eval_with(exported);
@@ -476,9 +519,9 @@ TEST_P(HeadDraftCli, TrainExportEvalAndInit) {
                       "\n");
   const std::string option = domino ? " --lambda-base 0.5" : " --kd-temperature 2";
   const auto eval_with = [&](const std::string& draft, const std::string& args) {
-    return run_sprig(
-        "eval " + recipe + " --target " + target + " --draft " + draft + " --input " + input + args,
-        dir);
+    return run_sprig("eval " + recipe + " --device cpu --target " + target + " --draft " + draft +
+                         " --input " + input + args,
+                     dir);
   };
   const CliRun scored = eval_with(exported, option + " --grads --out " + out);
   ASSERT_EQ(scored.exit_code, 0) << scored.err;

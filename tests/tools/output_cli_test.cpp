@@ -227,8 +227,8 @@ TEST_F(OutputCli, AnOutputNeverReplacesOrEntersAnInput) {
         sprig("score" + model + " --out " + dir + "/M/model.safetensors" + overwrite),
         "[--out] " + dir + "/M/model.safetensors lies inside --model " + dir + "/M" + never);
     expect_refused(
-        sprig("eval dflash --target " + dir + "/M --draft " + dir + "/M --input " + dir +
-              "/r.jsonl --out " + dir + "/M/model.safetensors" + overwrite),
+        sprig("eval dflash --device cpu --target " + dir + "/M --draft " + dir + "/M --input " +
+              dir + "/r.jsonl --out " + dir + "/M/model.safetensors" + overwrite),
         "[--out] " + dir + "/M/model.safetensors lies inside --target " + dir + "/M" + never);
     expect_refused(sprig("convert --from-hf " + dir + "/M --out " + dir + "/M" + overwrite),
                    "[--out] " + dir + "/M is also --from-hf" + never);
@@ -342,11 +342,14 @@ TEST_F(OutputCli, NonRegularFilesAreRefusedWhereAFileIsRead) {
 TEST_F(OutputCli, GenerateIsCappedAndChecksItsOptions) {
   const QwenConfig config = QwenConfig::load(kModel + "/config.json");
   const std::string generate = "generate --device cpu --model " + kModel + " --prompt-ids 1,2,3";
-  const int64_t room = config.max_position_embeddings - 3;
-  expect_refused(sprig(generate + " --max-new-tokens 1000000000000"),
-                 "[generate] max_new_tokens 1000000000000 must be in [1, " + std::to_string(room) +
-                     "]: the model's max_position_embeddings " +
-                     std::to_string(config.max_position_embeddings) + " less the 3-token prompt");
+  // Past max_position_embeddings it would only warn; the KV cache of that many tokens is refused.
+  const CliRun huge = sprig(generate + " --max-new-tokens 1000000000000");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_NE(huge.err.find("sprig: [generate] decoding 1000000000003 tokens holds a KV cache of "
+                          "about "),
+            std::string::npos)
+      << huge.err;
+  EXPECT_NE(huge.err.find(": lower --max-new-tokens"), std::string::npos) << huge.err;
   expect_refused(sprig(generate + " --stop-id " + std::to_string(config.vocab_size)),
                  "[generate] stop id " + std::to_string(config.vocab_size) +
                      " is outside the vocabulary [0, " + std::to_string(config.vocab_size) + ")");
@@ -367,7 +370,8 @@ TEST_F(OutputCli, ADirectoryGivenAsAFileIsNamed) {
                  "[config] " + dir + " is a directory: give a config file (YAML)");
   const CliRun dump = sprig("data dump -c " + dir + " --out " + dir + "/d.jsonl");
   EXPECT_EQ(dump.exit_code, 2);  // a usage error, caught by the option's check
-  EXPECT_EQ(dump.err.rfind("--config: File is actually a directory: " + dir, 0), 0u) << dump.err;
+  EXPECT_EQ(dump.err, "sprig: [data dump] --config: File is actually a directory: " + dir +
+                          " (see sprig data dump --help)\n");
   write_text(dir + "/m.json", "{\"kind\": \"causal\", \"length\": 4}");
   expect_refused(sprig("mask --spec " + dir + " --out " + dir + "/m.safetensors"),
                  dir + " is a directory: give a mask spec file (JSON)");

@@ -1,6 +1,7 @@
 // Training curves: metrics.jsonl parsing (missing values, bad lines, records out of order or
-// repeated) and the picture: both panels carry their curves in their colours, the loss curve falls
-// as the logged loss does, and the PNG file is written.
+// repeated) and the picture: every panel carries its curves in their colours (loss, lr, and each of
+// the recipe's own metrics), the loss curve falls as the logged loss does, and the PNG file is
+// written.
 #include "tools/viz/plot.h"
 
 #include <gtest/gtest.h>
@@ -108,6 +109,45 @@ TEST(Plot, RecordsOutOfOrderAreDrawnInStepOrder) {
   EXPECT_NEAR(m.val_loss[9], 4.2 * std::exp(-10 / 18.0), 1e-6);
   EXPECT_EQ(render_curves(m, "run").pixels,
             render_curves(read_metrics(ordered.path().string()), "run").pixels);
+}
+
+// A draft run's records: accept_len rising, accuracy, val_accept_len every 10 steps, and the
+// bookkeeping (tokens, grad_norm, epoch) that gets no panel.
+TEST(Plot, TheRecipesOwnMetricsGetAPanelEach) {
+  std::string text;
+  for (int step = 1; step <= 30; ++step) {
+    text += "{\"step\": " + std::to_string(step) + ", \"loss\": 2.0, \"lr\": 0.001" +
+            ", \"accept_len\": " + std::to_string(1.0 + step / 10.0) +
+            ", \"accuracy\": 0.5, \"tokens\": 100, \"grad_norm\": 1.0, \"epoch\": 0";
+    if (step % 10 == 0) text += ", \"val_accept_len\": " + std::to_string(1.0 + step / 12.0);
+    text += "}\n";
+  }
+  TempDir dir;
+  testing::write_text(dir / "metrics.jsonl", text);
+  const Metrics m = read_metrics(dir.path().string());
+  std::vector<std::string> names;
+  for (const auto& [name, values] : m.recipe) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"accept_len", "accuracy", "val_accept_len"}));
+  EXPECT_NEAR(m.recipe[0].second[29], 4.0, 1e-9);
+  EXPECT_TRUE(std::isnan(m.recipe[2].second[0]));
+  EXPECT_NEAR(m.recipe[2].second[9], 1.0 + 10 / 12.0, 1e-6);
+
+  const RgbImage img = render_curves(m, "draft");
+  EXPECT_EQ(img.height, 640 + 2 * 170);  // accept_len (with its val_ twin) and accuracy
+  // Below the lr panel: accept_len rises (drawn higher, smaller rows, on the right), its val_
+  // twin in the validation colour.
+  const auto loss_colour = rows_by_column(img, 31, 119, 180);
+  std::vector<std::vector<int64_t>> in_accept_panel(loss_colour.size());
+  for (size_t x = 0; x < loss_colour.size(); ++x)
+    for (int64_t y : loss_colour[x])
+      if (y >= 610 && y <= 740) in_accept_panel[x].push_back(y);
+  const int64_t left = img.width / 8, right = img.width - img.width / 8;
+  const auto [early, n_early] = mean_row(in_accept_panel, left, left + img.width / 10);
+  const auto [late, n_late] = mean_row(in_accept_panel, right - img.width / 10, right);
+  EXPECT_GT(n_early, 10);
+  EXPECT_GT(n_late, 10);
+  EXPECT_GT(early, late + 50);
+  EXPECT_GT(mean_row(rows_by_column(img, 255, 127, 14), left, right).second, 20);
 }
 
 TEST(Plot, WritesAPng) {

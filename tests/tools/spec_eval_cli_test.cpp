@@ -21,8 +21,8 @@ class SpecEvalCli : public ::testing::Test {
  protected:
   testing::CliRun spec_eval(const std::string& records, const std::string& args = "") {
     testing::write_text(input, records);
-    return run_sprig("spec-eval --target " + kGoldenDir + "qwen3_tiny --draft " + kGoldenDir +
-                         "dflash_tiny --input " + input + " " + args,
+    return run_sprig("spec-eval --device cpu --target " + kGoldenDir + "qwen3_tiny --draft " +
+                         kGoldenDir + "dflash_tiny --input " + input + " " + args,
                      tmp.path);
   }
 
@@ -72,6 +72,20 @@ TEST_F(SpecEvalCli, OutputsEqualGreedyDecodingAndTheAggregateFollows) {
   EXPECT_NE(r.err.find("speed-up"), std::string::npos) << r.err;
 }
 
+// Decoding past the target's max_position_embeddings (128) warns once and stays lossless.
+TEST_F(SpecEvalCli, PastTheTargetsPositionsWarnsAndStaysLossless) {
+  const testing::CliRun r = spec_eval("{\"prompt_ids\": [1, 2]}\n", "--max-new-tokens 140");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("sprig: [spec-eval] warning: " + input +
+                       ":1: decoding a 2-token prompt with --max-new-tokens 140 reaches position "
+                       "141, past the model's max_position_embeddings 128"),
+            std::string::npos)
+      << r.err;
+  const json line = json::parse(r.out.substr(0, r.out.find('\n')));
+  EXPECT_TRUE(line["lossless"].get<bool>());
+  EXPECT_EQ(line["output_ids"].size(), 140u);
+}
+
 TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
   // Every record is checked before any decoding: nothing is printed to stdout.
   testing::CliRun r =
@@ -85,19 +99,25 @@ TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.out, "");
-  r = spec_eval("{\"prompt_ids\": [1, 2]}\n", "--max-new-tokens 127");
+  // Past max_position_embeddings (128): refused under --strict-positions before any output.
+  r = spec_eval("{\"prompt_ids\": [1, 2]}\n", "--max-new-tokens 127 --strict-positions");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find(input + ":1: a prompt of 2 tokens and 127 new tokens exceed the target's "
-                               "max_position_embeddings 128 (lower --max-new-tokens)"),
+  EXPECT_NE(r.err.find("sprig: [spec-eval] " + input +
+                       ":1: decoding a 2-token prompt with --max-new-tokens 127 reaches position "
+                       "128, past the model's max_position_embeddings 128 (--strict-positions)"),
             std::string::npos)
       << r.err;
+  EXPECT_EQ(r.out, "");
   r = spec_eval("{\"prompt_ids\": [1, 96]}\n");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(":1: prompt id 96 is outside the vocabulary [0, 96)"), std::string::npos)
       << r.err;
   r = spec_eval("{\"prompt_ids\": [1]}\n", "--block-size 9 --max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("block size 9 must be in [2, 4]"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err, "sprig: --block-size 9 must be in [2, 4], the draft's block size (or 0)\n");
+  r = spec_eval("{\"prompt_ids\": [1]}\n", "--stop-id 96 --max-new-tokens 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sprig: --stop-id 96 is outside the vocabulary [0, 96)\n");
   r = spec_eval("", "--max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no records"), std::string::npos) << r.err;

@@ -22,16 +22,20 @@ const char* kMinimal =
     "data: {train: d.jsonl, packing: sft, seq_len: 32}\n";
 
 // The message of loading `yaml` (written to a file) with `overrides`; "" when it loads.
+// The directory of the configs these tests write (one, so that their paths resolve alike).
+const TempDir& config_dir() {
+  static const TempDir dir;
+  return dir;
+}
+
 std::string load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  TempDir dir;
-  write_text(dir / "c.yaml", yaml);
-  return invalid_argument_message([&] { load_train_config(dir / "c.yaml", overrides); });
+  write_text(config_dir() / "c.yaml", yaml);
+  return invalid_argument_message([&] { load_train_config(config_dir() / "c.yaml", overrides); });
 }
 
 TrainConfig load(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  TempDir dir;
-  write_text(dir / "c.yaml", yaml);
-  return load_train_config(dir / "c.yaml", overrides);
+  write_text(config_dir() / "c.yaml", yaml);
+  return load_train_config(config_dir() / "c.yaml", overrides);
 }
 
 TEST(TrainConfig, FullConfigParses) {
@@ -54,14 +58,16 @@ TEST(TrainConfig, FullConfigParses) {
       "log: {every_steps: 3}\n"
       "checkpoint: {every_steps: 20, keep_last: 5}\n"
       "val: {every_steps: 10}\n");
-  EXPECT_EQ(c.run_dir, "runs/full");
+  // Paths are relative to the config file's directory.
+  const TempDir& dir = config_dir();
+  EXPECT_EQ(c.run_dir, dir / "runs/full");
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(c.device, "cpu");
-  EXPECT_EQ(c.model_path, "ckpt/step_1");
+  EXPECT_EQ(c.model_path, dir / "ckpt/step_1");
   EXPECT_EQ(c.model_config, "");
   EXPECT_EQ(c.model_dtype, "f32");
-  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
-  EXPECT_EQ(c.data.val, std::vector<std::string>{"v.jsonl"});
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{dir / "a.jsonl", dir / "b.jsonl"}));
+  EXPECT_EQ(c.data.val, std::vector<std::string>{dir / "v.jsonl"});
   EXPECT_EQ(c.data.format, data::DataFormat::rollouts);
   EXPECT_EQ(c.data.packing, data::Packing::fold);
   EXPECT_EQ(c.data.seq_len, 256);
@@ -91,8 +97,8 @@ TEST(TrainConfig, DefaultsFillEveryAbsentKey) {
   const TrainConfig c = load(kMinimal);
   EXPECT_EQ(c.seed, 0u);
   EXPECT_EQ(c.device, "auto");
-  EXPECT_EQ(c.model_config, "m.json");
-  EXPECT_EQ(c.model_dtype, "bf16");
+  EXPECT_EQ(c.model_config, config_dir() / "m.json");
+  EXPECT_EQ(c.model_dtype, "auto");
   EXPECT_EQ(c.data.micro_batch_size, 1);
   EXPECT_EQ(c.max_steps, 0);
   EXPECT_EQ(c.num_epochs, 1);
@@ -123,7 +129,7 @@ TEST(TrainConfig, OverridesReplaceAddAndTakeLists) {
   EXPECT_EQ(c.optimizer.beta1, 0.8);
   EXPECT_EQ(c.optimizer.beta2, 0.9);
   EXPECT_EQ(c.data.seq_len, 64);
-  EXPECT_EQ(c.run_dir, "elsewhere");
+  EXPECT_EQ(c.run_dir, (fs::current_path() / "elsewhere").string());  // a command line's: here
   EXPECT_EQ(c.keep_last, 1);
   // Later overrides win; a value that is a mapping replaces the node.
   EXPECT_EQ(load(kMinimal, {"train.max_steps=7", "train.max_steps=9"}).max_steps, 9);
@@ -162,7 +168,7 @@ TEST(TrainConfig, BadValuesNameTheKey) {
   EXPECT_TRUE(
       contains(load_error(kMinimal, {"model.path=ckpt"}), "give exactly one of model.path"));
   EXPECT_TRUE(contains(load_error(kMinimal, {"model.dtype=f16"}),
-                       "model.dtype must be bf16 or f32, got 'f16'"));
+                       "model.dtype must be auto, bf16 or f32, got 'f16'"));
   EXPECT_TRUE(contains(load_error(kMinimal, {"train.loss_normalization=sum"}),
                        "train.loss_normalization must be mean or tokens, got 'sum'"));
   EXPECT_TRUE(contains(load_error(kMinimal, {"train.grad_accumulation_steps=0"}),
@@ -270,8 +276,14 @@ TEST(TrainConfig, OutOfRangeValuesNameTheKeyAndTheValue) {
   for (const auto& [override_text, message] : cases) {
     const std::string error = load_error(kMinimal, {override_text});
     EXPECT_TRUE(contains(error, "[config] " + message)) << override_text;
-    EXPECT_TRUE(contains(error, "c.yaml)")) << override_text;  // the file is named
+    // The value came from an override: the command line is named, not the file.
+    EXPECT_TRUE(contains(error, "(from the command line: --" + override_text + ")"))
+        << override_text;
   }
+  const std::string in_file = load_error(std::string(kMinimal) + "log: {every_steps: 0}\n");
+  EXPECT_TRUE(contains(
+      in_file, "log.every_steps must be >= 1, got 0 (in " + (config_dir() / "c.yaml") + ")"))
+      << in_file;
   // The limits themselves are valid.
   const TrainConfig edge = load(kMinimal, {"optimizer.betas=[0.0, 0.999]", "train.max_grad_norm=0",
                                            "optimizer.weight_decay=0", "checkpoint.keep_last=1",
@@ -339,7 +351,7 @@ TEST(TrainConfig, ExampleConfigsLoad) {
   EXPECT_EQ(rollouts.data.packing, data::Packing::fold);
   const TrainConfig big =
       load_train_config(testing::source_path("train/configs/qwen3_0.6b_sft.yaml"), {});
-  EXPECT_EQ(big.model_path, "checkpoints/qwen3-0.6b");
+  EXPECT_EQ(big.model_path, testing::source_path("checkpoints/qwen3-0.6b"));
   EXPECT_EQ(big.data.seq_len, 4096);
   EXPECT_EQ(big.grad_accumulation_steps, 8);
   const TrainConfig draft = load_train_config(

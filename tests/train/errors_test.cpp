@@ -298,23 +298,39 @@ TEST(MemoryEstimate, CountsEachPartFromTheShapes) {
   EXPECT_EQ(bf16.loss, f32.loss - 128 * 64 * 2);
 }
 
-TEST(BadInput, RowsLongerThanTheModelsPositionsAreTrainedWithAWarning) {
+// The warning follows the deepest position a row reaches, not its length: short documents packed
+// into rows longer than max_position_embeddings (1024) restart their positions and train
+// silently; a document of 1100 tokens reaches position 1099 and is trained with one warning.
+TEST(BadInput, RowsPastTheModelsPositionsAreTrainedWithAWarning) {
   TempDir dir;
   ::testing::internal::CaptureStderr();
-  const TrainSummary summary =
+  TrainSummary summary =
       train_sft(testing::tiny_config(dir, {"data.seq_len=1100", "train.max_steps=1"}), false);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(summary.steps, 1);
+  EXPECT_FALSE(contains(err, "max_position_embeddings")) << err;
+
+  TempDir long_dir;
+  std::string doc = "{\"input_ids\": [1";
+  for (int i = 1; i < 1100; ++i) doc += ", " + std::to_string(3 + i % 50);
+  testing::write_text(long_dir / "long.jsonl", doc + "]}\n");
+  ::testing::internal::CaptureStderr();
+  summary = train_sft(testing::tiny_config(long_dir, {"data.seq_len=1100", "train.max_steps=2",
+                                                      "data.train=" + (long_dir / "long.jsonl")}),
+                      false);
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(summary.steps, 2);
   EXPECT_TRUE(contains(err,
-                       "[train] warning: data.seq_len 1100 exceeds the model's "
-                       "max_position_embeddings 1024: a document longer than that reaches "
-                       "positions the model was not trained on\n"));
+                       "sprig: [train] warning: a training row reaches position 1099, past the "
+                       "model's max_position_embeddings 1024 (positions the model was not "
+                       "trained on;"))
+      << err;
+  EXPECT_EQ(err.find("warning"), err.rfind("warning")) << err;  // once per run
 }
 
 TEST(BadInput, Bf16OnTheCpuIsRecordedAsTheF32ItRunsIn) {
   TempDir dir;
-  const TrainConfig config = testing::tiny_config(dir, {"train.max_steps=1"});
-  ASSERT_EQ(config.model_dtype, "bf16");  // the default
+  const TrainConfig config = testing::tiny_config(dir, {"train.max_steps=1", "model.dtype=bf16"});
   ::testing::internal::CaptureStderr();
   train_sft(config, false);
   const std::string err = ::testing::internal::GetCapturedStderr();
@@ -323,11 +339,16 @@ TEST(BadInput, Bf16OnTheCpuIsRecordedAsTheF32ItRunsIn) {
   const TrainConfig recorded = load_train_config(config.run_dir + "/config.resolved.yaml", {});
   EXPECT_EQ(recorded.model_dtype, "f32");
   EXPECT_TRUE(contains(read_text(config.run_dir + "/config.resolved.yaml"), "dtype: f32"));
-  // f32 asked for: nothing to say.
-  TempDir f32_dir;
-  ::testing::internal::CaptureStderr();
-  train_sft(testing::tiny_config(f32_dir, {"train.max_steps=1", "model.dtype=f32"}), false);
-  EXPECT_FALSE(contains(::testing::internal::GetCapturedStderr(), "model.dtype"));
+  // f32 asked for, or the default auto (f32 on the CPU): nothing to say, f32 recorded.
+  for (const std::string dtype : {"f32", "auto"}) {
+    TempDir quiet;
+    ::testing::internal::CaptureStderr();
+    const TrainConfig c =
+        testing::tiny_config(quiet, {"train.max_steps=1", "model.dtype=" + dtype});
+    train_sft(c, false);
+    EXPECT_FALSE(contains(::testing::internal::GetCapturedStderr(), "model.dtype")) << dtype;
+    EXPECT_EQ(load_train_config(c.run_dir + "/config.resolved.yaml", {}).model_dtype, "f32");
+  }
 }
 
 TEST(BadInput, StartingOverAnExistingRunIsRefusedUntouched) {

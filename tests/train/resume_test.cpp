@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/train/train_test_util.h"
+#include "train/checkpoint.h"
 #include "train/sft.h"
 
 namespace sprig {
@@ -118,6 +119,32 @@ TEST(Resume, WithoutCheckpointsStartsFreshAndKeepsTheNewestK) {
   const TrainSummary again = train_sft(config, true);
   EXPECT_EQ(again.steps, 4);
   EXPECT_EQ(again.checkpoint, summary.checkpoint);
+}
+
+// A run directory, its checkpoints/ and checkpoints/latest all stand for the newest checkpoint,
+// wherever a model is read: a config's model.path too, recorded resolved.
+TEST(Resume, ARunStandsForItsLatestCheckpoint) {
+  TempDir dir;
+  const TrainConfig config =
+      testing::tiny_config(dir, {"train.max_steps=3", "checkpoint.every_steps=2"});
+  train_sft(config, false);
+  const std::string newest = config.run_dir + "/checkpoints/step_00000003";
+  for (const std::string& given :
+       {config.run_dir, config.run_dir + "/checkpoints", config.run_dir + "/checkpoints/latest"})
+    EXPECT_EQ(follow_latest(given), newest) << given;
+  const std::string older = config.run_dir + "/checkpoints/step_00000002";
+  EXPECT_EQ(follow_latest(older), older);  // a checkpoint is itself
+  EXPECT_EQ(follow_latest(dir / "nowhere"), dir / "nowhere");
+  const TrainConfig from_run = testing::tiny_config(
+      dir, {"model=" + std::string("{path: ") + config.run_dir + "}", "run_dir=" + (dir / "next")});
+  EXPECT_EQ(from_run.model_path, newest);
+  EXPECT_TRUE(testing::contains(from_run.resolved_yaml, "path: " + newest));
+  // A `latest` that names nothing is said, not skipped.
+  testing::write_text(config.run_dir + "/checkpoints/latest", "step_00000009\n");
+  EXPECT_EQ(testing::runtime_error_message([&] { follow_latest(config.run_dir); }),
+            config.run_dir +
+                "/checkpoints/latest names a checkpoint \"step_00000009\" that does "
+                "not exist");
 }
 
 TEST(Resume, ARunAtOrPastItsEndSaysItIsCompleteAndTrainsNothing) {

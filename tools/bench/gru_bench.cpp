@@ -28,7 +28,7 @@ namespace sprig::tools {
 namespace {
 
 struct GruBenchOptions {
-  std::string device = "cpu", dtype;
+  std::string device = "auto", dtype;
   int64_t rows = 4096, steps = 16, input = 1024, hidden = 1024;
   int repeats = 3;
 };

@@ -203,7 +203,7 @@ void run_ops_bench(Device device, bool quick, std::ostream& out) {
   for (const GemmShape& g : c.gemms) bench.gemm(g, gen);
 
   // Each op runs once untimed to get its outputs, whose sizes enter the byte count.
-  const double eps = 1e-6, theta = 1e6;
+  const double eps = 1e-6;
   const Tensor x = random_rows({c.rows, c.hidden}, c.dtype, device, gen);
   const Tensor x2 = random_rows({c.rows, c.hidden}, c.dtype, device, gen);
   const Tensor w = random_rows({c.hidden}, c.dtype, device, gen);
@@ -219,11 +219,12 @@ void run_ops_bench(Device device, bool quick, std::ostream& out) {
   const Tensor q = random_rows(c.rope, c.dtype, device, gen);
   const Tensor pos =
       Tensor::arange(c.rope[1], DType::i64, device).expand({c.rope[0], c.rope[1]}).contiguous();
-  const Tensor q_rot = rope(q, pos, theta);
-  bench.memory_bound("rope", q.shape(), traffic({q, pos}, {q_rot}), [&] { rope(q, pos, theta); });
-  const Tensor dq = rope_backward(q_rot, pos, theta);
+  const RopeFrequencies freqs = rope_frequencies(q.size(3), 1e6);
+  const Tensor q_rot = rope(q, pos, freqs);
+  bench.memory_bound("rope", q.shape(), traffic({q, pos}, {q_rot}), [&] { rope(q, pos, freqs); });
+  const Tensor dq = rope_backward(q_rot, pos, freqs);
   bench.memory_bound("rope_backward", q.shape(), traffic({q_rot, pos}, {dq}),
-                     [&] { rope_backward(q_rot, pos, theta); });
+                     [&] { rope_backward(q_rot, pos, freqs); });
 
   // A head transpose as attention makes ([rows, 16, d] -> [16, rows, d]): a strided copy.
   const Tensor heads = x.reshape({c.rows, 16, c.hidden / 16}).transpose(0, 1);

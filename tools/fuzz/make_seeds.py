@@ -14,6 +14,9 @@ Each seed exercises a different part of its format:
   fuzz_records       first byte = block size and vocabulary (fuzz_records.cpp), then one record:
                      a sequence, packed documents, given anchors with keep and prefix_lengths;
                      a misspelt key, an id outside the vocabulary, an anchor past the row
+  fuzz_score_records first byte = vocabulary (fuzz_score_records.cpp), then one record: a
+                     sequence, packed documents, a rollout group; a misspelt key, two layouts,
+                     completions without a prompt, an id outside the vocabulary
   fuzz_tokenizer     '{' first: a tiny tokenizer.json (ByteLevel alone; Qwen2's NFC and Split
                      regex); anything else: text for the golden tokenizer (scripts, emoji,
                      combining marks, code, whitespace, added tokens, invalid UTF-8)
@@ -202,6 +205,22 @@ def records_seeds():
     }
 
 
+def score_records_seeds():
+    # Mode byte b: vocabulary 64 (b < 128) or 1000.
+    def record(mode, rec):
+        return bytes([mode]) + json.dumps(rec).encode()
+    return {
+        "sequence": record(0, {"input_ids": [1, 2, 3, 4, 5]}),
+        "documents": record(0, {"documents": [[1, 2, 3], [4, 5, 6, 7]]}),
+        "rollouts": record(0, {"prompt_ids": [1, 2, 3], "completions": [[4, 5], [6, 7, 8]]}),
+        "vocab_1000": record(130, {"input_ids": [999, 0, 500]}),
+        "misspelt_key": record(0, {"input_id": [1, 2]}),
+        "two_layouts": record(0, {"input_ids": [1, 2], "documents": [[3]]}),
+        "no_prompt": record(0, {"completions": [[1, 2]]}),
+        "id_outside_vocab": record(0, {"documents": [[1, 64]]}),
+    }
+
+
 def tokenizer_seeds():
     vocab = {"a": 0, "b": 1, "c": 2, "ab": 3, "\u0120": 4}
     added = [{"id": 5, "content": "<|x|>", "special": True, "lstrip": True, "rstrip": False,
@@ -242,7 +261,8 @@ def main(out_dir):
     targets = {"fuzz_safetensors": safetensors_seeds(), "fuzz_readers": readers_seeds(),
                "fuzz_train_config": train_config_seeds(), "fuzz_mask_spec": mask_spec_seeds(),
                "fuzz_qwen_config": qwen_config_seeds(), "fuzz_tokenizer": tokenizer_seeds(),
-               "fuzz_draft_config": draft_config_seeds(), "fuzz_records": records_seeds()}
+               "fuzz_draft_config": draft_config_seeds(), "fuzz_records": records_seeds(),
+               "fuzz_score_records": score_records_seeds()}
     for target, seeds in targets.items():
         os.makedirs(os.path.join(out_dir, target), exist_ok=True)
         for name, data in seeds.items():

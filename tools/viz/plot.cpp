@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 #include "tensor/input_file.h"
@@ -33,7 +34,12 @@ Metrics read_metrics(const std::string& run_dir) {
     double step, loss, val_loss, lr;
     int64_t line;
     std::string step_text;  // as the file writes it
+    std::map<std::string, double> recipe;
   };
+  static const std::set<std::string> kNotRecipe = {
+      "step",         "loss",  "val_loss",      "lr",         "grad_norm", "tokens",
+      "tokens_per_s", "epoch", "skipped_steps", "flops_per_s"};
+  std::vector<std::string> recipe_names;  // in the order the file first names them
   std::vector<Record> records;
   int64_t line_number = 0;
   for (std::string line; std::getline(in, line);) {
@@ -42,12 +48,24 @@ Metrics read_metrics(const std::string& run_dir) {
     if (rec.is_discarded() || !rec.is_object() || !rec.contains("step") ||
         !std::isfinite(number(rec, "step")))
       throw std::runtime_error(path + ":" + std::to_string(line_number) + ": not a metrics record");
-    records.push_back({number(rec, "step"), number(rec, "loss"), number(rec, "val_loss"),
-                       number(rec, "lr"), line_number, rec.at("step").dump()});
+    records.push_back({number(rec, "step"),
+                       number(rec, "loss"),
+                       number(rec, "val_loss"),
+                       number(rec, "lr"),
+                       line_number,
+                       rec.at("step").dump(),
+                       {}});
+    for (const auto& [key, value] : rec.items()) {
+      if (!value.is_number() || kNotRecipe.count(key)) continue;
+      records.back().recipe[key] = value.get<double>();
+      if (std::find(recipe_names.begin(), recipe_names.end(), key) == recipe_names.end())
+        recipe_names.push_back(key);
+    }
   }
   std::stable_sort(records.begin(), records.end(),
                    [](const Record& a, const Record& b) { return a.step < b.step; });
   Metrics m;
+  for (const std::string& name : recipe_names) m.recipe.push_back({name, {}});
   for (size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     if (i > 0 && records[i - 1].step == r.step)
@@ -57,6 +75,10 @@ Metrics read_metrics(const std::string& run_dir) {
     m.loss.push_back(r.loss);
     m.val_loss.push_back(r.val_loss);
     m.lr.push_back(r.lr);
+    for (auto& [name, values] : m.recipe) {
+      const auto it = r.recipe.find(name);
+      values.push_back(it == r.recipe.end() ? NAN : it->second);
+    }
   }
   if (m.step.empty()) throw std::runtime_error(path + ": no records to plot");
   return m;
@@ -282,8 +304,23 @@ bool any_finite(const std::vector<double>& v) {
 }  // namespace
 
 RgbImage render_curves(const Metrics& m, const std::string& title) {
-  constexpr int kWidth = 900, kHeight = 640, kLeft = 100, kRight = 880;
-  Canvas canvas(kWidth, kHeight);
+  // One panel per recipe metric, its val_ twin beside it (a val_ metric without one alone).
+  std::vector<std::vector<Series>> recipe_panels;
+  const auto values_of = [&](const std::string& name) -> const std::vector<double>* {
+    for (const auto& [n, v] : m.recipe)
+      if (n == name) return &v;
+    return nullptr;
+  };
+  for (const auto& [name, values] : m.recipe) {
+    const bool twin = name.rfind("val_", 0) == 0 && values_of(name.substr(4));
+    if (twin) continue;
+    recipe_panels.push_back({{&values, kLossColor, name}});
+    if (const std::vector<double>* val = values_of("val_" + name))
+      recipe_panels.back().push_back({val, kValColor, "val_" + name});
+  }
+  constexpr int kWidth = 900, kLeft = 100, kRight = 880, kPanel = 170;
+  const int height = 640 + kPanel * static_cast<int>(recipe_panels.size());
+  Canvas canvas(kWidth, height);
   double step_lo = m.step.front(), step_hi = m.step.back();
   if (step_hi <= step_lo) step_lo -= 1, step_hi += 1;
   canvas.text(kLeft, 12, title, kBlack);
@@ -292,7 +329,11 @@ RgbImage render_curves(const Metrics& m, const std::string& title) {
   if (any_finite(m.val_loss)) losses.push_back({&m.val_loss, kValColor, "val_loss"});
   draw_panel(canvas, kLeft, 70, kRight, 370, step_lo, step_hi, m.step, losses);
   draw_panel(canvas, kLeft, 440, kRight, 570, step_lo, step_hi, m.step, {{&m.lr, kLrColor, "lr"}});
-  canvas.text((kLeft + kRight - text_width("step")) / 2, 606, "step", kBlack);
+  for (size_t i = 0; i < recipe_panels.size(); ++i) {
+    const int y0 = 440 + kPanel * static_cast<int>(i + 1);
+    draw_panel(canvas, kLeft, y0, kRight, y0 + 130, step_lo, step_hi, m.step, recipe_panels[i]);
+  }
+  canvas.text((kLeft + kRight - text_width("step")) / 2, height - 34, "step", kBlack);
   return canvas.take();
 }
 

@@ -1,9 +1,12 @@
-// Training curves (`sprig plot`): the loss (and validation loss) and the learning rate of a run's
-// metrics.jsonl against the step, drawn as a PNG with axes, ticks and a legend.
+// Training curves (`sprig plot`): the loss (and validation loss), the learning rate and the
+// recipe's own metrics (a draft's accuracy and accept_len, Domino's base and final losses, RL's
+// advantage-weighted log-probs, each with its val_ twin) of a run's metrics.jsonl against the
+// step, drawn as a PNG with axes, ticks and a legend.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sprig {
@@ -12,6 +15,9 @@ namespace sprig {
 // on records without validation).
 struct Metrics {
   std::vector<double> step, loss, val_loss, lr;
+  // Every other number the records hold but the run's bookkeeping (tokens, throughput, epoch,
+  // grad_norm, skipped steps), in the order the file first names them.
+  std::vector<std::pair<std::string, std::vector<double>>> recipe;
 };
 
 // Reads <run_dir>/metrics.jsonl, its records sorted by step. Throws std::runtime_error when it is
@@ -24,7 +30,8 @@ struct RgbImage {
   std::vector<uint8_t> pixels;
 };
 
-// Two panels sharing the step axis: loss and val_loss on top, lr below. `title` heads the picture.
+// Panels sharing the step axis: loss and val_loss on top, lr below it, then one per recipe metric
+// (with its val_ twin). `title` heads the picture.
 RgbImage render_curves(const Metrics& metrics, const std::string& title);
 
 // read_metrics + render_curves (titled with the run directory) + a PNG at `out_png`.

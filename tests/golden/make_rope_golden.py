@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Writes the RoPE-scaling fixtures: transformers' own frequencies and logits for every rope type
+sprig computes, on the tiny Qwen3 model of tests/golden/qwen3_tiny (read only).
+
+Each case sets `rope_parameters` on a copy of qwen3_tiny's config (head_dim 64,
+max_position_embeddings 128) and runs transformers' Qwen3ForCausalLM in float32 (eager
+attention) on the same ids, at positions offset by the case's `position_offset`, so the rows reach
+far into the scaled range (the long dynamic case passes max_position_embeddings, where its base
+grows). Recorded per case: the rotary embedding's inv_freq and attention_scaling after the forward
+(what transformers rotated by) and the logits.
+
+Writes tests/golden/rope_expected.safetensors: "input_ids" [2, 13] (I64) and per case
+"<case>.inv_freq" [32], "<case>.attention_scaling" [1], "<case>.logits" [2, 13, 96] (F32);
+metadata "cases" maps each case to its rope_parameters and position_offset.
+
+Regenerate (PyTorch and transformers from PyPI):
+    python3 -m venv /tmp/venv-hf
+    /tmp/venv-hf/bin/pip install torch transformers safetensors
+    /tmp/venv-hf/bin/python tests/golden/make_rope_golden.py
+"""
+
+import json
+import os
+
+import torch
+from safetensors.torch import load_file
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from make_qwen_golden import HERE, save_safetensors
+
+CASES = {
+    "linear": ({"rope_type": "linear", "factor": 2.0}, 100),
+    "dynamic_short": ({"rope_type": "dynamic", "factor": 2.0}, 100),
+    "dynamic_long": ({"rope_type": "dynamic", "factor": 2.0}, 290),
+    "yarn": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}, 100),
+    "yarn_mscale": ({"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 16,
+                     "mscale": 1.0, "mscale_all_dim": 0.5, "beta_fast": 16.0, "beta_slow": 2.0,
+                     "truncate": False}, 110),
+    "yarn_attention_factor": ({"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5,
+                               "original_max_position_embeddings": 32}, 60),
+    "llama3": ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}, 100),
+}
+
+
+def main():
+    torch.set_num_threads(1)
+    with open(os.path.join(HERE, "qwen3_tiny", "config.json")) as f:
+        base = json.load(f)
+    weights = load_file(os.path.join(HERE, "qwen3_tiny", "model.safetensors"))
+    gen = torch.Generator().manual_seed(77)
+    ids = torch.randint(0, base["vocab_size"], (2, 13), generator=gen)
+    out, cases = {"input_ids": ids}, {}
+    for name, (params, offset) in CASES.items():
+        cfg = dict(base)
+        cfg.pop("rope_theta", None)
+        cfg["rope_parameters"] = {"rope_theta": base["rope_theta"], **params}
+        config = Qwen3Config(**cfg)
+        config._attn_implementation = "eager"
+        model = Qwen3ForCausalLM(config).eval()
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        assert not unexpected and all("rotary_emb" in k for k in missing), (missing, unexpected)
+        pos = (torch.arange(13) + offset).expand(2, 13)
+        with torch.no_grad():
+            logits = model(input_ids=ids, position_ids=pos).logits
+        rotary = model.model.rotary_emb
+        out[name + ".inv_freq"] = rotary.inv_freq.detach().float().clone()
+        out[name + ".attention_scaling"] = torch.tensor([float(rotary.attention_scaling)])
+        out[name + ".logits"] = logits.float()
+        cases[name] = {"rope_parameters": cfg["rope_parameters"], "position_offset": offset}
+        print(f"{name}: attention_scaling {float(rotary.attention_scaling):.6f}, "
+              f"inv_freq[-1] {rotary.inv_freq[-1].item():.6e}")
+    save_safetensors(os.path.join(HERE, "rope_expected.safetensors"), out,
+                     {"cases": json.dumps(cases)})
+
+
+if __name__ == "__main__":
+    main()

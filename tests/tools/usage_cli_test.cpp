@@ -1,0 +1,125 @@
+// How every command meets its command line: a usage error is one `sprig: [command] ...` line with
+// exit 2, an unknown command lists the known ones, `--version` names the version and the commit,
+// training overrides take `--a.b=value` or `--a.b value` and their errors name the command line,
+// a config's paths are relative to its file, wherever the command runs, and a run directory
+// stands for its latest checkpoint.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cli_run.h"
+#include "tests/nn/checkpoint_fixtures.h"
+
+namespace sprig {
+namespace {
+
+using testing::CliRun;
+using testing::run_sprig;
+namespace fs = std::filesystem;
+
+int64_t lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
+
+TEST(UsageCli, UsageErrorsAreOneLineNamingTheCommandWithExit2) {
+  const testing::NamedTempDir tmp("usage_errors");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"score", "sprig: [score] --model is required (see sprig score --help)\n"},
+      {"train sft", "sprig: [train sft] --config is required (see sprig train sft --help)\n"},
+      {"convert --out x",
+       "sprig: [convert] give exactly one of --from-hf or --to-hf (see sprig "
+       "convert --help)\n"},
+      {"trian",
+       "sprig: [sprig] unknown command 'trian': one of bench, data, demo, eval, mask, "
+       "convert, score, generate, plot, spec-eval, train (see sprig --help)\n"},
+      {"train frob",
+       "sprig: [train] unknown command 'frob': one of sft, dflash, domino, jetspec "
+       "(see sprig train --help)\n"},
+      {"", "sprig: [sprig] A subcommand is required (see sprig --help)\n"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CliRun r = run_sprig(args, tmp.path);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err, message) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  // --help still prints the help and succeeds.
+  const CliRun help = run_sprig("train sft --help", tmp.path);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--section.key=value"), std::string::npos) << help.out;
+}
+
+TEST(UsageCli, VersionNamesTheVersionAndTheCommit) {
+  const testing::NamedTempDir tmp("usage_version");
+  const CliRun r = run_sprig("--version", tmp.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string first = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(first.rfind("sprig 0.1.0 (commit ", 0), 0u) << first;
+  // A commit: twelve hex digits (and -dirty for a changed tree), or unknown outside git.
+  const std::string commit = first.substr(20, first.size() - 21);
+  const std::string hash = commit.substr(0, commit.find('-'));
+  EXPECT_TRUE(
+      commit == "unknown" ||
+      (hash.size() == 12 && hash.find_first_not_of("0123456789abcdef") == std::string::npos))
+      << first;
+}
+
+// The tiny SFT config, run from a directory that is not the repository: its relative paths (the
+// model config, the data, the run directory) are the file's; a space-separated override works;
+// the resolved config records absolute paths; an override's error names the command line.
+TEST(UsageCli, ConfigPathsAreTheFilesAndOverridesTakeASpace) {
+  const testing::NamedTempDir tmp("usage_paths");
+  const std::string source = testing::source_dir();
+  const std::string config_dir = tmp.path + "/repo/train/configs";
+  fs::create_directories(config_dir);
+  for (const char* file : {"tiny_sft.yaml", "tiny_qwen3.json", "tiny_docs.jsonl"})
+    fs::copy_file(source + "/train/configs/" + file, config_dir + "/" + file);
+  const std::string elsewhere = tmp.path + "/elsewhere";
+  fs::create_directories(elsewhere);
+  const CliRun r = run_sprig(
+      "train sft -c " + config_dir + "/tiny_sft.yaml --train.max_steps 2 --log.every_steps=1",
+      tmp.path, elsewhere);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // run_dir ../../runs/tiny_sft: the repository's runs/ as the file sees it.
+  const std::string run = tmp.path + "/repo/runs/tiny_sft";
+  ASSERT_TRUE(fs::exists(run + "/metrics.jsonl")) << r.out;
+  const std::string resolved = testing::read_text(run + "/config.resolved.yaml");
+  EXPECT_NE(resolved.find("config: " + config_dir + "/tiny_qwen3.json"), std::string::npos)
+      << resolved;
+  EXPECT_NE(resolved.find("train: " + config_dir + "/tiny_docs.jsonl"), std::string::npos)
+      << resolved;
+  EXPECT_NE(resolved.find("max_steps: 2"), std::string::npos) << resolved;
+  // The done line's loss is the last one logged.
+  const std::string metrics = testing::read_text(run + "/metrics.jsonl");
+  const nlohmann::json last =
+      nlohmann::json::parse(metrics.substr(metrics.rfind('\n', metrics.size() - 2) + 1));
+  std::ostringstream loss;
+  loss << last["loss"].get<double>();
+  EXPECT_NE(r.out.find("done: 2 steps, last loss " + loss.str() + ";"), std::string::npos)
+      << r.out << metrics;
+  // The run directory stands for its newest checkpoint wherever a model is read.
+  const CliRun exported =
+      run_sprig("convert --to-hf " + run + " --out " + tmp.path + "/hf", tmp.path, elsewhere);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(exported.out.rfind(
+                "wrote " + tmp.path + "/hf from " + run + "/checkpoints/step_00000002: ", 0),
+            0u)
+      << exported.out;
+
+  const CliRun bad = run_sprig("train sft -c " + config_dir + "/tiny_sft.yaml --train.max_step 2",
+                               tmp.path, elsewhere);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err,
+            "sprig: [config] unknown key train.max_step (did you mean train.max_steps?) (from the "
+            "command line: --train.max_step=2)\n");
+  const CliRun dangling =
+      run_sprig("train sft -c " + config_dir + "/tiny_sft.yaml --train.max_steps", tmp.path);
+  EXPECT_EQ(dangling.exit_code, 2);
+  EXPECT_EQ(dangling.err,
+            "sprig: [train sft] override --train.max_steps has no value (--train.max_steps=value "
+            "or --train.max_steps value) (see sprig train sft --help)\n");
+  EXPECT_EQ(lines(dangling.err), 1);
+}
+
+}  // namespace
+}  // namespace sprig

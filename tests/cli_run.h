@@ -2,17 +2,19 @@
 // and stderr captured in files of a directory: the end-to-end tests of every subcommand use it.
 #pragma once
 
-#include <sys/wait.h>
+#include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "tests/child_process.h"
+
 namespace sprig::testing {
 
 struct CliRun {
-  int exit_code = -1;  // -1: killed by a signal
+  int exit_code = -1;  // -1: killed by a signal or stopped at the time limit
   std::string out, err;
 };
 
@@ -21,14 +23,21 @@ inline std::string file_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// How long one command of an end-to-end test may run: below the test's own limit
+// (tests/CMakeLists.txt), so a hung command fails its test by name.
+inline constexpr std::chrono::seconds kCommandLimit{100};
+
 // `sprig <args>`, run in the shell (in the directory `cwd` when given) with stdout and stderr
-// going to files under `dir`.
+// going to files under `dir`, for at most `limit`: past it the command is killed and the test
+// fails naming it.
 inline CliRun run_sprig(const std::string& args, const std::string& dir,
-                        const std::string& cwd = "") {
+                        const std::string& cwd = "", std::chrono::seconds limit = kCommandLimit) {
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  const std::string cd = cwd.empty() ? "" : "cd '" + cwd + "' && ";
-  const int status = std::system((cd + SPRIG_BIN + " " + args + " >" + out + " 2>" + err).c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, file_text(out), file_text(err)};
+  const std::string command = std::string(SPRIG_BIN) + " " + args;
+  ChildProcess child = ChildProcess::shell("exec " + command + " >" + out + " 2>" + err, cwd);
+  const std::optional<int> status = child.wait_for(limit);
+  if (!status) ADD_FAILURE() << "timed out after " << limit.count() << " s: " << command;
+  return {status && *status >= 0 ? *status : -1, file_text(out), file_text(err)};
 }
 
 }  // namespace sprig::testing

@@ -8,18 +8,40 @@
 #      RelWithDebInfo's compile time; in <build dir>-san), the slow label excluded (see README.md);
 #   3. a short smoke run of every libFuzzer target of tools/fuzz on its committed seeds, built in
 #      the same tree (the libraries the targets link are the sanitised ones of stage 2).
-# Every stage runs; the script ends with one line per stage and exits non-zero when a stage fails
-# or a source differs from .clang-format's layout.
+# Every stage runs; the script ends with one line per stage (with its time) and the ten slowest
+# tests of the suite, and exits non-zero when a stage fails or a source differs from
+# .clang-format's layout. Every ctest call passes --timeout: a test without its own TIMEOUT
+# property (tests/CMakeLists.txt) is bounded too.
+#
+# Usage: tools/test.sh           everything above (what .ci/run calls)
+#        tools/test.sh --quick   between edits: the incremental build of the default tree and the
+#                                CPU suite (label cpu), no format check, sanitisers or fuzzing
 # Environment: SPRIG_BUILD_DIR, SPRIG_CUDA=OFF for the CPU-only build, SPRIG_JOBS (see build.sh);
 #   SPRIG_SANITIZE_STAGE=0 skips stage 2, SPRIG_FUZZ_STAGE=0 skips stage 3,
 #   SPRIG_FUZZ_SECONDS (default 10) is each fuzz target's smoke run time.
 set -euo pipefail
 
+quick=0
+if (($# > 1)) || { (($# == 1)) && [[ "$1" != --quick ]]; }; then
+  bad="$1"
+  [[ "$1" == --quick ]] && bad="$2"
+  echo "sprig: [tools/test.sh] unknown argument '$bad' (usage: tools/test.sh [--quick])" >&2
+  exit 2
+fi
+(($# == 1)) && quick=1
+
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${SPRIG_BUILD_DIR:-$repo/build}"
 jobs="${SPRIG_JOBS:-$(nproc)}"
+ctest_limit=120  # seconds, for a test without its own TIMEOUT property
 
 "$repo/tools/build.sh"
+if ((quick)); then
+  start=$SECONDS
+  ctest --test-dir "$build_dir" -L cpu --output-on-failure -j "$jobs" --timeout "$ctest_limit"
+  echo "sprig: quick suite passed ($((SECONDS - start)) s)"
+  exit 0
+fi
 "$repo/tools/install_packages.sh" clang-format
 
 cd "$repo"
@@ -64,8 +86,9 @@ configure_sanitized() {
 }
 
 sanitize_stage() {
-  configure_sanitized && cmake --build "$san_dir" -j "$jobs" &&
-    ctest --test-dir "$san_dir" -L cpu -LE slow --output-on-failure -j "$jobs"
+  configure_sanitized && cmake --build "$san_dir" -j "$jobs" && check_time_limits "$san_dir" &&
+    ctest --test-dir "$san_dir" -L cpu -LE slow --output-on-failure -j "$jobs" \
+      --timeout "$ctest_limit"
 }
 
 fuzz_stage() {
@@ -88,7 +111,34 @@ fuzz_stage() {
   return "$failed"
 }
 
-run_stage suite ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+# Fails when a test of the tree in $1 has no TIMEOUT property or one above 900 s (a hung test must
+# fail within minutes, whichever way ctest is called).
+check_time_limits() {
+  ctest --test-dir "$1" --show-only=json-v1 | python3 -c '
+import json, sys
+tests = json.load(sys.stdin)["tests"]
+bad = [t["name"] for t in tests
+       if not any(p["name"] == "TIMEOUT" and 0 < p["value"] <= 900 for p in t.get("properties", []))]
+print("sprig: %d tests, each with a time limit of at most 900 s" % len(tests) if not bad else
+      "sprig: tests without a TIMEOUT property of at most 900 s: " + ", ".join(bad))
+sys.exit(1 if bad else 0)'
+}
+
+# The ten slowest tests of a ctest run, from the JUnit report CTest wrote (its own timing).
+slowest_tests() {
+  echo "sprig: the ten slowest tests of the suite (s):"
+  sed -n 's/.*<testcase name="\([^"]*\)".* time="\([0-9.]*\)".*/\2 \1/p' "$1" |
+    sort -rn | head -n 10 | awk '{ printf "  %8.1f  %s\n", $1, $2 }'
+}
+
+junit="$build_dir/Testing/suite.xml"
+rm -f "$junit"
+suite_stage() {
+  check_time_limits "$build_dir" &&
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout "$ctest_limit" \
+      --output-junit "$junit"
+}
+run_stage suite suite_stage
 [[ "${SPRIG_SANITIZE_STAGE:-1}" == 0 ]] || run_stage sanitizers sanitize_stage
 [[ "${SPRIG_FUZZ_STAGE:-1}" == 0 ]] || run_stage fuzz fuzz_stage
 status=0
@@ -97,4 +147,5 @@ for name in suite sanitizers fuzz; do
   echo "sprig: $name ${result[$name]}"
   [[ "${result[$name]}" == passed* ]] || status=1
 done
+[[ ! -f "$junit" ]] || slowest_tests "$junit"
 exit "$status"

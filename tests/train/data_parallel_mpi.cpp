@@ -8,7 +8,6 @@
 // neither MPI nor NCCL.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,11 +17,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/child_process.h"
 #include "tests/train/train_test_util.h"
 
 namespace sprig {
 namespace {
 
+using testing::ChildProcess;
 using testing::metrics_of;
 using testing::TempDir;
 namespace fs = std::filesystem;
@@ -43,16 +44,16 @@ class MpiEnvironment : public ::testing::Environment {
 };
 const auto* const mpi_environment = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
-// Runs `command` through the shell with a time limit; returns its exit status (124: timed out)
-// and appends its stdout and stderr to `output`.
+// Runs `command` through the shell with a time limit; returns its exit status (-signal when a
+// signal ended it, 124 when it was stopped at the limit) and appends its stdout and stderr to
+// `output`.
 int run(const std::string& command, std::string& output, int seconds = 300) {
-  FILE* pipe =
-      ::popen(("timeout " + std::to_string(seconds) + " " + command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  TempDir scratch;
+  const std::string log = scratch / "output.log";
+  ChildProcess child = ChildProcess::shell("exec " + command + " >" + log + " 2>&1");
+  const std::optional<int> status = child.wait_for(std::chrono::seconds(seconds));
+  output += testing::read_text(log);
+  return status.value_or(124);
 }
 
 std::string mpirun(int ranks) {
@@ -197,25 +198,19 @@ std::vector<pid_t> children_of(pid_t pid) {
 }
 
 // Runs `mpirun -np 2 <command>` and sends `sig` to rank 1 once the run's first checkpoint is
-// complete; returns the launcher's wait status, its output in `log`.
+// complete; returns the launcher's exit status (-signal when a signal ended it, 124 when it did
+// not end within 5 minutes), its output in `log`.
 int interrupt_rank(const std::string& command, const std::string& run_dir, int sig,
                    const std::string& log) {
-  const std::string shell = "exec " + mpirun(2) + command + " >" + log + " 2>&1";
-  const pid_t launcher = ::fork();
-  if (launcher == 0) {
-    ::execl("/bin/sh", "sh", "-c", shell.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  ChildProcess launcher = ChildProcess::shell("exec " + mpirun(2) + command + " >" + log + " 2>&1");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   while (!fs::exists(run_dir + "/checkpoints/latest") &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const std::vector<pid_t> ranks = children_of(launcher);
+  const std::vector<pid_t> ranks = children_of(launcher.pid());
   EXPECT_EQ(ranks.size(), 2u) << testing::read_text(log);
   if (ranks.size() == 2) ::kill(ranks[1], sig);
-  int status = 0;
-  ::waitpid(launcher, &status, 0);
-  return status;
+  return launcher.wait_for(std::chrono::minutes(5)).value_or(124);
 }
 
 // Rank 1 killed (SIGKILL: mpirun ends rank 0) or stopped (SIGTERM: both ranks stop at the same
@@ -237,7 +232,7 @@ TEST(DataParallel, ARunWhoseRankIsKilledOrStoppedResumesToTheUninterruptedResult
     interrupted.push_back("run_dir=" + (dir / name));
     const int status =
         interrupt_rank(train_command("sft", config, interrupted), dir / name, sig, log);
-    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::read_text(log);
+    EXPECT_NE(status, 0) << testing::read_text(log);
     EXPECT_LT(metrics_of(dir / name).size(), 6u) << "the run finished first";
     if (sig == SIGTERM) {
       EXPECT_TRUE(

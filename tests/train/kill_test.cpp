@@ -4,10 +4,8 @@
 // boundary with a checkpoint there, the command that continues it and exit status 128 + signal;
 // a second signal ends it at once. Also: a corrupt checkpoint ends the process with one sentence
 // on stderr and a non-zero exit status.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +14,7 @@
 #include <thread>
 
 #include "tensor/random.h"
+#include "tests/child_process.h"
 #include "tests/train/train_test_util.h"
 #include "train/run_directory.h"
 #include "train/sft.h"
@@ -23,40 +22,25 @@
 namespace sprig {
 namespace {
 
+using testing::ChildProcess;
 using testing::TempDir;
 namespace fs = std::filesystem;
 
 // Starts `sprig args...` with stdout and stderr appended to `log`.
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> argv_storage = {SPRIG_BIN};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // only async-signal-safe calls until exec
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+ChildProcess spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv = {SPRIG_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return ChildProcess(argv, log);
 }
 
-// Waits for `pid`; returns its exit status, or -signal when a signal ended it.
-int wait_for(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+// Waits for `child`, at most five minutes; returns its exit status, or -signal when a signal
+// ended it (past the limit: a failure, and 124).
+int wait_for(ChildProcess& child) {
+  const std::optional<int> status = child.wait_for(std::chrono::minutes(5));
+  if (!status) ADD_FAILURE() << "a sprig run did not end within 5 minutes";
+  return status.value_or(124);
 }
-
-bool exited(pid_t pid, int& status) {
-  int raw = 0;
-  if (::waitpid(pid, &raw, WNOHANG) != pid) return false;
-  status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -WTERMSIG(raw);
-  return true;
-}
+int wait_for(ChildProcess&& child) { return wait_for(child); }
 
 // Whether a checkpoint save started at or after `since` is in progress (or was cut short): its
 // temporary directory exists. Leftovers of earlier killed saves are older.
@@ -76,17 +60,17 @@ std::string latest_name(const std::string& checkpoints) {
   return name;
 }
 
-// Waits until ready() holds, then `delay` more, then kills `pid` (SIGKILL). Returns -SIGKILL, or
+// Waits until ready() holds, then `delay` more, then kills `run` (SIGKILL). Returns -SIGKILL, or
 // the exit status when the process ended first.
-template <class F> int kill_when(pid_t pid, F ready, std::chrono::microseconds delay) {
+template <class F> int kill_when(ChildProcess& run, F ready, std::chrono::microseconds delay) {
   int status = 0;
   while (!ready()) {
-    if (exited(pid, status)) return status;
+    if (run.exited(status)) return status;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   std::this_thread::sleep_for(delay);
-  ::kill(pid, SIGKILL);
-  return wait_for(pid);
+  run.signal(SIGKILL);
+  return wait_for(run);
 }
 
 std::vector<std::pair<int64_t, double>> logged_losses(const std::string& run_dir) {
@@ -125,14 +109,14 @@ TEST(Kill, KilledRunResumesToTheUninterruptedResult) {
   for (int round = 0; round < 8; ++round) {
     const fs::file_time_type start = fs::file_time_type::clock::now();
     const std::string latest_at_start = latest_name(checkpoints);
-    const pid_t pid = spawn(sprig_args(round > 0), log);
+    ChildProcess run = spawn(sprig_args(round > 0), log);
     const bool during_save = round % 2 == 0;
     const int status = during_save
                            ? kill_when(
-                                 pid, [&] { return saving_since(checkpoints, start); },
+                                 run, [&] { return saving_since(checkpoints, start); },
                                  std::chrono::microseconds(0))
                            : kill_when(
-                                 pid, [&] { return latest_name(checkpoints) != latest_at_start; },
+                                 run, [&] { return latest_name(checkpoints) != latest_at_start; },
                                  std::chrono::microseconds(gen.next_int(0, 5000)));
     if (status != -SIGKILL) {  // it finished first
       ASSERT_EQ(status, 0) << testing::read_text(log);
@@ -175,17 +159,14 @@ TEST(Kill, ASecondRunInTheSameDirectoryIsRefusedWhileTheFirstHoldsIt) {
     return std::vector<std::string>{"train", "sft", "-c", config_path,
                                     "--train.max_steps=" + steps};
   };
-  const pid_t first = spawn(args("1000000"), first_log);
+  ChildProcess first = spawn(args("1000000"), first_log);
   int status = 0;
-  const std::string holder = "\"pid\":" + std::to_string(first);
+  const std::string holder = "\"pid\":" + std::to_string(first.pid());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (testing::read_text(run_dir + "/sprig-run.lock").find(holder) == std::string::npos) {
-    ASSERT_FALSE(exited(first, status)) << testing::read_text(first_log);
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(first, SIGKILL);
-      wait_for(first);
-      FAIL() << "the first run took no lock: " << testing::read_text(first_log);
-    }
+    ASSERT_FALSE(first.exited(status)) << testing::read_text(first_log);
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the first run took no lock: " << testing::read_text(first_log);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(wait_for(spawn(args("1"), second_log)), 1);
@@ -193,10 +174,10 @@ TEST(Kill, ASecondRunInTheSameDirectoryIsRefusedWhileTheFirstHoldsIt) {
   ::gethostname(host, sizeof(host) - 1);
   EXPECT_EQ(testing::read_text(second_log),
             "sprig: run_dir " + run_dir + " is in use by another sprig run (pid " +
-                std::to_string(first) + " on host " + host +
+                std::to_string(first.pid()) + " on host " + host +
                 "): wait for it to end, or choose another run_dir\n");
   EXPECT_NE(testing::read_text(run_dir + "/sprig-run.lock").find(holder), std::string::npos);
-  ::kill(first, SIGKILL);
+  first.signal(SIGKILL);
   EXPECT_EQ(wait_for(first), -SIGKILL);
   EXPECT_NO_THROW(RunDirectory{run_dir});
 }
@@ -214,14 +195,14 @@ TEST_P(StopSignal, StopsAtAStepBoundaryWithACheckpointAndTheResumeCommand) {
   const std::string run_dir = dir / "run", log = dir / "sprig.log";
   std::vector<std::string> args = {"train", "sft", "-c", config_path};
   for (const std::string& o : overrides) args.push_back("--" + o);
-  const pid_t pid = spawn(args, log);
+  ChildProcess run = spawn(args, log);
   int status = 0;
   while (logged_steps(run_dir) < 2) {  // a step logged: the loop runs
-    ASSERT_FALSE(exited(pid, status)) << testing::read_text(log);
+    ASSERT_FALSE(run.exited(status)) << testing::read_text(log);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ::kill(pid, sig);
-  ASSERT_EQ(wait_for(pid), 128 + sig) << testing::read_text(log);
+  run.signal(sig);
+  ASSERT_EQ(wait_for(run), 128 + sig) << testing::read_text(log);
 
   // The checkpoint of the step it stopped after, named in the message with the command that
   // continues the run.

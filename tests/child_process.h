@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -19,6 +22,40 @@
 #include <vector>
 
 namespace sprig::testing {
+
+// The state letter and process group of process `pid` from /proc/<pid>/stat ('\0' when it is
+// gone).
+inline std::pair<char, pid_t> process_state(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return {'\0', 0};
+  const size_t close = line.rfind(')');  // "pid (comm) state ppid pgrp ..."
+  if (close == std::string::npos) return {'\0', 0};
+  std::istringstream rest(line.substr(close + 1));
+  char state = '\0';
+  pid_t parent = 0, group = 0;
+  rest >> state >> parent >> group;
+  return {state, group};
+}
+
+// Whether process `pid` exists and is not a zombie.
+inline bool process_alive(pid_t pid) {
+  const char state = process_state(pid).first;
+  return state != '\0' && state != 'Z' && state != 'X';
+}
+
+// Whether a process of group `pgid` exists and is not a zombie.
+inline bool group_alive(pid_t pgid) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto [state, group] = process_state(std::stoi(name));
+    if (group == pgid && state != '\0' && state != 'Z' && state != 'X') return true;
+  }
+  return false;
+}
 
 class ChildProcess {
  public:
@@ -61,11 +98,15 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
   ChildProcess& operator=(ChildProcess&&) = delete;
 
-  // Kills the whole group (SIGKILL) and reaps the child.
+  // Kills the whole group (SIGKILL), reaps the child and waits (at most 10 s) until no process of
+  // the group runs any more: SIGKILL is delivered asynchronously.
   ~ChildProcess() {
     if (pid_ <= 0) return;
     ::kill(-pid_, SIGKILL);
     if (!status_) ::waitpid(pid_, nullptr, 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (group_alive(pid_) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
   pid_t pid() const { return pid_; }
@@ -99,18 +140,5 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::optional<int> status_;  // set once reaped
 };
-
-// Whether process `pid` exists and is not a zombie.
-inline bool process_alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  FILE* stat = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
-  if (!stat) return false;
-  char line[512] = {};
-  const size_t n = std::fread(line, 1, sizeof line - 1, stat);
-  std::fclose(stat);
-  const std::string text(line, n);
-  const size_t close = text.rfind(')');  // "pid (comm) state ..."
-  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
-}
 
 }  // namespace sprig::testing

@@ -24,8 +24,9 @@ inline std::string file_text(const std::string& path) {
 }
 
 // How long one command of an end-to-end test may run: below the test's own limit
-// (tests/CMakeLists.txt), so a hung command fails its test by name.
-inline constexpr std::chrono::seconds kCommandLimit{100};
+// (tests/CMakeLists.txt: 120 s, 900 s for a test labelled slow), so a hung command fails its test
+// by name.
+inline constexpr std::chrono::seconds kCommandLimit{100}, kSlowCommandLimit{600};
 
 // `sprig <args>`, run in the shell (in the directory `cwd` when given) with stdout and stderr
 // going to files under `dir`, for at most `limit`: past it the command is killed and the test

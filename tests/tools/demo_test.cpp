@@ -15,9 +15,10 @@ namespace {
 TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   const testing::NamedTempDir tmp("demo_cli");
   const std::string run_dir = tmp.path + "/demo";
-  // A run directory relative to the working directory, as the default runs/demo is.
-  const testing::CliRun r =
-      testing::run_sprig("demo --quick --device cpu --run-dir demo", tmp.path, tmp.path);
+  // A run directory relative to the working directory, as the default runs/demo is. (About 25 s
+  // alone on 2 cores, several times that beside other tests: the limit of a slow test's command.)
+  const testing::CliRun r = testing::run_sprig("demo --quick --device cpu --run-dir demo", tmp.path,
+                                               tmp.path, testing::kSlowCommandLimit);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* line : {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
                            "acceptance length on held-out documents",

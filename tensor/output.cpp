@@ -1,5 +1,6 @@
 #include "tensor/output.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -166,13 +167,25 @@ Output::Output(std::string path, OutputKind kind, bool overwrite, std::string op
                 "give each output a path of its own");
   const fs::path target = target_of(path_);
   temp_ = sibling(target, ".tmp-").string();
+  // The temporary is made now (an empty file, for a file output), so a place where nothing can be
+  // created (/proc, a read-only file system, even as root) is found before any work.
+  std::string why;
   try {
     fs::remove_all(temp_);
     if (kind_.directory) fs::create_directory(temp_);
   } catch (const fs::filesystem_error& e) {
-    throw std::runtime_error("[" + option_ + "] " + path_ + ": cannot create " + temp_ + " (" +
-                             e.code().message() + ")");
+    why = e.code().message();
   }
+  if (!kind_.directory && why.empty()) {
+    const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      why = std::strerror(errno);
+    else
+      ::close(fd);
+  }
+  if (!why.empty())
+    throw std::runtime_error("[" + option_ + "] " + path_ + ": cannot create " + temp_ + " (" +
+                             why + ")");
   live_outputs.push_back(this);  // last: a constructor that throws leaves no entry
 }
 

@@ -6,9 +6,10 @@
 // exist, and nothing may be at the target (an empty file or an empty directory counts as nothing)
 // unless `overwrite` is given and what is there is recognisably an earlier output of the same
 // kind, written by the same command where the format records it (kOutputKey). The content goes to
-// a sibling temporary name, temp(); commit() renames it into place, and only then is an existing
-// target replaced. An Output destroyed without commit() removes its temporary, so a command that
-// fails leaves the target exactly as it was.
+// a sibling temporary name, temp(), made at once (an empty file or directory: a place where
+// nothing can be created is refused before any work); commit() renames it into place, and only then
+// is an existing target replaced. An Output destroyed without commit() removes its temporary, so a
+// command that fails leaves the target exactly as it was.
 #pragma once
 
 #include <filesystem>

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "nn/qwen_config.h"
@@ -69,6 +70,23 @@ TEST_F(OutputCli, ConvertNeverDeletesWhatIsAtOut) {
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(entries_of(dir + "/m"), (std::set<std::string>{"config.json", "model.safetensors"}));
   EXPECT_EQ(entries_of(dir), (std::set<std::string>{"file", "m", "p", "stderr.txt", "stdout.txt"}));
+}
+
+// An --out in a place that cannot be written (/proc, even for root) is one sentence naming the
+// path and the reason, before any work, never a raw filesystem error.
+TEST_F(OutputCli, AnUnwritableOutIsOneSentenceBeforeAnyWork) {
+  write_text(dir + "/r.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+  for (const std::string& command : {"convert --from-hf " + kModel + " --out /proc/sprig_out",
+                                     "score --device cpu --model " + kModel + " --input " + dir +
+                                         "/r.jsonl --out " + "/proc/sprig_out.safetensors"}) {
+    const CliRun r = sprig(command);
+    EXPECT_EQ(r.exit_code, 1) << command << ": " << r.err;
+    EXPECT_TRUE(r.err.starts_with("sprig: [--out] /proc/sprig_out")) << r.err;
+    EXPECT_NE(r.err.find(": cannot "), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << command;
+  }
 }
 
 TEST_F(OutputCli, ScoreChecksItsOutputBeforeScoring) {

@@ -18,6 +18,7 @@
 #include "tools/commands.h"
 #include "tools/jsonl.h"
 #include "tools/options.h"
+#include "tools/progress_line.h"
 
 namespace sprig::tools {
 
@@ -128,10 +129,14 @@ void run_eval(const EvalOptions& o) {
   Totals totals;
   totals.kind = o.kind;
   int64_t index = -1;
-  const int64_t records = for_each_record(o.input, [&](const json& rec, const std::string& where) {
+  ProgressLine progress;
+  const auto evaluate = [&](const json& rec, const std::string& where) {
     ++index;
     DraftRecord r = parse_draft_record(rec, vocab, bs, where);
-    positions.check(r.rows.packed() ? positions_end(r.rows.position_ids) : r.rows.seq_len(), where);
+    const int64_t end = r.rows.packed() ? positions_end(r.rows.position_ids) : r.rows.seq_len();
+    if (end > target.config().max_position_embeddings && positions.exceeded() == 0)
+      progress.finish();  // the one warning's own line
+    positions.check(end, where);
     if (r.prefix_lengths.defined() && !variable_prefix)
       throw std::runtime_error(where + ": \"prefix_lengths\" need --loss-type variable_prefix");
     Anchors anchors;
@@ -197,7 +202,13 @@ void run_eval(const EvalOptions& o) {
     for (const auto& [name, value] : j.items())
       if (name != "record")
         entries.push_back({key + name, Tensor::scalar(value.get<double>(), DType::f64)});
+  };
+  const int64_t records = for_each_record(o.input, [&](const json& rec, const std::string& where) {
+    evaluate(rec, where);
+    progress.show("evaluated " + std::to_string(index + 1) + " records (" +
+                  std::to_string(totals.skipped) + " skipped)");
   });
+  progress.finish();
   if (records == 0) throw std::runtime_error(o.input + ": no records");
   // Loss and accept_len of nothing would read as 0: no aggregate and no output then.
   if (totals.records == 0)

@@ -1,7 +1,8 @@
-// A progress line on stderr for long commands (score, data tokenize). On a terminal it is one
-// line rewritten in place; in a log file (stderr not a terminal) each update is a line of its own,
-// at most one every kLogInterval (and the last one), so the log stays readable. It is ended by
-// finish() or when its scope exits, so that an error message starts on a line of its own.
+// A progress line on stderr for long commands (eval, score, data tokenize). On a terminal it is
+// one line rewritten in place (the rest of the old text cleared); in a log file (stderr not a
+// terminal) each update is a line of its own, at most one every kLogInterval (and the last one), so
+// the log stays readable. It is ended by finish() or when its scope exits, so that an error message
+// starts on a line of its own.
 #pragma once
 
 #include <unistd.h>
@@ -23,7 +24,7 @@ class ProgressLine {
 
   void show(const std::string& text) {
     if (terminal_) {
-      std::cerr << "\r" << text << std::flush;
+      std::cerr << "\r" << text << "\x1b[K" << std::flush;  // ESC [K: clear to the line's end
       shown_ = true;
       return;
     }

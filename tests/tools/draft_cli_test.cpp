@@ -195,7 +195,8 @@ TEST_F(DraftCli, EvalBadRecordsStopAtFileAndLine) {
 }
 
 // Records that score nothing (one token, every slot loss-masked, or no valid anchor) are skipped,
-// and an input of nothing but those is an error, not a loss and accept_len of 0.
+// and an input of nothing but those is an error, not a loss and accept_len of 0. The progress line
+// counts them.
 TEST_F(DraftCli, EvalWithNothingToScoreFails) {
   const std::string nothing =
       json{{"input_ids", {1}}}.dump() + "\n" +
@@ -208,9 +209,11 @@ TEST_F(DraftCli, EvalWithNothingToScoreFails) {
                                    input + " --out " + out,
                                dir);
     EXPECT_EQ(r.exit_code, 1) << recipe << r.out;
-    EXPECT_EQ(r.err, "sprig: " + input +
-                         ": nothing to score: every one of the 2 records was skipped (no valid "
-                         "anchor or no supervised slot)\n")
+    // The progress line, a line per update in a log (the first and the last), then the error.
+    EXPECT_EQ(r.err,
+              "evaluated 1 records (1 skipped)\nevaluated 2 records (2 skipped)\nsprig: " + input +
+                  ": nothing to score: every one of the 2 records was skipped (no valid "
+                  "anchor or no supervised slot)\n")
         << recipe;
     EXPECT_EQ(r.out.find("aggregate"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(out));

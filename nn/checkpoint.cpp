@@ -207,7 +207,8 @@ namespace {
 void warn_on_dtype_mismatch(const WeightFiles& weights, const QwenConfig& config,
                             const std::string& dir) {
   const DType stored = stored_dtype(weights);
-  if (config.dtype_declared && config.dtype != stored)
+  // f64 weights (read as f32) have no model dtype to declare.
+  if (config.dtype_declared && config.dtype != stored && stored != DType::f64)
     std::cerr << "sprig: [checkpoint] warning: " << dir << "/config.json declares dtype "
               << torch_dtype_name(config.dtype) << ", but its weights are "
               << torch_dtype_name(stored) << ": they are read as stored, and an export says "
@@ -306,23 +307,30 @@ ConvertedModel convert_checkpoint(const std::string& in_dir, const std::string& 
   warn_on_dtype_mismatch(weights, config, in_dir);
   const fs::path weights_path = fs::path(out.temp()) / "model.safetensors";
   const std::map<std::string, Shape> shapes = expected_tensor_shapes(config);
-  config.dtype = dtype.value_or(stored_dtype(weights));
-  if (dtype && config.dtype != stored_dtype(weights)) {
+  // The embedding's dtype unless --dtype says otherwise; f64 weights are written as f32, the
+  // widest model dtype. Tensors stored otherwise are cast, so the label holds for every one.
+  const DType stored = stored_dtype(weights);
+  config.dtype = dtype.value_or(stored == DType::f64 ? DType::f32 : stored);
+  bool uniform = true;
+  for (const auto& [name, shape] : shapes)
+    uniform = uniform && to_dtype(weights.file_of(name).info(name).dtype) == config.dtype;
+  if (!uniform) {
     // Every tensor cast in memory, then written: refused up front when that cannot fit.
     double bytes = 0;
     for (const auto& [name, shape] : shapes)
-      bytes += static_cast<double>(shape_numel(shape)) * static_cast<double>(dtype_size(*dtype));
+      bytes +=
+          static_cast<double>(shape_numel(shape)) * static_cast<double>(dtype_size(config.dtype));
     const double available = static_cast<double>(cpu_memory_available());
     if (bytes > available / 2) {
       char sizes[96];
       std::snprintf(sizes, sizeof sizes, "%.1f GiB in memory, over half the %.1f GiB",
                     bytes / (1 << 30), available / (1 << 30));
-      throw std::runtime_error("[convert] the " + std::string(dtype_name(*dtype)) +
+      throw std::runtime_error("[convert] the " + std::string(dtype_name(config.dtype)) +
                                " weights would take " + sizes + " available");
     }
     std::vector<SafetensorsEntry> entries;
     for (const auto& [name, shape] : shapes)
-      entries.push_back({name, weights.load(name).to(Device::cpu(), *dtype)});
+      entries.push_back({name, weights.load(name).to(Device::cpu(), config.dtype)});
     save_safetensors(weights_path.string(), entries, out.metadata());
   } else {
     std::vector<RawTensor> raw;

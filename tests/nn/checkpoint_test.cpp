@@ -404,5 +404,32 @@ TEST(Checkpoint, ConvertCastsToTheAskedDtype) {
   testing::expect_same_tensors(golden + "/model.safetensors", root + "/same");
 }
 
+// Every tensor convert writes has the dtype its config says: f64 weights are written as f32, and a
+// tensor stored in another dtype than the embedding's is cast to it.
+TEST(Checkpoint, ConvertWritesEveryTensorInTheDtypeItsConfigSays) {
+  const testing::NamedTempDir tmp("ckpt_label");
+  const std::string golden = testing::kGoldenDir + "qwen3_tiny";
+  const SafetensorsFile source(golden + "/model.safetensors");
+  for (const std::string kind : {"f64", "mixed"}) {
+    const std::string in = tmp.path + "/" + kind;
+    testing::fs::create_directories(in);
+    testing::fs::copy_file(golden + "/config.json", in + "/config.json");
+    std::vector<SafetensorsEntry> entries;
+    for (const StTensorInfo& t : source.tensors()) {
+      const DType stored = kind == "f64"                   ? DType::f64
+                           : t.name == "model.norm.weight" ? DType::bf16
+                                                           : DType::f32;
+      entries.push_back({t.name, source.load(t.name).to(Device::cpu(), stored)});
+    }
+    save_safetensors(in + "/model.safetensors", entries);
+    EXPECT_EQ(convert_checkpoint(in, in + "_out", false, std::nullopt).dtype, DType::f32) << kind;
+    EXPECT_EQ(nlohmann::json::parse(testing::read_text(in + "_out/config.json"))["dtype"],
+              "float32");
+    const SafetensorsFile written(in + "_out/model.safetensors");
+    for (const StTensorInfo& t : written.tensors())
+      EXPECT_EQ(t.dtype, StDType::F32) << kind << ": " << t.name;
+  }
+}
+
 }  // namespace
 }  // namespace sprig

@@ -268,6 +268,20 @@ TEST_F(SprigCli, PositionsPastTheModelsRangeWarnOrWithStrictPositionsAreRefused)
                                   "max_position_embeddings 128 (--strict-positions)");
   EXPECT_FALSE(exists(logits_path));
 
+  // A folded prefix tree of a 20-token prompt and three 60-token completions holds 200 tokens, but
+  // its deepest position is 79: nothing to warn about, even under --strict-positions.
+  const std::string completion = ids_json(std::vector<int64_t>(60, 5));
+  testing::write_text(file, "{\"prompt_ids\": " + ids_json(std::vector<int64_t>(20, 7)) +
+                                ", \"completions\": [" + completion + ", " + completion + ", " +
+                                completion + "]}\n");
+  r = run_sprig("score --strict-positions --device cpu --model " + model + " --input " + file +
+                    " --out " + logits_path,
+                dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("reaches position"), std::string::npos) << r.err;
+  EXPECT_EQ(SafetensorsFile(logits_path).load("logits.0").size(0), 200);
+  testing::fs::remove(logits_path);
+
   const std::string generate =
       "generate --device cpu --model " + model + " --prompt-ids 3,14,15,9 --max-new-tokens 130";
   r = run_sprig(generate, dir);

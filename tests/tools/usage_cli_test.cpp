@@ -1,8 +1,8 @@
 // How every command meets its command line: a usage error is one `sprig: [command] ...` line with
 // exit 2, an unknown command lists the known ones, `--version` names the version and the commit,
 // training overrides take `--a.b=value` or `--a.b value` and their errors name the command line,
-// a config's paths are relative to its file, wherever the command runs, and a run directory
-// stands for its latest checkpoint.
+// a config's paths are relative to its file, wherever the command runs, a run directory stands
+// for its latest checkpoint, and every command that runs a model defaults to --device auto.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,6 +47,21 @@ TEST(UsageCli, UsageErrorsAreOneLineNamingTheCommandWithExit2) {
   const CliRun help = run_sprig("train sft --help", tmp.path);
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("--section.key=value"), std::string::npos) << help.out;
+}
+
+// One default device for every command that runs a model: auto (CUDA when present).
+TEST(UsageCli, EveryCommandsDeviceDefaultsToAuto) {
+  const testing::NamedTempDir tmp("device_default");
+  for (const std::string command :
+       {"eval dflash", "eval domino", "eval jetspec", "score", "generate", "spec-eval", "demo",
+        "bench ops", "bench attention", "bench gru", "bench draft", "bench step"}) {
+    const CliRun help = run_sprig(command + " --help", tmp.path);
+    EXPECT_EQ(help.exit_code, 0) << command;
+    const size_t option = help.out.find("--device");
+    ASSERT_NE(option, std::string::npos) << command << ": " << help.out;
+    const std::string line = help.out.substr(option, help.out.find('\n', option) - option);
+    EXPECT_NE(line.find("=auto"), std::string::npos) << command << ": " << line;
+  }
 }
 
 TEST(UsageCli, VersionNamesTheVersionAndTheCommit) {

@@ -258,6 +258,40 @@ TEST(DataParallel, ARunWhoseRankIsKilledOrStoppedResumesToTheUninterruptedResult
                                 "as many (mpirun -np 2)"));
 }
 
+// Rank 0 of a two-rank run holds the run directory's lock for the whole run: a second run in it is
+// refused with rank 0's pid, and changes nothing.
+TEST(DataParallel, ASecondRunIsRefusedWhileATwoRankRunHoldsTheDirectory) {
+  TempDir dir;
+  const std::string config = testing::write_tiny_config(dir);
+  const std::string run_dir = dir / "run", log = dir / "pair.log";
+  ChildProcess pair = ChildProcess::shell(
+      "exec " + mpirun(2) +
+      train_command("sft", config, {"run_dir=" + run_dir, "train.max_steps=1000000"}) + " >" + log +
+      " 2>&1");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!testing::contains(testing::read_text(run_dir + "/sprig-run.lock"), "\"pid\":")) {
+    int status = 0;
+    ASSERT_FALSE(pair.exited(status)) << testing::read_text(log);
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the two-rank run took no lock: " << testing::read_text(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::string lock = testing::read_text(run_dir + "/sprig-run.lock");
+  const std::vector<pid_t> ranks = children_of(pair.pid());
+  ASSERT_EQ(ranks.size(), 2u) << testing::read_text(log);
+  EXPECT_TRUE(testing::contains(lock, "\"pid\":" + std::to_string(ranks[0])) ||
+              testing::contains(lock, "\"pid\":" + std::to_string(ranks[1])))
+      << lock;
+  std::string output;
+  EXPECT_EQ(run(train_command("sft", config, {"run_dir=" + run_dir, "train.max_steps=1"}), output),
+            1)
+      << output;
+  EXPECT_TRUE(testing::contains(output, "is in use by another sprig run (pid ")) << output;
+  EXPECT_EQ(testing::read_text(run_dir + "/sprig-run.lock"), lock);
+  int status = 0;
+  EXPECT_FALSE(pair.exited(status)) << "the two-rank run ended: " << testing::read_text(log);
+}
+
 TEST(DataParallel, AFailingRankEndsEveryRankWithItsError) {
   TempDir dir;
   const std::string config = testing::write_tiny_config(dir);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli_run.h"
 #include "tests/train/train_test_util.h"
 #include "train/checkpoint.h"
 #include "train/sft.h"
@@ -171,6 +172,14 @@ TEST(Resume, ARunAtOrPastItsEndSaysItIsCompleteAndTrainsNothing) {
     EXPECT_FALSE(testing::contains(out, "training ")) << out;
     EXPECT_EQ(read_text(config.run_dir + "/metrics.jsonl"), metrics);
   }
+  // The command exits 0 with that line.
+  const testing::CliRun cli =
+      testing::run_sprig("train sft -c " + (dir / "config.yaml") + " --train.max_steps=4 --resume",
+                         dir.path().string());
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_TRUE(testing::contains(cli.out, "run already complete at step 4 (train.max_steps 4)"))
+      << cli.out;
+  EXPECT_EQ(read_text(config.run_dir + "/metrics.jsonl"), metrics);
 }
 
 // The message of the std::invalid_argument train_sft throws ("" when it returns).

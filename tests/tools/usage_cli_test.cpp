@@ -120,6 +120,21 @@ TEST(UsageCli, ConfigPathsAreTheFilesAndOverridesTakeASpace) {
                 "wrote " + tmp.path + "/hf from " + run + "/checkpoints/step_00000002: ", 0),
             0u)
       << exported.out;
+  const std::string checkpoint = run + "/checkpoints/step_00000002";
+  const std::vector<std::string> commands = {
+      "generate --device cpu --prompt-ids 3,1,4 --max-new-tokens 4",
+      "score --device cpu --logprobs --input " + config_dir + "/tiny_docs.jsonl --out " + tmp.path +
+          "/s.safetensors"};
+  for (const std::string& command : commands) {
+    const CliRun by_run = run_sprig(command + " --model " + run, tmp.path, elsewhere);
+    ASSERT_EQ(by_run.exit_code, 0) << command << ": " << by_run.err;
+    fs::remove(tmp.path + "/s.safetensors");
+    const CliRun by_checkpoint = run_sprig(command + " --model " + checkpoint, tmp.path, elsewhere);
+    ASSERT_EQ(by_checkpoint.exit_code, 0) << command << ": " << by_checkpoint.err;
+    fs::remove(tmp.path + "/s.safetensors");
+    EXPECT_EQ(by_run.out, by_checkpoint.out) << command;
+    EXPECT_FALSE(by_run.out.empty()) << command;
+  }
 
   const CliRun bad = run_sprig("train sft -c " + config_dir + "/tiny_sft.yaml --train.max_step 2",
                                tmp.path, elsewhere);

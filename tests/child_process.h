@@ -1,7 +1,9 @@
 // The one way a test starts another process (`sprig`, `mpirun`, a shell command): the child runs
-// in its own process group, dies with the test process (PR_SET_PDEATHSIG), and its whole group is
-// killed and reaped when the ChildProcess goes out of scope, whether the test passed, failed or
-// returned early from an ASSERT. Waits are always bounded, so a hung child is a named failure.
+// in its own process group and dies with the test process (PR_SET_PDEATHSIG); its whole group and
+// every process descended from it (mpirun's ranks, in groups of their own) are killed, and the
+// child reaped, when the ChildProcess goes out of scope, whether the test passed, failed or
+// returned early from an ASSERT. Waits on a running child are bounded, so a hung child is a named
+// failure.
 #pragma once
 
 #include <fcntl.h>
@@ -10,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -23,37 +26,59 @@
 
 namespace sprig::testing {
 
-// The state letter and process group of process `pid` from /proc/<pid>/stat ('\0' when it is
-// gone).
-inline std::pair<char, pid_t> process_state(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return {'\0', 0};
-  const size_t close = line.rfind(')');  // "pid (comm) state ppid pgrp ..."
-  if (close == std::string::npos) return {'\0', 0};
-  std::istringstream rest(line.substr(close + 1));
+// What /proc/<pid>/stat says of a process: its state letter ('\0' when it is gone), parent and
+// process group.
+struct ProcessState {
   char state = '\0';
   pid_t parent = 0, group = 0;
-  rest >> state >> parent >> group;
-  return {state, group};
+  bool running() const { return state != '\0' && state != 'Z' && state != 'X'; }
+};
+
+inline ProcessState process_state(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  ProcessState s;
+  if (!std::getline(stat, line)) return s;
+  const size_t close = line.rfind(')');  // "pid (comm) state ppid pgrp ..."
+  if (close == std::string::npos) return s;
+  std::istringstream(line.substr(close + 1)) >> s.state >> s.parent >> s.group;
+  return s;
 }
 
-// Whether process `pid` exists and is not a zombie.
-inline bool process_alive(pid_t pid) {
-  const char state = process_state(pid).first;
-  return state != '\0' && state != 'Z' && state != 'X';
-}
-
-// Whether a process of group `pgid` exists and is not a zombie.
-inline bool group_alive(pid_t pgid) {
+// Every process of the system, with its state.
+inline std::vector<std::pair<pid_t, ProcessState>> all_processes() {
+  std::vector<std::pair<pid_t, ProcessState>> out;
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const auto [state, group] = process_state(std::stoi(name));
-    if (group == pgid && state != '\0' && state != 'Z' && state != 'X') return true;
+    const pid_t pid = std::stoi(name);
+    out.emplace_back(pid, process_state(pid));
   }
+  return out;
+}
+
+// Whether process `pid` exists and is not a zombie.
+inline bool process_alive(pid_t pid) { return process_state(pid).running(); }
+
+// The processes descended from `pid` (children, theirs, ...), whatever their process group: a
+// launcher such as mpirun puts each rank in a group of its own.
+inline std::vector<pid_t> descendants(pid_t pid) {
+  const std::vector<std::pair<pid_t, ProcessState>> processes = all_processes();
+  std::vector<pid_t> out = {pid};
+  for (size_t i = 0; i < out.size(); ++i)
+    for (const auto& [p, s] : processes)
+      if (s.parent == out[i]) out.push_back(p);
+  out.erase(out.begin());
+  return out;
+}
+
+// Whether a process of group `pgid`, or one of `pids`, runs (exists and is not a zombie).
+inline bool any_running(pid_t pgid, const std::vector<pid_t>& pids) {
+  for (const auto& [p, s] : all_processes())
+    if (s.running() && (s.group == pgid || std::find(pids.begin(), pids.end(), p) != pids.end()))
+      return true;
   return false;
 }
 
@@ -98,24 +123,30 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
   ChildProcess& operator=(ChildProcess&&) = delete;
 
-  // Kills the whole group (SIGKILL), reaps the child and waits (at most 10 s) until no process of
-  // the group runs any more: SIGKILL is delivered asynchronously.
+  // Kills (SIGKILL) the child's group and every process descended from it (mpirun's ranks have
+  // groups of their own), reaps the child and waits, at most 10 s, until none of them runs:
+  // SIGKILL is delivered asynchronously.
   ~ChildProcess() {
     if (pid_ <= 0) return;
-    ::kill(-pid_, SIGKILL);
+    const std::vector<pid_t> tree = descendants(pid_);  // before the kill re-parents them
+    if (!status_ || any_running(pid_, {})) ::kill(-pid_, SIGKILL);
+    for (const pid_t p : tree) ::kill(p, SIGKILL);
     if (!status_) ::waitpid(pid_, nullptr, 0);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (group_alive(pid_) && std::chrono::steady_clock::now() < deadline)
+    while (any_running(pid_, tree) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
   pid_t pid() const { return pid_; }
 
   // Sends `sig` to the child alone.
-  void signal(int sig) const { ::kill(pid_, sig); }
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
 
   // Whether the child has ended; then `status` is its exit status, or -signal.
   bool exited(int& status) {
+    if (pid_ <= 0) return false;
     if (!status_) {
       int raw = 0;
       if (::waitpid(pid_, &raw, WNOHANG) != pid_) return false;

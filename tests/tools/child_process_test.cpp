@@ -1,6 +1,7 @@
 // Nothing a test starts outlives it (tests/child_process.h): a test that fails an assertion right
-// after starting a long run, whose shell has a process of its own, leaves neither behind; a
-// ChildProcess's wait is bounded; run_sprig names a command that passes its time limit.
+// after starting a long run, whose shell has processes of its own (one in another process group),
+// leaves none behind; a ChildProcess's wait is bounded; run_sprig names a command that passes its
+// time limit.
 #include "tests/child_process.h"
 
 #include <gtest/gtest-spi.h>
@@ -43,14 +44,16 @@ class FailsRightAfterSpawning : public ::testing::Test {
   }
 };
 
-// Run only by the test below (disabled otherwise): starts a shell whose background `sleep` is a
-// second process of the group, records both pids, then fails an assertion.
+// Run only by the test below (disabled otherwise): starts a shell with two background `sleep`s,
+// one in the shell's process group and one in a group of its own (as mpirun's ranks are), records
+// the three pids, then fails an assertion.
 TEST_F(FailsRightAfterSpawning, DISABLED_ALongRun) {
   if (!report_path()) GTEST_SKIP() << "run by ChildProcess.NothingOutlivesAFailedTest";
   const std::string pids = report_path();
-  ChildProcess run = ChildProcess::shell("sleep 300 & echo $$ $! >" + pids + "; wait");
+  ChildProcess run = ChildProcess::shell("sleep 300 & a=$!; setsid sleep 300 & echo $$ $a $! >" +
+                                         pids + ".tmp; mv " + pids + ".tmp " + pids + "; wait");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (read_pids(pids).size() < 2 && std::chrono::steady_clock::now() < deadline)
+  while (read_pids(pids).size() < 3 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_TRUE(false) << "fails on purpose, with its long run still going";
 }
@@ -67,9 +70,9 @@ TEST(ChildProcess, NothingOutlivesAFailedTest) {
       (dir / "inner.log").string() + " 2>&1");
   EXPECT_EQ(inner.wait_for(std::chrono::seconds(60)), 1) << file_text((dir / "inner.log").string());
   const std::vector<pid_t> pids = read_pids(report);
-  ASSERT_EQ(pids.size(), 2u) << file_text((dir / "inner.log").string());
+  ASSERT_EQ(pids.size(), 3u) << file_text((dir / "inner.log").string());
   // Dead by the end of the failed test, before the test process itself ended...
-  EXPECT_EQ(file_text(report + ".teardown"), "0\n0\n");
+  EXPECT_EQ(file_text(report + ".teardown"), "0\n0\n0\n");
   // ...and still gone now.
   for (const pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << pid;
   fs::remove_all(dir);

@@ -196,17 +196,13 @@ void check_weights(const WeightFiles& weights, const QwenConfig& config, const s
                 config.tie_word_embeddings ? "lm_head.weight" : "");
 }
 
-DType stored_dtype(const WeightFiles& weights) {
-  const std::string name = "model.embed_tokens.weight";
-  return to_dtype(weights.file_of(name).info(name).dtype);
+DType stored_dtype(const WeightFiles& weights, const std::string& tensor) {
+  return to_dtype(weights.file_of(tensor).info(tensor).dtype);
 }
 
-namespace {
-
-// A config.json whose declared dtype is not its weights' says so once: the weights load as stored.
 void warn_on_dtype_mismatch(const WeightFiles& weights, const QwenConfig& config,
-                            const std::string& dir) {
-  const DType stored = stored_dtype(weights);
+                            const std::string& dir, const std::string& tensor) {
+  const DType stored = stored_dtype(weights, tensor);
   // f64 weights (read as f32) have no model dtype to declare.
   if (config.dtype_declared && config.dtype != stored && stored != DType::f64)
     std::cerr << "sprig: [checkpoint] warning: " << dir << "/config.json declares dtype "
@@ -214,8 +210,6 @@ void warn_on_dtype_mismatch(const WeightFiles& weights, const QwenConfig& config
               << torch_dtype_name(stored) << ": they are read as stored, and an export says "
               << torch_dtype_name(stored) << "\n";
 }
-
-}  // namespace
 
 std::unique_ptr<QwenForCausalLM> load_qwen(const std::string& dir) {
   QwenConfig config = QwenConfig::load(model_config_path(dir));

@@ -391,7 +391,7 @@ bool is_draft_dir(const std::string& dir) {
   return j.is_object() && j.contains("dflash_config");
 }
 
-std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
+DraftConfig load_draft_config(const std::string& dir) {
   const std::string path = model_config_path(dir);
   check_input_file(path, "a draft config (config.json)");
   std::ifstream in(path);
@@ -402,12 +402,17 @@ std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   } catch (const json::exception& e) {
     throw std::runtime_error(path + ": is not valid JSON (" + e.what() + ")");
   }
+  return DraftConfig::from_json(j, path);
+}
+
+std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   Generator gen(0);
-  auto draft = std::make_unique<DFlashDraft>(DraftConfig::from_json(j, path), gen);
+  auto draft = std::make_unique<DFlashDraft>(load_draft_config(dir), gen);
   const WeightFiles weights(dir);
   std::map<std::string, Shape> expected;
   for (const auto& [name, p] : draft->named_parameters()) expected[name] = p.shape();
   check_tensors(weights, expected, dir + ": the draft's weights do not match its config.json");
+  warn_on_dtype_mismatch(weights, draft->config().layers, dir, "fc.weight");
   std::map<std::string, Tensor> state;
   for (const auto& [name, shape] : expected) state[name] = weights.load(name);
   draft->load_state_dict(state);

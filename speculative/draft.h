@@ -129,7 +129,10 @@ void check_draft_fits(const DraftConfig& draft, const QwenConfig& target, const 
 void check_draft_kind(const DraftConfig& draft, DraftKind kind, const std::string& label);
 
 // A draft directory: config.json in the serving layout and model.safetensors (single or sharded).
-// Loaded in f32 on the CPU; every expected tensor must be there with its shape.
+// load_draft_config reads and checks the config alone. load_draft loads the draft in f32 on the
+// CPU: every expected tensor must be there with its shape, and a config.json whose dtype is not
+// the weights' gets a warning.
+DraftConfig load_draft_config(const std::string& dir);
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir);
 bool is_draft_dir(const std::string& dir);  // its config.json declares a DFlash draft
 

@@ -32,21 +32,20 @@ void run_spec_eval(const SpecEvalOptions& o) {
   check_input_file(o.input, "a JSONL file");
   if (!std::ifstream(o.input)) throw std::runtime_error(o.input + ": cannot open the input file");
   const Device device = resolve_device(o.device);
-  const FrozenTarget target(load_qwen(o.target), device, dtype_from_name(o.dtype));
-  std::unique_ptr<DFlashDraft> draft = load_draft(o.draft);
-  check_draft_fits(draft->config(), target.config(), "--draft " + o.draft);
-  draft->to(device, dtype_from_name(o.dtype));
-  draft->train(false);
-  // Every option and record is checked before anything is printed.
-  const int64_t vocab = target.config().vocab_size, draft_block = draft->config().block_size;
+  // Every option and record is checked against the two configs before any weight is read.
+  const QwenConfig target_config = QwenConfig::load(model_config_path(o.target));
+  const DraftConfig draft_config = load_draft_config(o.draft);
+  check_draft_fits(draft_config, target_config, "--draft " + o.draft);
+  const int64_t vocab = target_config.vocab_size, draft_block = draft_config.block_size;
   const int64_t block = o.settings.block_size;
   if (block != 0 && (block < 2 || block > draft_block))
-    throw std::runtime_error("--block-size " + std::to_string(block) + " must be in [2, " +
-                             std::to_string(draft_block) + "], the draft's block size (or 0)");
+    throw std::runtime_error("[spec-eval] --block-size " + std::to_string(block) +
+                             " must be in [2, " + std::to_string(draft_block) +
+                             "], the draft's block size (or 0)");
   if (o.settings.stop_id >= vocab)
-    throw std::runtime_error("--stop-id " + std::to_string(o.settings.stop_id) +
+    throw std::runtime_error("[spec-eval] --stop-id " + std::to_string(o.settings.stop_id) +
                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-  PositionLimit positions(target.config().max_position_embeddings, o.strict_positions, "spec-eval");
+  PositionLimit positions(target_config.max_position_embeddings, o.strict_positions, "spec-eval");
   int64_t longest = 0;
   std::vector<std::vector<int64_t>> prompts;
   for_each_record(o.input, [&](const json& rec, const std::string& where) {
@@ -73,7 +72,11 @@ void run_spec_eval(const SpecEvalOptions& o) {
   });
   if (prompts.empty()) throw std::runtime_error(o.input + ": no records");
   // The target's KV cache of the longest decoding (the draft's few layers fit in what it leaves).
-  check_kv_cache_fits(target.config(), longest, dtype_from_name(o.dtype), device, "spec-eval");
+  check_kv_cache_fits(target_config, longest, dtype_from_name(o.dtype), device, "spec-eval");
+  const FrozenTarget target(load_qwen(o.target), device, dtype_from_name(o.dtype));
+  std::unique_ptr<DFlashDraft> draft = load_draft(o.draft);
+  draft->to(device, dtype_from_name(o.dtype));
+  draft->train(false);
   SpecEvaluator evaluator(target, *draft, o.settings);
   evaluator.print_header(stderr);
   for (const std::vector<int64_t>& prompt : prompts)

@@ -3,6 +3,8 @@
 // table on stderr; bad records and options stop with one sentence.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -13,6 +15,7 @@
 namespace sprig {
 namespace {
 
+namespace fs = std::filesystem;
 using json = nlohmann::json;
 using testing::kGoldenDir;
 using testing::run_sprig;
@@ -114,15 +117,55 @@ TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
       << r.err;
   r = spec_eval("{\"prompt_ids\": [1]}\n", "--block-size 9 --max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "sprig: --block-size 9 must be in [2, 4], the draft's block size (or 0)\n");
+  EXPECT_EQ(r.err,
+            "sprig: [spec-eval] --block-size 9 must be in [2, 4], the draft's block size (or 0)\n");
   r = spec_eval("{\"prompt_ids\": [1]}\n", "--stop-id 96 --max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "sprig: --stop-id 96 is outside the vocabulary [0, 96)\n");
+  EXPECT_EQ(r.err, "sprig: [spec-eval] --stop-id 96 is outside the vocabulary [0, 96)\n");
   r = spec_eval("", "--max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no records"), std::string::npos) << r.err;
   r = spec_eval("{\"prompt_ids\": [1]}\n", "--max-new-tokens 0");
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// A copy of a golden model whose config.json declares bf16 over its f32 weights.
+std::string relabelled_bf16(const std::string& name, const std::string& dir) {
+  const std::string copy = dir + "/" + name;
+  fs::copy(kGoldenDir + name, copy, fs::copy_options::recursive);
+  std::ifstream in(copy + "/config.json");
+  json config = json::parse(in);
+  for (const char* key : {"dtype", "torch_dtype"})
+    if (config.contains(key)) config[key] = "bfloat16";
+  testing::write_text(copy + "/config.json", config.dump());
+  return copy;
+}
+
+TEST_F(SpecEvalCli, OptionsAreCheckedBeforeAnyWeightIsReadAndADraftsDtypeIsChecked) {
+  // Both configs contradict their weights' dtype: a load would warn about each.
+  const std::string target = relabelled_bf16("qwen3_tiny", tmp.path),
+                    draft = relabelled_bf16("dflash_tiny", tmp.path);
+  testing::write_text(input, "{\"prompt_ids\": [1, 2]}\n");
+  const std::string base =
+      "spec-eval --device cpu --target " + target + " --draft " + draft + " --input " + input;
+  // An option error comes alone: no weight was read, so no load warning precedes it.
+  testing::CliRun r = run_sprig(base + " --block-size 9", tmp.path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "sprig: [spec-eval] --block-size 9 must be in [2, 4], the draft's block size (or 0)\n");
+  EXPECT_EQ(r.out, "");
+  r = run_sprig(base + " --stop-id 96", tmp.path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sprig: [spec-eval] --stop-id 96 is outside the vocabulary [0, 96)\n");
+  // A run warns once for each, the draft included, and decodes the weights as stored.
+  r = run_sprig(base + " --max-new-tokens 4", tmp.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& dir : {target, draft})
+    EXPECT_NE(r.err.find("sprig: [checkpoint] warning: " + dir +
+                         "/config.json declares dtype bfloat16, but its weights are float32: "
+                         "they are read as stored, and an export says float32\n"),
+              std::string::npos)
+        << r.err;
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <unordered_map>
@@ -48,10 +47,13 @@ std::string type_of(const json& step, const std::string& name, const Problem& fa
   return type.get<std::string>();
 }
 
+// Decoding keeps a table of one entry per id up to the largest (build_decode_table): ids stop at
+// 2^24, far above any real vocabulary (Qwen's ends near 152k), so the table stays under 1 GB.
+constexpr int64_t kTokenIdLimit = int64_t{1} << 24;
+
 int32_t token_id_value(const json& v, const std::string& name, const Problem& fail) {
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-      v.get<int64_t>() > std::numeric_limits<int32_t>::max())
-    fail(name + " must be a token id (an integer in [0, 2^31)), got " + v.dump());
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kTokenIdLimit)
+    fail(name + " must be a token id (an integer in [0, 2^24)), got " + v.dump());
   return static_cast<int32_t>(v.get<int64_t>());
 }
 

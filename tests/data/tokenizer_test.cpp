@@ -175,8 +175,17 @@ TEST(Tokenizer, RefusesWhatItDoesNotImplementByName) {
             }),
             "[tokenizer] t.json: model.merges[0] must be \"a b\" or [\"a\", \"b\"], got [1,2]");
   EXPECT_EQ(load_error([](json& j) { j["model"]["vocab"]["a"] = -3; }),
-            "[tokenizer] t.json: model.vocab[\"a\"] must be a token id (an integer in [0, 2^31)), "
+            "[tokenizer] t.json: model.vocab[\"a\"] must be a token id (an integer in [0, 2^24)), "
             "got -3");
+  // An absurd id is refused before decode's table of one entry per id is allocated.
+  EXPECT_EQ(load_error([](json& j) { j["model"]["vocab"]["c"] = 1000000000; }),
+            "[tokenizer] t.json: model.vocab[\"c\"] must be a token id (an integer in [0, 2^24)), "
+            "got 1000000000");
+  EXPECT_EQ(load_error([](json& j) {
+              j["added_tokens"] = {{{"id", 16777216}, {"content", "<x>"}, {"special", true}}};
+            }),
+            "[tokenizer] t.json: added_tokens[0].id must be a token id (an integer in [0, 2^24)), "
+            "got 16777216");
   EXPECT_EQ(load_error([](json& j) { j["model"].erase("merges"); }),
             "[tokenizer] t.json: missing \"merges\" in model");
   EXPECT_EQ(load_error([](json& j) { j["model"]["byte_fallback"] = true; }),

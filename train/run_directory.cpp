@@ -27,10 +27,7 @@ json read_json(const fs::path& file) {
 
 bool is_sprig_run(const fs::path& dir) {
   const json marker = read_json(dir / kRunMarker);
-  if (marker.is_object() && marker.value("sprig", "") == kMarkerTag) return true;
-  // Left by sprig versions that wrote no marker.
-  return fs::is_regular_file(dir / "config.resolved.yaml") &&
-         fs::is_regular_file(dir / "metrics.jsonl") && fs::is_directory(dir / "checkpoints");
+  return marker.is_object() && marker.value("sprig", "") == kMarkerTag;
 }
 
 std::string host_name() {

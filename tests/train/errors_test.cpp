@@ -251,14 +251,18 @@ TEST(BadInput, ADirectorySprigDidNotCreateIsNeverARunDirectory) {
   EXPECT_EQ(train_error(config), refused);
   EXPECT_EQ(train_error(config, /*resume=*/true), refused);
   EXPECT_EQ(snapshot(dir / "run"), before);
-  // A run of a sprig version without the marker (config.resolved.yaml, metrics.jsonl,
-  // checkpoints/) is sprig's: it is taken, and marked.
+  // Files shaped like a run's (config.resolved.yaml, metrics.jsonl, checkpoints/) are not enough:
+  // only the marker makes a directory sprig's.
   fs::remove_all(dir / "run/target");
   testing::write_text(dir / "run/metrics.jsonl", "{\"step\": 1, \"loss\": 2.0}\n");
   fs::create_directories(dir / "run/checkpoints");
+  EXPECT_EQ(train_error(config, /*resume=*/true), refused);
+  // An empty directory is taken, and marked; the lock ends with the run.
+  fs::remove_all(dir / "run");
+  fs::create_directories(dir / "run");
   EXPECT_EQ(train_error(config), "");
   EXPECT_TRUE(contains(read_text(config.run_dir + "/sprig-run.json"), "run directory"));
-  EXPECT_FALSE(fs::exists(config.run_dir + "/sprig-run.lock"));  // the lock ends with the run
+  EXPECT_FALSE(fs::exists(config.run_dir + "/sprig-run.lock"));
 }
 
 TEST(BadInput, AStepThatCannotFitIsRefusedWithTheEstimate) {

@@ -96,7 +96,10 @@ TEST_F(TokenizeCli, TextAndChatRecordsBecomeDocuments) {
                   0),
       0u)
       << r.out;
+  // The progress line in a log (stderr is not a terminal): whole lines, no carriage return.
   EXPECT_NE(r.err.find("records/s"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.back(), '\n') << r.err;
 }
 
 // The tokenized file trains an SFT model and a DFlash draft as it is, and generate --prompt

@@ -452,6 +452,7 @@ TEST_F(DraftCli, TrainExportAndLoadBack) {
   const CliRun from_bf16 = eval_with(exported);
   ASSERT_EQ(from_ckpt.exit_code, 0) << from_ckpt.err;
   EXPECT_EQ(from_f32.out, from_ckpt.out);
+  EXPECT_EQ(eval_with(dir + "/run").out, from_ckpt.out);  // a run stands for its latest checkpoint
   const double loss = json_lines(from_ckpt.out)[0]["loss"].get<double>();
   EXPECT_NEAR(json_lines(from_bf16.out)[0]["loss"].get<double>(), loss, 2e-2 * loss);
 

@@ -150,6 +150,24 @@ TEST(Plot, TheRecipesOwnMetricsGetAPanelEach) {
   EXPECT_GT(mean_row(rows_by_column(img, 255, 127, 14), left, right).second, 20);
 }
 
+// An RL run's records: the mean log-probs of the positive- and negative-advantage tokens get a
+// panel each.
+TEST(Plot, AnRlRunsAdvantageLogProbsGetAPanelEach) {
+  std::string text;
+  for (int step = 1; step <= 5; ++step)
+    text += "{\"step\": " + std::to_string(step) +
+            ", \"loss\": 1.0, \"lr\": 0.001, \"logprob_adv_pos\": " + std::to_string(-step) +
+            ", \"logprob_adv_neg\": -3.0, \"tokens\": 10}\n";
+  TempDir dir;
+  testing::write_text(dir / "metrics.jsonl", text);
+  const Metrics m = read_metrics(dir.path().string());
+  ASSERT_EQ(m.recipe.size(), 2u);
+  EXPECT_EQ(m.recipe[0].first, "logprob_adv_neg");
+  EXPECT_EQ(m.recipe[1].first, "logprob_adv_pos");
+  EXPECT_EQ(m.recipe[1].second, (std::vector<double>{-1, -2, -3, -4, -5}));
+  EXPECT_EQ(render_curves(m, "rl").height, 640 + 2 * 170);
+}
+
 TEST(Plot, WritesAPng) {
   TempDir dir;
   testing::write_text(dir / "metrics.jsonl", metrics_jsonl());

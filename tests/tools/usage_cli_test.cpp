@@ -92,7 +92,7 @@ TEST(UsageCli, ConfigPathsAreTheFilesAndOverridesTakeASpace) {
   const std::string elsewhere = tmp.path + "/elsewhere";
   fs::create_directories(elsewhere);
   const CliRun r = run_sprig(
-      "train sft -c " + config_dir + "/tiny_sft.yaml --train.max_steps 2 --log.every_steps=1",
+      "train sft -c " + config_dir + "/tiny_sft.yaml --train.max_steps 4 --log.every_steps=2",
       tmp.path, elsewhere);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // run_dir ../../runs/tiny_sft: the repository's runs/ as the file sees it.
@@ -103,24 +103,32 @@ TEST(UsageCli, ConfigPathsAreTheFilesAndOverridesTakeASpace) {
       << resolved;
   EXPECT_NE(resolved.find("train: " + config_dir + "/tiny_docs.jsonl"), std::string::npos)
       << resolved;
-  EXPECT_NE(resolved.find("max_steps: 2"), std::string::npos) << resolved;
-  // The done line's loss is the last one logged.
-  const std::string metrics = testing::read_text(run + "/metrics.jsonl");
-  const nlohmann::json last =
-      nlohmann::json::parse(metrics.substr(metrics.rfind('\n', metrics.size() - 2) + 1));
+  EXPECT_NE(resolved.find("max_steps: 4"), std::string::npos) << resolved;
+  // The done line's loss is the last one logged: the mean of steps 3 and 4, not step 4's own.
+  const auto last_record = [&] {
+    const std::string metrics = testing::read_text(run + "/metrics.jsonl");
+    return nlohmann::json::parse(metrics.substr(metrics.rfind('\n', metrics.size() - 2) + 1));
+  };
   std::ostringstream loss;
-  loss << last["loss"].get<double>();
-  EXPECT_NE(r.out.find("done: 2 steps, last loss " + loss.str() + ";"), std::string::npos)
-      << r.out << metrics;
+  loss << last_record()["loss"].get<double>();
+  EXPECT_NE(r.out.find("done: 4 steps, last loss " + loss.str() + ";"), std::string::npos) << r.out;
+  // Resumed from a third directory, the config's paths still resolve against the file.
+  const CliRun resumed = run_sprig("train sft -c " + config_dir +
+                                       "/tiny_sft.yaml --train.max_steps 6 --log.every_steps=2 "
+                                       "--resume",
+                                   tmp.path, tmp.path + "/repo");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("done: 6 steps, last loss "), std::string::npos) << resumed.out;
+  EXPECT_EQ(last_record()["step"], 6);
   // The run directory stands for its newest checkpoint wherever a model is read.
   const CliRun exported =
       run_sprig("convert --to-hf " + run + " --out " + tmp.path + "/hf", tmp.path, elsewhere);
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_EQ(exported.out.rfind(
-                "wrote " + tmp.path + "/hf from " + run + "/checkpoints/step_00000002: ", 0),
+                "wrote " + tmp.path + "/hf from " + run + "/checkpoints/step_00000006: ", 0),
             0u)
       << exported.out;
-  const std::string checkpoint = run + "/checkpoints/step_00000002";
+  const std::string checkpoint = run + "/checkpoints/step_00000006";
   const std::vector<std::string> commands = {
       "generate --device cpu --prompt-ids 3,1,4 --max-new-tokens 4",
       "score --device cpu --logprobs --input " + config_dir + "/tiny_docs.jsonl --out " + tmp.path +

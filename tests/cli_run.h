@@ -34,7 +34,7 @@ inline constexpr std::chrono::seconds kCommandLimit{100}, kSlowCommandLimit{600}
 inline CliRun run_sprig(const std::string& args, const std::string& dir,
                         const std::string& cwd = "", std::chrono::seconds limit = kCommandLimit) {
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  const std::string command = std::string(SPRIG_BIN) + " " + args;
+  const std::string command = SPRIG_BIN " " + args;
   ChildProcess child = ChildProcess::shell("exec " + command + " >" + out + " 2>" + err, cwd);
   const std::optional<int> status = child.wait_for(limit);
   if (!status) ADD_FAILURE() << "timed out after " << limit.count() << " s: " << command;

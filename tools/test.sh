@@ -5,9 +5,11 @@
 #   1. the whole CTest suite; GPU tests skip themselves when no device is present;
 #   2. the CPU suite again, built CPU-only by clang with AddressSanitizer and
 #      UndefinedBehaviorSanitizer (-O1 -g1: line numbers in reports at about half of
-#      RelWithDebInfo's compile time; in <build dir>-san), the slow label excluded (see README.md);
+#      RelWithDebInfo's compile time; the test sources at -O0, half the time of -O1; in
+#      <build dir>-san), the slow label excluded (see README.md);
 #   3. a short smoke run of every libFuzzer target of tools/fuzz on its committed seeds, built in
-#      the same tree (the libraries the targets link are the sanitised ones of stage 2).
+#      the same tree (the libraries the targets link are the sanitised ones of stage 2), as many
+#      targets at a time as there are jobs.
 # Every stage runs; the script ends with one line per stage (with its time) and the ten slowest
 # tests of the suite, and exits non-zero when a stage fails or a source differs from
 # .clang-format's layout. Every ctest call passes --timeout: a test without its own TIMEOUT
@@ -81,8 +83,8 @@ san_dir="$build_dir-san"
 configure_sanitized() {
   "$repo/tools/install_packages.sh" clang libclang-rt-dev  # libclang-rt-dev: libFuzzer
   cmake -S "$repo" -B "$san_dir" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Sanitize \
-    -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" -DSPRIG_CUDA=OFF -DSPRIG_SANITIZE=address,undefined \
-    -DSPRIG_FUZZ=ON >/dev/null
+    -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" -DSPRIG_TEST_OPT=-O0 -DSPRIG_CUDA=OFF \
+    -DSPRIG_SANITIZE=address,undefined -DSPRIG_FUZZ=ON >/dev/null
 }
 
 sanitize_stage() {
@@ -93,13 +95,21 @@ sanitize_stage() {
 
 fuzz_stage() {
   local dir="$san_dir" seconds="${SPRIG_FUZZ_SECONDS:-10}" failed=0 target scratch
+  local targets=()
   configure_sanitized && cmake --build "$dir" --target fuzz_targets -j "$jobs" || return 1
   scratch="$(mktemp -d)"
   for target in "$repo"/tools/fuzz/seeds/*/; do
     target="$(basename "$target")"
+    targets+=("$target")
     mkdir -p "$scratch/$target"  # new inputs go here, the committed seeds stay as they are
-    if (cd "$scratch" && "$dir/tools/fuzz/$target" -max_total_time="$seconds" -max_len=4096 \
-      -timeout=10 "$scratch/$target" "$repo/tools/fuzz/seeds/$target" 2>"$scratch/$target.log"); then
+    while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done  # $jobs targets at a time
+    (cd "$scratch" && "$dir/tools/fuzz/$target" -max_total_time="$seconds" -max_len=4096 \
+      -timeout=10 "$scratch/$target" "$repo/tools/fuzz/seeds/$target" 2>"$scratch/$target.log"
+    echo $? >"$scratch/$target.status") &
+  done
+  wait
+  for target in "${targets[@]}"; do
+    if [[ "$(cat "$scratch/$target.status")" == 0 ]]; then
       echo "$target: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$scratch/$target.log")"
     else
       tail -n 40 "$scratch/$target.log"

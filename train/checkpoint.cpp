@@ -77,6 +77,28 @@ fs::path named_by_latest(const fs::path& root) {
   return dir;
 }
 
+// The step of a directory named as step_name names checkpoints (step_ and eight digits or more),
+// or -1 for any other name.
+int64_t checkpoint_step(const std::string& name) {
+  const std::string digits = name.rfind("step_", 0) == 0 ? name.substr(5) : "";
+  if (digits.size() < 8 || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stoll(digits);
+}
+
+// Whether `dir` is a checkpoint sprig wrote: named step_<N> and holding a trainer_state.json of
+// step N. Only such directories are replaced or pruned: a user's step_00000002_backup,
+// step_00000003.bak or step_1x is never touched.
+bool is_sprig_checkpoint(const fs::path& dir) {
+  const int64_t step = checkpoint_step(dir.filename().string());
+  if (step < 0) return false;
+  std::ifstream in(dir / "trainer_state.json");
+  const json state = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return state.is_object() && state.contains("step") && state["step"].is_number_integer() &&
+         state["step"].get<int64_t>() == step;
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string run_dir, int64_t keep_last)
@@ -86,11 +108,29 @@ std::string CheckpointManager::checkpoints_dir() const {
   return (fs::path(run_dir_) / "checkpoints").string();
 }
 
+void CheckpointManager::check_checkpoints_are_sprigs() const {
+  const fs::path root = checkpoints_dir();
+  if (!fs::is_directory(root)) return;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (checkpoint_step(name) >= 0 && !is_sprig_checkpoint(e.path()))
+      throw std::runtime_error(
+          e.path().string() +
+          " is named like a checkpoint but sprig did not write it (no trainer_state.json of that "
+          "step): a checkpoint of that step would replace it; move it out of " +
+          root.string());
+  }
+}
+
 std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t step) const {
   const fs::path root = checkpoints_dir();
   fs::create_directories(root);
   const std::string name = step_name(step);
   const fs::path tmp = root / (".tmp-" + name), final_dir = root / name;
+  if (fs::exists(final_dir) && !is_sprig_checkpoint(final_dir))
+    throw std::runtime_error(final_dir.string() +
+                             " exists and sprig did not write it: the checkpoint of step " +
+                             std::to_string(step) + " is not saved over it");
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   std::vector<std::string> files = {"config.json", "trainer_state.json"};
@@ -117,14 +157,13 @@ std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t st
   fs::rename(root / ".latest.tmp", root / "latest");
   fsync_path(root);
 
-  std::vector<fs::path> steps;
-  for (const auto& e : fs::directory_iterator(root)) {
-    const std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("step_", 0) == 0) steps.push_back(e.path());
-  }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep_last_) < steps.size(); ++i)
-    if (steps[i] != final_dir) fs::remove_all(steps[i]);
+  std::map<int64_t, fs::path> steps;  // in step order
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && is_sprig_checkpoint(e.path()))
+      steps[checkpoint_step(e.path().filename().string())] = e.path();
+  for (auto it = steps.begin(); steps.size() > static_cast<size_t>(keep_last_);
+       it = steps.erase(it))
+    if (it->second != final_dir) fs::remove_all(it->second);
   return final_dir.string();
 }
 

@@ -48,8 +48,13 @@ class CheckpointManager {
   CheckpointManager(std::string run_dir, int64_t keep_last);
 
   // Writes step_<step> atomically, switches `latest`, then prunes old checkpoints. Returns the
-  // checkpoint's directory.
+  // checkpoint's directory. Only checkpoints sprig wrote (named step_<N>, holding a
+  // trainer_state.json of step N) are replaced or pruned; anything else in checkpoints/ stays.
   std::string save(const CheckpointPayload& payload, int64_t step) const;
+  // Throws std::runtime_error naming a directory of checkpoints/ that is named like a checkpoint
+  // but was not written by sprig (a save of its step would have to replace it): checked before a
+  // run trains.
+  void check_checkpoints_are_sprigs() const;
   // The checkpoint `latest` names with the tensor files `names`, or nothing when there is none.
   // Throws std::runtime_error with one sentence when `latest` or the checkpoint it names is
   // unreadable or corrupt.

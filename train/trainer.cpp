@@ -572,10 +572,12 @@ Trainer::Trainer(TrainConfig config, bool resume, Communicator& comm)
   // Rank 0 takes the directory (sprig's, or new) and holds its lock for the whole run; the rest is
   // written once the recipe, the data and any checkpoint have loaded.
   if (comm_.rank() == 0) run_dir_ = std::make_unique<RunDirectory>(run_dir);
-  if (!resume && CheckpointManager(run_dir, config_.keep_last).has_checkpoint())
+  const CheckpointManager checkpoints(run_dir, config_.keep_last);
+  if (!resume && checkpoints.has_checkpoint())
     throw std::runtime_error(run_dir +
                              " already holds checkpoints: pass --resume to continue "
                              "the run, or choose another run_dir");
+  checkpoints.check_checkpoints_are_sprigs();
 }
 
 TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {

@@ -181,6 +181,47 @@ TEST(BadInput, CorruptCheckpointOnResumeDamagesNothing) {
   EXPECT_EQ(snapshot(checkpoints), renamed);
 }
 
+TEST(BadInput, OnlyCheckpointsSprigWroteArePrunedOrReplaced) {
+  TempDir dir;
+  const std::vector<std::string> every_step = {"checkpoint.every_steps=1",
+                                               "checkpoint.keep_last=1"};
+  train_sft(testing::tiny_config(dir, with({"train.max_steps=1"}, every_step)), false);
+  // A user's folders beside the run's checkpoints, named like them but for a suffix.
+  const std::string checkpoints = dir / "run/checkpoints";
+  fs::copy(checkpoints + "/step_00000001", checkpoints + "/step_00000001_mybackup");
+  for (const char* name : {"step_00000000.bak", "step_1x"}) {
+    fs::create_directories(checkpoints + "/" + name);
+    testing::write_text(checkpoints + "/" + name + "/notes.txt", "mine");
+  }
+  const auto users = [&] {
+    std::map<std::string, std::string> files;
+    for (const char* name : {"step_00000001_mybackup", "step_00000000.bak", "step_1x"})
+      files.merge(snapshot(checkpoints + "/" + name));
+    return files;
+  };
+  const auto before = users();
+  // Resumed to step 3 with keep_last 1: steps 1 and 2 are pruned, the user's folders stay.
+  EXPECT_EQ(train_error(testing::tiny_config(dir, with({"train.max_steps=3"}, every_step)), true),
+            "");
+  EXPECT_EQ(users(), before);
+  EXPECT_TRUE(fs::exists(checkpoints + "/step_00000003"));
+  EXPECT_FALSE(fs::exists(checkpoints + "/step_00000001"));
+  EXPECT_FALSE(fs::exists(checkpoints + "/step_00000002"));
+
+  // A folder named as the checkpoint of a step to come, which sprig did not write: refused before
+  // training, nothing touched.
+  fs::create_directories(checkpoints + "/step_00000004");
+  testing::write_text(checkpoints + "/step_00000004/notes.txt", "mine");
+  const auto all = snapshot(dir / "run");
+  EXPECT_EQ(train_error(testing::tiny_config(dir, with({"train.max_steps=5"}, every_step)), true),
+            checkpoints +
+                "/step_00000004 is named like a checkpoint but sprig did not write it (no "
+                "trainer_state.json of that step): a checkpoint of that step would replace it; "
+                "move it out of " +
+                checkpoints);
+  EXPECT_EQ(snapshot(dir / "run"), all);
+}
+
 TEST(BadInput, LatestNamingAPathOutsideTheCheckpointsIsRefused) {
   // Another run's checkpoint exists and would load: `latest` may only name one beside it.
   TempDir dir;

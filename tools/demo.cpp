@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -297,15 +298,34 @@ void spec_eval_line(const std::string& name, const std::string& target_dir,
             << "x the target's own tokens/s\n";
 }
 
-// Creates `dir`, replacing an earlier demo there; anything else in the way is refused.
+// What a demo writes at the top of its directory: the marker, the data, the model config and
+// each stage's config and run directory.
+const std::set<std::string> kDemoEntries = {
+    ".sprig-demo",   "data",  "model.json", "pretrain", "pretrain.yaml", "rollouts",
+    "rollouts.yaml", "draft", "draft.yaml", "domino",   "domino.yaml"};
+
+// Creates `dir`, replacing an earlier demo's files there. A directory that is not an earlier
+// demo's, or that holds anything a demo does not write, is refused and left as it is.
 void prepare_run_dir(const fs::path& dir) {
   const fs::path marker = dir / ".sprig-demo";
   if (fs::exists(dir) && !(fs::is_directory(dir) && fs::is_empty(dir))) {
     if (!fs::exists(marker))
-      throw std::runtime_error(dir.string() +
+      throw std::runtime_error("[demo] " + dir.string() +
                                " already exists and was not made by sprig demo: choose another "
                                "--run-dir");
-    fs::remove_all(dir);
+    std::vector<std::string> foreign;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (!kDemoEntries.count(e.path().filename().string()))
+        foreign.push_back(e.path().filename().string());
+    std::sort(foreign.begin(), foreign.end());
+    if (!foreign.empty()) {
+      std::string names;
+      for (const std::string& name : foreign) names += (names.empty() ? "" : ", ") + name;
+      throw std::runtime_error("[demo] " + dir.string() +
+                               " holds an earlier demo and files sprig demo did not write (" +
+                               names + "): move them away, or choose another --run-dir");
+    }
+    for (const std::string& name : kDemoEntries) fs::remove_all(dir / name);
   }
   fs::create_directories(dir);
   std::ofstream(marker) << "made by sprig demo\n";

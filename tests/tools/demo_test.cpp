@@ -56,6 +56,18 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("was not made by sprig demo"), std::string::npos) << refused.err;
   EXPECT_EQ(testing::read_text(other + "/notes.txt"), "mine");
+
+  // An earlier demo's directory to which the user added a file: refused naming it, untouched.
+  testing::write_text(run_dir + "/notes.txt", "mine");
+  const std::string latest = testing::read_text(run_dir + "/draft/checkpoints/latest");
+  const testing::CliRun kept =
+      testing::run_sprig("demo --quick --device cpu --run-dir " + run_dir, tmp.path);
+  EXPECT_EQ(kept.exit_code, 1);
+  EXPECT_EQ(kept.err, "sprig: [demo] " + run_dir +
+                          " holds an earlier demo and files sprig demo did not write (notes.txt): "
+                          "move them away, or choose another --run-dir\n");
+  EXPECT_EQ(testing::read_text(run_dir + "/notes.txt"), "mine");
+  EXPECT_EQ(testing::read_text(run_dir + "/draft/checkpoints/latest"), latest);
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
 #include "tensor/output.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <iostream>
 #include <mutex>
 #include <stdexcept>
 
@@ -90,6 +95,98 @@ std::string refuses_safetensors(const fs::path& existing, const OutputKind& kind
 std::mutex live_mutex;
 std::vector<const Output*> live_outputs;
 
+// ---- SIGINT and SIGTERM: the live temporaries go before the process ends ---------------------
+// A process that has the default action for a signal when its first Output is made gets a
+// handler that removes every live temporary, then ends the process by the default action (exit
+// status 128 + signal). A handler may only make async-signal-safe calls, so the temporaries are
+// kept as C strings in fixed slots, each published by its flag; a directory's files (one level:
+// what the writers put there) are unlinked before the directory.
+struct TempSlot {
+  char path[PATH_MAX];
+  bool directory;
+};
+constexpr int kTempSlots = 32;
+TempSlot temp_slots[kTempSlots];
+std::atomic<bool> temp_slot_used[kTempSlots];
+struct sigaction previous_action[2];  // SIGINT's and SIGTERM's before the handler
+
+struct linux_dirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+void remove_temp(const TempSlot& slot) {
+  if (!slot.directory) {
+    ::unlink(slot.path);
+    return;
+  }
+  const int fd = ::open(slot.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  alignas(linux_dirent64) char buffer[4096];
+  for (bool removed = true; removed;) {  // entries removed while listed may hide others: again
+    removed = false;
+    ::lseek(fd, 0, SEEK_SET);
+    for (long n; (n = ::syscall(SYS_getdents64, fd, buffer, sizeof buffer)) > 0;)
+      for (long at = 0; at < n;) {
+        const auto* entry = reinterpret_cast<const linux_dirent64*>(buffer + at);
+        at += entry->d_reclen;
+        const char* name = entry->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        removed |= ::unlinkat(fd, name, 0) == 0;
+      }
+  }
+  ::close(fd);
+  ::rmdir(slot.path);
+}
+
+void remove_temps_and_end(int sig) {
+  for (int i = 0; i < kTempSlots; ++i)
+    if (temp_slot_used[i]) remove_temp(temp_slots[i]);
+  ::sigaction(sig, &previous_action[sig == SIGINT ? 0 : 1], nullptr);
+  ::raise(sig);  // delivered with the default action once this handler returns
+}
+
+void install_signal_cleanup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_handler = remove_temps_and_end;
+    sigemptyset(&action.sa_mask);
+    sigaddset(&action.sa_mask, SIGINT);
+    sigaddset(&action.sa_mask, SIGTERM);
+    const int signals[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; ++i) {
+      // A program that handles or ignores the signal itself keeps its own action.
+      if (::sigaction(signals[i], nullptr, &previous_action[i]) != 0 ||
+          (previous_action[i].sa_flags & SA_SIGINFO) || previous_action[i].sa_handler != SIG_DFL)
+        continue;
+      ::sigaction(signals[i], &action, nullptr);
+    }
+  });
+}
+
+// The slot that publishes `temp` to the handler (-1: every slot is taken; it is then not removed
+// on a signal).
+int publish_temp(const std::string& temp, bool directory) {
+  install_signal_cleanup();
+  if (temp.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kTempSlots; ++i)
+    if (!temp_slot_used[i]) {
+      std::memcpy(temp_slots[i].path, temp.c_str(), temp.size() + 1);
+      temp_slots[i].directory = directory;
+      temp_slot_used[i] = true;  // last: the handler reads only a complete slot
+      return i;
+    }
+  return -1;
+}
+
+void withdraw_temp(int slot) {
+  if (slot >= 0) temp_slot_used[slot] = false;
+}
+
 }  // namespace
 
 OutputKind safetensors_output(const char* command) {
@@ -125,6 +222,15 @@ void check_output(const std::string& path, const OutputKind& kind, bool overwrit
   if (access(target.parent_path().c_str(), W_OK | X_OK) != 0)
     throw std::runtime_error(where + path + ": cannot write in " + target.parent_path().string() +
                              " (" + std::strerror(errno) + ")");
+  // A symbolic link (dangling or not) is the user's: replaced, as a link, only on request.
+  if (fs::is_symlink(target)) {
+    if (!overwrite)
+      throw std::runtime_error(where + path + " is a symbolic link to " +
+                               fs::read_symlink(target).string() +
+                               ": choose another name, or give --overwrite to replace the link "
+                               "(what it points to stays as it is)");
+    return;
+  }
   if (!fs::exists(target)) return;
   const std::string replace_hint = overwrite ? "" : ", or give --overwrite to replace it";
   if (kind.directory) {
@@ -187,19 +293,22 @@ Output::Output(std::string path, OutputKind kind, bool overwrite, std::string op
     throw std::runtime_error("[" + option_ + "] " + path_ + ": cannot create " + temp_ + " (" +
                              why + ")");
   live_outputs.push_back(this);  // last: a constructor that throws leaves no entry
+  signal_slot_ = publish_temp(temp_, kind_.directory);
 }
 
 // A committed Output is done: a later one may replace it.
 void Output::retire() {
   const std::lock_guard<std::mutex> lock(live_mutex);
   live_outputs.erase(std::find(live_outputs.begin(), live_outputs.end(), this));
+  withdraw_temp(signal_slot_);
+  signal_slot_ = -1;
 }
 
 Output::~Output() {
   if (committed_) return;
-  retire();
   std::error_code ignored;
   fs::remove_all(temp_, ignored);
+  retire();  // after: a signal meanwhile finds the temporary still published
 }
 
 std::map<std::string, std::string> Output::metadata() const {
@@ -210,7 +319,9 @@ std::map<std::string, std::string> Output::metadata() const {
 void Output::commit() {
   check_output(path_, kind_, overwrite_, option_, inputs_);  // nothing appeared there meanwhile
   const fs::path target = target_of(path_);
-  if (kind_.directory && fs::exists(target)) {
+  const bool link = fs::is_symlink(target);
+  const std::string linked = link ? fs::read_symlink(target).string() : "";
+  if (kind_.directory && fs::exists(fs::symlink_status(target))) {
     // rename(2) cannot replace a non-empty directory: move the earlier output aside, and back if
     // the new one cannot take its place.
     const fs::path old = sibling(target, ".old-");
@@ -227,6 +338,9 @@ void Output::commit() {
   }
   retire();
   committed_ = true;
+  if (link)
+    std::cerr << "sprig: [" << option_ << "] " << path_ << " was a symbolic link to " << linked
+              << ": the link is replaced, " << linked << " stays as it was\n";
 }
 
 }  // namespace sprig

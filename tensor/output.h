@@ -8,8 +8,10 @@
 // kind, written by the same command where the format records it (kOutputKey). The content goes to
 // a sibling temporary name, temp(), made at once (an empty file or directory: a place where
 // nothing can be created is refused before any work); commit() renames it into place, and only then
-// is an existing target replaced. An Output destroyed without commit() removes its temporary, so a
-// command that fails leaves the target exactly as it was.
+// is an existing target replaced. A symbolic link at the target (dangling or not) is replaced only
+// with `overwrite`, as a link: what it points to stays, and commit() says so on stderr. An Output
+// destroyed without commit() removes its temporary, so a command that fails leaves the target
+// exactly as it was; so does a command ended by SIGINT or SIGTERM (unless it handles them itself).
 #pragma once
 
 #include <filesystem>
@@ -77,6 +79,7 @@ class Output {
   std::string option_;
   std::vector<InputPath> inputs_;
   std::string temp_;
+  int signal_slot_ = -1;  // where SIGINT and SIGTERM find temp_ to remove it
   bool committed_ = false;
 };
 

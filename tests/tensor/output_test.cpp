@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <thread>
 
 #include "tensor/safetensors.h"
 #include "tensor/tensor.h"
+#include "tests/child_process.h"
 
 namespace sprig {
 namespace {
@@ -258,6 +262,93 @@ TEST(Output, NeverReplacesTheCurrentDirectory) {
   EXPECT_EQ(inner, "[--out] . is or holds the current directory: choose another directory");
   EXPECT_EQ(outer, "[--out] .. is or holds the current directory: choose another directory");
   EXPECT_EQ(read_text(s / "run/marker"), "keep");
+}
+
+// A symbolic link at the target, dangling or not, is replaced only with --overwrite, as a link:
+// the file it points to stays as it was, and the commit says so.
+TEST(Output, ASymbolicLinkIsReplacedOnlyOnRequestAndNeverItsTarget) {
+  const Scratch dir;
+  write_text(dir / "theirs.txt", "keep me");
+  write_text(dir / "empty.txt", "");
+  fs::create_symlink(dir / "theirs.txt", dir / "link");
+  fs::create_symlink(dir / "empty.txt", dir / "to_empty");
+  fs::create_symlink(dir / "nowhere", dir / "dangling");
+  for (const char* name : {"link", "to_empty", "dangling"})
+    EXPECT_EQ(error_of([&] { Output(dir / name, kUnrecognisable); }),
+              "[--out] " + dir / name + " is a symbolic link to " +
+                  fs::read_symlink(dir / name).string() +
+                  ": choose another name, or give --overwrite to replace the link (what it points "
+                  "to stays as it is)")
+        << name;
+  for (const char* name : {"link", "dangling"}) {
+    Output out(dir / name, kUnrecognisable, /*overwrite=*/true);
+    write_text(out.temp(), "new");
+    ::testing::internal::CaptureStderr();
+    out.commit();
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+              "sprig: [--out] " + dir / name + " was a symbolic link to " +
+                  (name == std::string("link") ? dir / "theirs.txt" : dir / "nowhere") +
+                  ": the link is replaced, " +
+                  (name == std::string("link") ? dir / "theirs.txt" : dir / "nowhere") +
+                  " stays as it was\n");
+    EXPECT_FALSE(fs::is_symlink(dir / name)) << name;
+    EXPECT_EQ(read_text(dir / name), "new") << name;
+  }
+  EXPECT_EQ(read_text(dir / "theirs.txt"), "keep me");
+  EXPECT_FALSE(fs::exists(dir / "nowhere"));
+  // A directory output over a link to a directory: the link goes, the directory stays.
+  fs::create_directories(dir / "their_dir");
+  write_text(dir / "their_dir/notes", "mine");
+  fs::create_symlink(dir / "their_dir", dir / "dir_link");
+  Output out(dir / "dir_link", kTestDir, /*overwrite=*/true);
+  write_text(out.temp() + "/marker", "");
+  ::testing::internal::CaptureStderr();
+  out.commit();
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(fs::is_symlink(dir / "dir_link"));
+  EXPECT_TRUE(fs::exists(dir / "dir_link/marker"));
+  EXPECT_EQ(read_text(dir / "their_dir/notes"), "mine");
+}
+
+// Where the inner test below writes, set by the outer one.
+const char* signal_dir() { return std::getenv("SPRIG_OUTPUT_SIGNAL_DIR"); }
+
+// Run only by the test below (disabled otherwise): a file and a directory output, part written,
+// then a wait for the signal.
+TEST(OutputSignal, DISABLED_WritesUntilSignalled) {
+  if (!signal_dir()) GTEST_SKIP() << "run by Output.ASignalRemovesTheTemporaries";
+  const std::string dir = signal_dir();
+  Output file(dir + "/out.jsonl", kUnrecognisable);
+  write_text(file.temp(), "partial");
+  Output directory(dir + "/model", kTestDir);
+  write_text(directory.temp() + "/model.safetensors", "partial");
+  write_text(directory.temp() + "/config.json", "{}");
+  write_text(dir + "/ready", "");
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+}
+
+// A command ended by SIGTERM or SIGINT while it writes leaves no temporary behind, and ends by
+// the signal.
+TEST(Output, ASignalRemovesTheTemporaries) {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    const Scratch dir;
+    testing::ChildProcess inner = testing::ChildProcess::shell(
+        "SPRIG_OUTPUT_SIGNAL_DIR=" + dir.root.string() + " exec /proc/" +
+        std::to_string(::getpid()) +
+        "/exe --gtest_also_run_disabled_tests --gtest_filter=OutputSignal.DISABLED_* >" +
+        dir.root.string() + ".log 2>&1");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!fs::exists(dir / "ready") && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(fs::exists(dir / "ready")) << read_text(dir.root.string() + ".log");
+    EXPECT_EQ(dir.entries(),
+              (std::set<std::string>{".out.jsonl.tmp-" + std::to_string(inner.pid()),
+                                     ".model.tmp-" + std::to_string(inner.pid()), "ready"}));
+    inner.signal(sig);
+    EXPECT_EQ(inner.wait_for(std::chrono::seconds(30)), -sig);
+    EXPECT_EQ(dir.entries(), std::set<std::string>{"ready"}) << sig;
+    fs::remove(dir.root.string() + ".log");
+  }
 }
 
 TEST(Output, CommitRechecksTheTarget) {

@@ -11,7 +11,8 @@ grows). Recorded per case: the rotary embedding's inv_freq and attention_scaling
 
 Writes tests/golden/rope_expected.safetensors: "input_ids" [2, 13] (I64) and per case
 "<case>.inv_freq" [32], "<case>.attention_scaling" [1], "<case>.logits" [2, 13, 96] (F32);
-metadata "cases" maps each case to its rope_parameters and position_offset.
+metadata "cases" maps each case to its rope_parameters, position_offset and top-level config keys,
+"transformers" is the version that made them (5.x: its YaRN factor rule is sprig's).
 
 Regenerate (PyTorch and transformers from PyPI):
     python3 -m venv /tmp/venv-hf
@@ -23,6 +24,7 @@ import json
 import os
 
 import torch
+import transformers
 from safetensors.torch import load_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -40,6 +42,20 @@ CASES = {
                                "original_max_position_embeddings": 32}, 60),
     "llama3": ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 64}, 100),
+    # transformers 5 (as 4.56-4.57, vLLM and SGLang) takes an explicit factor as given; 4.51-4.55
+    # replaced it by max_position_embeddings / original_max_position_embeddings (4 here).
+    "yarn_explicit_factor": ({"rope_type": "yarn", "factor": 2.0,
+                              "original_max_position_embeddings": 32}, 100),
+    # A null factor is that ratio (transformers 5).
+    "yarn_null_factor": ({"rope_type": "yarn", "factor": None,
+                          "original_max_position_embeddings": 32}, 100),
+}
+
+# Keys set at the top level of a case's config (transformers 5 reads a top-level
+# original_max_position_embeddings before rope_parameters').
+TOP_LEVEL = {
+    "yarn_top_level_original": ({"rope_type": "yarn", "factor": 8.0}, 110,
+                                {"original_max_position_embeddings": 16}),
 }
 
 
@@ -51,10 +67,13 @@ def main():
     gen = torch.Generator().manual_seed(77)
     ids = torch.randint(0, base["vocab_size"], (2, 13), generator=gen)
     out, cases = {"input_ids": ids}, {}
-    for name, (params, offset) in CASES.items():
+    every_case = {name: (params, offset, {}) for name, (params, offset) in CASES.items()}
+    every_case.update(TOP_LEVEL)
+    for name, (params, offset, top_level) in every_case.items():
         cfg = dict(base)
         cfg.pop("rope_theta", None)
         cfg["rope_parameters"] = {"rope_theta": base["rope_theta"], **params}
+        cfg.update(top_level)
         config = Qwen3Config(**cfg)
         config._attn_implementation = "eager"
         model = Qwen3ForCausalLM(config).eval()
@@ -67,11 +86,12 @@ def main():
         out[name + ".inv_freq"] = rotary.inv_freq.detach().float().clone()
         out[name + ".attention_scaling"] = torch.tensor([float(rotary.attention_scaling)])
         out[name + ".logits"] = logits.float()
-        cases[name] = {"rope_parameters": cfg["rope_parameters"], "position_offset": offset}
+        cases[name] = {"rope_parameters": cfg["rope_parameters"], "position_offset": offset,
+                       "top_level": top_level}
         print(f"{name}: attention_scaling {float(rotary.attention_scaling):.6f}, "
               f"inv_freq[-1] {rotary.inv_freq[-1].item():.6e}")
     save_safetensors(os.path.join(HERE, "rope_expected.safetensors"), out,
-                     {"cases": json.dumps(cases)})
+                     {"cases": json.dumps(cases), "transformers": transformers.__version__})
 
 
 if __name__ == "__main__":

@@ -20,20 +20,23 @@ struct RopeCase {
   std::string name;
   json rope_parameters;
   int64_t position_offset;
+  json top_level;  // keys set beside rope_parameters
 };
 
 std::vector<RopeCase> rope_cases(const SafetensorsFile& expected) {
   std::vector<RopeCase> out;
   const json cases = json::parse(expected.metadata().at("cases"));
   for (const auto& [name, c] : cases.items())
-    out.push_back({name, c["rope_parameters"], c["position_offset"].get<int64_t>()});
+    out.push_back({name, c["rope_parameters"], c["position_offset"].get<int64_t>(),
+                   c.value("top_level", json::object())});
   return out;
 }
 
-json tiny_config_with(const json& rope_parameters) {
+json tiny_config_with(const RopeCase& c) {
   json j = json::parse(read_text(kGoldenDir + "qwen3_tiny/config.json"));
   j.erase("rope_theta");
-  j["rope_parameters"] = rope_parameters;
+  j["rope_parameters"] = c.rope_parameters;
+  j.update(c.top_level);
   return j;
 }
 
@@ -50,9 +53,11 @@ QwenInput offset_input(const Tensor& ids, int64_t offset, const QwenConfig& conf
 TEST(RopeScaling, FrequenciesEqualTransformers) {
   const SafetensorsFile expected(kGoldenDir + "rope_expected.safetensors");
   const std::vector<RopeCase> cases = rope_cases(expected);
-  ASSERT_EQ(cases.size(), 7u);
+  ASSERT_EQ(cases.size(), 10u);
+  // Made by transformers 5, whose YaRN factor rule (an explicit factor as given) sprig follows.
+  EXPECT_EQ(expected.metadata().at("transformers").substr(0, 2), "5.");
   for (const RopeCase& c : cases) {
-    const QwenConfig config = QwenConfig::from_json(tiny_config_with(c.rope_parameters), c.name);
+    const QwenConfig config = QwenConfig::from_json(tiny_config_with(c), c.name);
     const RopeFrequencies f = config.rope.frequencies(config.head_dim, c.position_offset + 13);
     const std::vector<float> want = expected.load(c.name + ".inv_freq").to_vector<float>();
     ASSERT_EQ(f.inv_freq.size(), want.size()) << c.name;
@@ -75,7 +80,7 @@ TEST(RopeScaling, QwenLogitsEqualTransformers) {
   for (const RopeCase& c : rope_cases(expected)) {
     NamedTempDir dir("rope_" + c.name);
     fs::copy_file(kGoldenDir + "qwen3_tiny/model.safetensors", dir.path + "/model.safetensors");
-    write_text(dir.path + "/config.json", tiny_config_with(c.rope_parameters).dump());
+    write_text(dir.path + "/config.json", tiny_config_with(c).dump());
     const auto model = load_qwen(dir.path);
     const QwenInput in = offset_input(ids, c.position_offset, model->config());
     const double err =

@@ -21,10 +21,15 @@ slots get (Domino: after the correction head), and the loss.
 Writes:
     tests/golden/reference_drafts/{dflash,domino,jetspec}/   config.json, model.safetensors (F32)
     tests/golden/reference_drafts_expected.safetensors       "<kind>.logits" [B*N*bs, V] and
-        "<kind>.loss" (F64); metadata "cases" (each kind's trainer settings), "rows".
+        "<kind>.loss" (F64); metadata "cases" (each kind's trainer settings), "rows" and
+        "reference_commit" (the reference checkout's commit).
+
+The committed files were made with the reference at REFERENCE_COMMIT (below; their metadata
+predates the "reference_commit" key). A checkout at another commit is used with a warning.
 
 Regenerate (PyTorch and transformers from PyPI; the reference from its repository):
     git clone https://github.com/NVIDIA-NeMo/Automodel /tmp/automodel
+    git -C /tmp/automodel checkout 36044ad3d139363fb6c73c24af2e7c6b65ec52f6
     python3 -m venv /tmp/venv-ref
     /tmp/venv-ref/bin/pip install torch transformers safetensors datasets torchdata torchao
     /tmp/venv-ref/bin/python tests/golden/make_reference_drafts.py --automodel /tmp/automodel
@@ -34,10 +39,12 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ("dflash", "domino", "jetspec")
+REFERENCE_COMMIT = "36044ad3d139363fb6c73c24af2e7c6b65ec52f6"  # NVIDIA-NeMo/Automodel, 2026-08-22
 SCALE = 10.0  # the reference initialises linears with std 0.02: scaled to 0.2
 GAMMA, LAMBDA_BASE, KD_TEMPERATURE = 7.0, 0.3, 1.0
 
@@ -46,6 +53,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--automodel", required=True, help="a checkout of NVIDIA-NeMo/Automodel")
     args = ap.parse_args()
+    commit = subprocess.run(["git", "-C", args.automodel, "rev-parse", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    if commit != REFERENCE_COMMIT:
+        print(f"warning: the reference is at {commit}, the committed fixtures at "
+              f"{REFERENCE_COMMIT}", file=sys.stderr)
     sys.path.insert(0, os.path.abspath(args.automodel))
     # The recipes import the LoRA kernels, written against another triton release; without
     # triton they take their fallback (nothing here runs a kernel).
@@ -157,7 +169,8 @@ def main():
 
     path = os.path.join(HERE, "reference_drafts_expected.safetensors")
     save_file(expected, path, metadata={"cases": json.dumps(cases),
-                                        "rows": "dflash_tiny_expected.safetensors, case unpacked"})
+                                        "rows": "dflash_tiny_expected.safetensors, case unpacked",
+                                        "reference_commit": commit})
     os.chmod(path, 0o644)
 
 

@@ -267,6 +267,14 @@ TEST(DraftConfig, CausalityFollowsDflashConfigAndDisagreementsAreReported) {
   j.erase("is_causal");
   j["dflash_config"]["causal_head"] = true;
   EXPECT_EQ(DraftConfig::from_json(j, "c").kind(), DraftKind::jetspec);
+  // causal_head (what JetSpec's engine reads) against the key that decides: reported.
+  j["dflash_config"]["causal"] = false;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(DraftConfig::from_json(j, "c").kind(), DraftKind::dflash);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "c: warning: dflash_config.causal_head is true but the draft loads as bidirectional; "
+            "JetSpec's engine reads causal_head and would serve it in-block causal\n");
+  j["dflash_config"].erase("causal");
   // Every key agrees in sprig's own exports: nothing to report.
   ::testing::internal::CaptureStderr();
   DraftConfig::from_json(draft_config_for(target_config(), o).to_json(DType::f32), "c");

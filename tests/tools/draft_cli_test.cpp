@@ -286,11 +286,21 @@ TEST_F(DraftCli, ReferenceDraftsEvalSpecEvalAndExportPerEngine) {
   }
   testing::write_text(dir + "/prompts.jsonl", R"({"prompt_ids": [3, 1, 4, 1, 5]})"
                                               "\n");
-  const CliRun spec = run_sprig("spec-eval --device cpu --target " + target + " --draft " + refs +
-                                    "domino --input " + dir + "/prompts.jsonl --max-new-tokens 12",
-                                dir);
-  ASSERT_EQ(spec.exit_code, 0) << spec.err;
-  EXPECT_TRUE(json_lines(spec.out).front()["tau_without_head"].is_number()) << spec.out;
+  const auto spec_eval = [&](const std::string& draft) {
+    return run_sprig("spec-eval --device cpu --target " + target + " --draft " + draft +
+                         " --input " + dir + "/prompts.jsonl --max-new-tokens 12",
+                     dir);
+  };
+  for (const std::string kind : {"dflash", "domino", "jetspec"}) {
+    const CliRun spec = spec_eval(refs + kind);
+    ASSERT_EQ(spec.exit_code, 0) << kind << ": " << spec.err;
+    const json line = json_lines(spec.out).front();
+    EXPECT_TRUE(line["lossless"].get<bool>()) << kind << ": " << spec.out;
+    EXPECT_EQ(line.contains("tau_without_head"), kind == "domino") << kind << ": " << spec.out;
+    EXPECT_NE(spec.err.find("spec-eval: " + kind + " draft, block 4"), std::string::npos)
+        << kind << ": " << spec.err;
+  }
+  const CliRun spec = spec_eval(refs + "domino");
   EXPECT_NE(spec.err.find("without the correction head (base logits alone): tau"),
             std::string::npos)
       << spec.err;
@@ -346,16 +356,64 @@ TEST_F(DraftCli, ReferenceDraftsEvalSpecEvalAndExportPerEngine) {
                 .exit_code,
             2);
 
-  // The reference's JetSpec draft as the init of a JetSpec run.
-  const std::string config = dir + "/jet.yaml";
-  testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\ntarget:\n  path: " + target +
-                                  "\ndraft:\n  mask_token_id: 95\n  block_size: 4\n  init: " +
-                                  refs + "jetspec\ndata:\n  train: " + testing::source_dir() +
-                                  "/train/configs/tiny_docs.jsonl\n  seq_len: 64\n"
-                                  "  packing: dflash\n  micro_batch_size: 2\n"
-                                  "train:\n  max_steps: 1\n");
-  const CliRun init = run_sprig("train jetspec -c " + config, dir);
-  EXPECT_EQ(init.exit_code, 0) << init.err;
+  // --drop-correction-head: refused for a draft trained with shifted labels (an engine would read
+  // each slot one position off); without them, the DFlash part alone is written for vLLM, and it
+  // decodes exactly as the Domino draft does from its base logits (spec-eval's tau_without_head).
+  const CliRun shifted = run_sprig(
+      "convert --to-hf " + refs + "domino --out " + dir + "/d --serve vllm --drop-correction-head",
+      dir);
+  EXPECT_EQ(shifted.exit_code, 1);
+  EXPECT_NE(shifted.err.find("[serve] --drop-correction-head: this Domino draft was trained with "
+                             "shift_label"),
+            std::string::npos)
+      << shifted.err;
+  EXPECT_FALSE(fs::exists(dir + "/d"));
+  const std::string unshifted = dir + "/unshifted";
+  fs::copy(refs + "domino", unshifted);
+  json u = json::parse(testing::read_text(unshifted + "/config.json"));
+  u["dflash_config"]["shift_label"] = false;
+  testing::write_text(unshifted + "/config.json", u.dump());
+  const CliRun dropped = run_sprig("convert --to-hf " + unshifted + " --out " + dir +
+                                       "/dropped --serve vllm --drop-correction-head --dtype f32",
+                                   dir);
+  ASSERT_EQ(dropped.exit_code, 0) << dropped.err;
+  EXPECT_NE(dropped.out.find("note: the Domino correction head is not exported: decoding uses the "
+                             "backbone's base logits (`sprig spec-eval` shows tau with and "
+                             "without the head)"),
+            std::string::npos)
+      << dropped.out;
+  EXPECT_NE(dropped.out.find("vllm serve <target model> --speculative-config "
+                             "'{\"method\":\"dflash\""),
+            std::string::npos)
+      << dropped.out;
+  const json plain = json::parse(testing::read_text(dir + "/dropped/config.json"));
+  EXPECT_FALSE(plain["dflash_config"].contains("projector_type")) << plain.dump();
+  const SafetensorsFile dropped_weights(dir + "/dropped/model.safetensors");
+  for (const StTensorInfo& t : dropped_weights.tensors())
+    EXPECT_TRUE(t.name.find("prefix_gru") == std::string::npos &&
+                t.name.find("embed_proj") == std::string::npos)
+        << t.name;
+  const CliRun with_head = spec_eval(unshifted), without = spec_eval(dir + "/dropped");
+  ASSERT_EQ(with_head.exit_code, 0) << with_head.err;
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  const json with_line = json_lines(with_head.out).front(),
+             without_line = json_lines(without.out).front();
+  EXPECT_EQ(without_line["tau"], with_line["tau_without_head"]) << with_head.out << without.out;
+  EXPECT_EQ(without_line["output_ids"], with_line["output_ids"]);  // both lossless
+
+  // Each reference draft as the init of a run of its own recipe.
+  for (const std::string kind : {"dflash", "domino", "jetspec"}) {
+    const std::string config = dir + "/" + kind + ".yaml";
+    testing::write_text(config, "run_dir: " + dir + "/run_" + kind + "\ndevice: cpu\ntarget:\n" +
+                                    "  path: " + target +
+                                    "\ndraft:\n  mask_token_id: 95\n  block_size: 4\n  init: " +
+                                    refs + kind + "\ndata:\n  train: " + testing::source_dir() +
+                                    "/train/configs/tiny_docs.jsonl\n  seq_len: 64\n"
+                                    "  packing: dflash\n  micro_batch_size: 2\n"
+                                    "train:\n  max_steps: 1\n");
+    const CliRun init = run_sprig("train " + kind + " -c " + config, dir);
+    EXPECT_EQ(init.exit_code, 0) << kind << ": " << init.err;
+  }
 }
 
 // Train a draft, export it, round-trip the export, and load it back for eval and as an init.

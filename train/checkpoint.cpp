@@ -131,6 +131,16 @@ std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t st
     throw std::runtime_error(final_dir.string() +
                              " exists and sprig did not write it: the checkpoint of step " +
                              std::to_string(step) + " is not saved over it");
+  // A checkpoint leaves under a name of its own (atomically) before it is removed, so a run killed
+  // meanwhile leaves no half checkpoint named step_<N>; what such a kill left goes now.
+  const auto discard = [&](const fs::path& dir) {
+    const fs::path aside = root / (".removing-" + dir.filename().string());
+    fs::remove_all(aside);
+    fs::rename(dir, aside);
+    fs::remove_all(aside);
+  };
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind(".removing-", 0) == 0) fs::remove_all(e.path());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   std::vector<std::string> files = {"config.json", "trainer_state.json"};
@@ -149,7 +159,7 @@ std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t st
       files.push_back(f);
   for (const std::string& f : files) fsync_path(tmp / f);
   fsync_path(tmp);
-  fs::remove_all(final_dir);
+  if (fs::exists(final_dir)) discard(final_dir);
   fs::rename(tmp, final_dir);
   // `latest` switches last, by an atomic rename of a fully written file.
   write_text(root / ".latest.tmp", name + "\n");
@@ -163,7 +173,7 @@ std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t st
       steps[checkpoint_step(e.path().filename().string())] = e.path();
   for (auto it = steps.begin(); steps.size() > static_cast<size_t>(keep_last_);
        it = steps.erase(it))
-    if (it->second != final_dir) fs::remove_all(it->second);
+    if (it->second != final_dir) discard(it->second);
   return final_dir.string();
 }
 

@@ -5,8 +5,8 @@
 #   1. the whole CTest suite; GPU tests skip themselves when no device is present;
 #   2. the CPU suite again, built CPU-only by clang with AddressSanitizer and
 #      UndefinedBehaviorSanitizer (-O1 -g1: line numbers in reports at about half of
-#      RelWithDebInfo's compile time; the test sources at -O0, half the time of -O1; in
-#      <build dir>-san), the slow label excluded (see README.md);
+#      RelWithDebInfo's compile time; -O0, half the time of -O1, for all but the compute
+#      libraries; in <build dir>-san), the slow label excluded (see README.md);
 #   3. a short smoke run of every libFuzzer target of tools/fuzz on its committed seeds, built in
 #      the same tree (the libraries the targets link are the sanitised ones of stage 2), as many
 #      targets at a time as there are jobs.
@@ -83,7 +83,7 @@ san_dir="$build_dir-san"
 configure_sanitized() {
   "$repo/tools/install_packages.sh" clang libclang-rt-dev  # libclang-rt-dev: libFuzzer
   cmake -S "$repo" -B "$san_dir" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Sanitize \
-    -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" -DSPRIG_TEST_OPT=-O0 -DSPRIG_CUDA=OFF \
+    -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g1" -DSPRIG_GLUE_OPT=-O0 -DSPRIG_CUDA=OFF \
     -DSPRIG_SANITIZE=address,undefined -DSPRIG_FUZZ=ON >/dev/null
 }
 

@@ -7,11 +7,15 @@ max_position_embeddings 128) and runs transformers' Qwen3ForCausalLM in float32 
 attention) on the same ids, at positions offset by the case's `position_offset`, so the rows reach
 far into the scaled range (the long dynamic case passes max_position_embeddings, where its base
 grows). Recorded per case: the rotary embedding's inv_freq and attention_scaling after the forward
-(what transformers rotated by) and the logits.
+(what transformers rotated by) and the logits. The GENERATE cases also record transformers' greedy
+`generate` from the first row (positions from 0, past max_position_embeddings: the dynamic base
+grows while decoding with the KV cache); the TRAIN cases the mean next-token loss of the offset
+rows and the gradients of layer 0's query and key projections.
 
 Writes tests/golden/rope_expected.safetensors: "input_ids" [2, 13] (I64) and per case
 "<case>.inv_freq" [32], "<case>.attention_scaling" [1], "<case>.logits" [2, 13, 96] (F32);
-metadata "cases" maps each case to its rope_parameters, position_offset and top-level config keys,
+"<case>.greedy" [130] (I64) per GENERATE case, "<case>.loss" [1] and "<case>.grad.<parameter>" per
+TRAIN case (F32); metadata "cases" maps each case to its rope_parameters, position_offset and top-level config keys,
 "transformers" is the version that made them (5.x: its YaRN factor rule is sprig's).
 
 Regenerate (PyTorch and transformers from PyPI):
@@ -59,6 +63,22 @@ TOP_LEVEL = {
 }
 
 
+# Greedy decoding: the prompt is the first row of input_ids; the smallest gap between the two best
+# logits of any step is printed (it must stay far above the logits' agreement, about 1e-5).
+GENERATE = ("linear", "dynamic_short", "yarn", "llama3")
+NEW_TOKENS = 130
+TRAIN = ("dynamic_long", "yarn")
+TRAIN_GRADS = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight")
+
+
+def greedy(model, prompt):
+    out = model.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                         pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    gap = min((lambda top: (top[0] - top[1]).item())(torch.topk(step[0], 2).values)
+              for step in out.logits)
+    return out.sequences[0, prompt.shape[1]:].clone(), gap
+
+
 def main():
     torch.set_num_threads(1)
     with open(os.path.join(HERE, "qwen3_tiny", "config.json")) as f:
@@ -80,18 +100,34 @@ def main():
         missing, unexpected = model.load_state_dict(weights, strict=False)
         assert not unexpected and all("rotary_emb" in k for k in missing), (missing, unexpected)
         pos = (torch.arange(13) + offset).expand(2, 13)
-        with torch.no_grad():
+        if name in TRAIN:
             logits = model(input_ids=ids, position_ids=pos).logits
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                     ids[:, 1:].reshape(-1))
+            loss.backward()
+            params = dict(model.named_parameters())
+            out[name + ".loss"] = loss.detach().reshape(1)
+            out.update({f"{name}.grad.{p}": params[p].grad.clone() for p in TRAIN_GRADS})
+            logits = logits.detach()
+        else:
+            with torch.no_grad():
+                logits = model(input_ids=ids, position_ids=pos).logits
         rotary = model.model.rotary_emb
-        out[name + ".inv_freq"] = rotary.inv_freq.detach().float().clone()
-        out[name + ".attention_scaling"] = torch.tensor([float(rotary.attention_scaling)])
+        inv_freq, attention_scaling = rotary.inv_freq.detach().float().clone(), rotary.attention_scaling
+        if name in GENERATE:
+            out[name + ".greedy"], gap = greedy(model, ids[:1])
+            print(f"{name}: greedy, smallest top-2 gap {gap:.2e}")
+            rotary.inv_freq, rotary.attention_scaling = inv_freq, attention_scaling
+        out[name + ".inv_freq"] = inv_freq
+        out[name + ".attention_scaling"] = torch.tensor([float(attention_scaling)])
         out[name + ".logits"] = logits.float()
         cases[name] = {"rope_parameters": cfg["rope_parameters"], "position_offset": offset,
                        "top_level": top_level}
-        print(f"{name}: attention_scaling {float(rotary.attention_scaling):.6f}, "
-              f"inv_freq[-1] {rotary.inv_freq[-1].item():.6e}")
+        print(f"{name}: attention_scaling {float(attention_scaling):.6f}, "
+              f"inv_freq[-1] {inv_freq[-1].item():.6e}")
     save_safetensors(os.path.join(HERE, "rope_expected.safetensors"), out,
-                     {"cases": json.dumps(cases), "transformers": transformers.__version__})
+                     {"cases": json.dumps(cases), "transformers": transformers.__version__,
+                      "torch": torch.__version__})
 
 
 if __name__ == "__main__":

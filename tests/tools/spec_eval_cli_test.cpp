@@ -89,6 +89,41 @@ TEST_F(SpecEvalCli, PastTheTargetsPositionsWarnsAndStaysLossless) {
   EXPECT_EQ(line["output_ids"].size(), 140u);
 }
 
+// A target and a draft with YaRN positions (tests/golden/make_rope_golden.py's "yarn" case):
+// spec-eval and `sprig generate` both decode transformers' greedy ids, to position 142.
+TEST_F(SpecEvalCli, ScaledRopeDecodesAsTransformersGenerates) {
+  const SafetensorsFile expected(kGoldenDir + "rope_expected.safetensors");
+  const json rope = json::parse(expected.metadata().at("cases"))["yarn"]["rope_parameters"];
+  for (const std::string name : {"qwen3_tiny", "dflash_tiny"}) {
+    fs::copy(kGoldenDir + name, tmp.path + "/" + name, fs::copy_options::recursive);
+    json config = json::parse(testing::read_text(tmp.path + "/" + name + "/config.json"));
+    config["rope_parameters"] = rope;
+    testing::write_text(tmp.path + "/" + name + "/config.json", config.dump());
+  }
+  const std::vector<int64_t> ids = expected.load("input_ids").to_vector<int64_t>();
+  std::string prompt;
+  for (size_t i = 0; i < 13; ++i) prompt += (i ? "," : "") + std::to_string(ids[i]);
+  const std::vector<int64_t> want = expected.load("yarn.greedy").to_vector<int64_t>();
+  std::string want_text;
+  for (const int64_t id : want) want_text += (want_text.empty() ? "" : ",") + std::to_string(id);
+
+  testing::write_text(input, "{\"prompt_ids\": [" + prompt + "]}\n");
+  const testing::CliRun r =
+      run_sprig("spec-eval --device cpu --target " + tmp.path + "/qwen3_tiny --draft " + tmp.path +
+                    "/dflash_tiny --max-new-tokens 130 --input " + input,
+                tmp.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json line = json::parse(r.out.substr(0, r.out.find('\n')));
+  EXPECT_EQ(line["output_ids"].get<std::vector<int64_t>>(), want);
+  EXPECT_TRUE(line["lossless"].get<bool>());
+  const testing::CliRun greedy =
+      run_sprig("generate --device cpu --model " + tmp.path +
+                    "/qwen3_tiny --max-new-tokens 130 --prompt-ids " + prompt,
+                tmp.path);
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  EXPECT_EQ(greedy.out, want_text + "\n");
+}
+
 TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
   // Every record is checked before any decoding: nothing is printed to stdout.
   testing::CliRun r =

@@ -41,6 +41,8 @@ json state_json(const TrainerState& s, const std::vector<json>& recipe_by_rank) 
             {"skipped_micro_batches", s.skipped_micro_batches},
             {"tokens", s.tokens},
             {"world_size", static_cast<int64_t>(recipe_by_rank.size())}};
+  if (s.window.steps > 0)
+    j["log_window"] = {{"steps", s.window.steps}, {"loss", s.window.loss}, {"sums", s.window.sums}};
   if (!recipe_by_rank[0].is_null()) j["recipe"] = recipe_by_rank[0];
   if (recipe_by_rank.size() > 1) j["recipe_by_rank"] = recipe_by_rank;
   return j;
@@ -58,6 +60,11 @@ TrainerState state_of(const json& j) {
   s.skipped_steps = j.at("skipped_steps").get<int64_t>();
   s.skipped_micro_batches = j.value("skipped_micro_batches", int64_t{0});
   s.tokens = j.at("tokens").get<int64_t>();
+  if (j.contains("log_window")) {  // absent: saved where a window closed, or before it was kept
+    const json& w = j.at("log_window");
+    s.window = {w.at("steps").get<int64_t>(), w.at("loss").get<double>(),
+                w.at("sums").get<MetricSums>()};
+  }
   return s;
 }
 
@@ -164,6 +171,7 @@ class TrainingRun {
     const json& saved = ck->payload.state;
     try {
       state_ = state_of(saved);
+      if (!lead_) state_.window.sums.clear();  // rank 0 holds the sums of every rank
     } catch (const std::exception& e) {
       throw std::runtime_error("checkpoint " + ck->dir + " is corrupt: " + e.what());
     }
@@ -207,7 +215,7 @@ class TrainingRun {
                 << " for " << total_ << " steps (" << loader_.summary() << ")\n";
     const auto start = Clock::now();
     const int64_t start_step = state_.step;
-    window_.start = start;
+    rates_.start = start;
     double last_loss = 0;
     const StopSignals signals;
     int stop = 0;  // the signal that stops the run (the same on every rank)
@@ -246,12 +254,12 @@ class TrainingRun {
     double loss = 0, grad_norm = 0, lr = 0;
   };
 
-  // What happened since the last progress line.
-  struct Window {
-    int64_t tokens = 0, steps = 0;  // real tokens drawn, optimizer steps
-    double loss = 0, flops = 0;     // summed step losses, the recipe's FLOPs
-    double comm_seconds = 0;        // spent waiting for the gradient sums (MPI)
-    MetricSums sums;
+  // The rates since the last progress line (or since this process started): what the logging
+  // window logs besides state_.window's means.
+  struct Rates {
+    int64_t tokens = 0;       // real tokens drawn
+    double flops = 0;         // the recipe's FLOPs
+    double comm_seconds = 0;  // spent waiting for the gradient sums (MPI)
     Clock::time_point start;
   };
 
@@ -281,7 +289,7 @@ class TrainingRun {
                                  " batches) had anything to train on");
       const data::Batch batch = loader_.next();
       positions_.check(positions_end(batch.position_ids), "a training row");
-      window_.tokens += batch.num_tokens();
+      rates_.tokens += batch.num_tokens();
       std::optional<MicroBatchLoss> m = recipe_.loss(batch);
       const bool skip_anywhere =
           comm_.world_size() > 1 ? comm_.all_reduce(m ? 0.0 : 1.0, Reduction::max) > 0 : !m;
@@ -300,8 +308,8 @@ class TrainingRun {
       a.finite = a.finite && std::isfinite(sum);
       a.weight += m.weight;
       a.tokens += m.tokens;
-      window_.flops += m.flops;
-      add_sums(window_.sums, m.sums);
+      rates_.flops += m.flops;
+      add_sums(state_.window.sums, m.sums);
       if (buckets_ && g == G - 1) buckets_->arm();  // its backward may start the bucket sums
       if (c_.loss_normalization == LossNormalization::mean) {  // each micro-batch's mean, averaged
         const double denom = recipe_.mean_denominator(m.weight);
@@ -329,7 +337,7 @@ class TrainingRun {
       a.weight = sums[1];
       a.tokens = static_cast<int64_t>(sums[2]);
       a.finite = sums[3] == 0;
-      window_.comm_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      rates_.comm_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     }
     double scale = 1.0;
     if (c_.loss_normalization == LossNormalization::tokens) {
@@ -370,8 +378,8 @@ class TrainingRun {
     state_.updates = optimizer_.steps_taken();
     state_.tokens += a.tokens;
     state_.loader = loader_.state();
-    window_.loss += step.loss;
-    ++window_.steps;
+    state_.window.loss += step.loss;
+    ++state_.window.steps;
     return step;
   }
 
@@ -379,50 +387,62 @@ class TrainingRun {
   // starts the next window. Its sums are over every rank (tokens per second are the run's, FLOPs
   // per second a rank's mean, as MFU divides them by one device's peak).
   StepRecord record(const Step& step, double eta_seconds) {
+    TrainerState::OpenWindow& window = state_.window;
     const std::vector<RatioMetric> ratios = recipe_.ratios();
     if (comm_.world_size() > 1) {
-      std::vector<double> sums = {static_cast<double>(window_.tokens),
-                                  window_.flops / static_cast<double>(comm_.world_size())};
-      for (const RatioMetric& ratio : ratios)
-        sums.insert(sums.end(), {window_.sums[ratio.numerator], window_.sums[ratio.denominator]});
+      std::vector<double> sums = {static_cast<double>(rates_.tokens),
+                                  rates_.flops / static_cast<double>(comm_.world_size())};
       comm_.all_reduce(sums, Reduction::sum);
-      window_.tokens = static_cast<int64_t>(sums[0]);
-      window_.flops = sums[1];
-      for (size_t i = 0; i < ratios.size(); ++i) {
-        window_.sums[ratios[i].numerator] = sums[2 + 2 * i];
-        window_.sums[ratios[i].denominator] = sums[3 + 2 * i];
-      }
+      rates_.tokens = static_cast<int64_t>(sums[0]);
+      rates_.flops = sums[1];
+      window.sums = summed_over_ranks(window.sums);
     }
     const auto now = Clock::now();
-    const double dt = std::chrono::duration<double>(now - window_.start).count();
+    const double dt = std::chrono::duration<double>(now - rates_.start).count();
     StepRecord r;
     r.step = state_.step;
     r.total_steps = total_;
-    r.loss = window_.loss / static_cast<double>(window_.steps);
+    r.loss = window.loss / static_cast<double>(window.steps);
     r.lr = step.lr;
     r.grad_norm = step.grad_norm;
     r.tokens = state_.tokens;
-    r.tokens_per_s = dt > 0 ? static_cast<double>(window_.tokens) / dt : 0.0;
-    r.flops_per_s = dt > 0 ? window_.flops / dt : 0.0;
+    r.tokens_per_s = dt > 0 ? static_cast<double>(rates_.tokens) / dt : 0.0;
+    r.flops_per_s = dt > 0 ? rates_.flops / dt : 0.0;
     r.skipped_steps = state_.skipped_steps;
     r.epoch = state_.loader.epoch;
     r.eta_seconds = eta_seconds;
     for (const RatioMetric& ratio : ratios)
-      if (window_.sums[ratio.denominator] != 0)
+      if (window.sums[ratio.denominator] != 0)
         r.extra.emplace_back(ratio.name,
-                             window_.sums[ratio.numerator] / window_.sums[ratio.denominator]);
+                             window.sums[ratio.numerator] / window.sums[ratio.denominator]);
     // The share of the window rank 0 spent in the sums; with NCCL they overlap and the host does
     // not wait for them.
     if (buckets_ && !comm_.overlaps_backward())
-      r.extra.emplace_back("comm_share", dt > 0 ? window_.comm_seconds / dt : 0.0);
+      r.extra.emplace_back("comm_share", dt > 0 ? rates_.comm_seconds / dt : 0.0);
     const bool last = state_.step == total_;
     if (val_ && (last || (c_.val_every_steps > 0 && state_.step % c_.val_every_steps == 0))) {
       recipe_.begin_step(state_.step, total_);
       for (auto& entry : validate(recipe_, *val_, comm_)) r.extra.push_back(std::move(entry));
     }
-    window_ = Window{};
-    window_.start = now;
+    window = {};
+    rates_ = Rates{};
+    rates_.start = now;
     return r;
+  }
+
+  // The recipe's ratio sums added over every rank (each rank holds its own micro-batches'). Called
+  // by every rank.
+  MetricSums summed_over_ranks(MetricSums sums) const {
+    std::vector<double> values;
+    for (const RatioMetric& ratio : recipe_.ratios())
+      values.insert(values.end(), {sums[ratio.numerator], sums[ratio.denominator]});
+    comm_.all_reduce(values, Reduction::sum);
+    size_t i = 0;
+    for (const RatioMetric& ratio : recipe_.ratios()) {
+      sums[ratio.numerator] = values[i++];
+      sums[ratio.denominator] = values[i++];
+    }
+    return sums;
   }
 
   // Rank 0 writes the checkpoint with every rank's recipe state; no rank goes on before it is
@@ -431,12 +451,15 @@ class TrainingRun {
     std::vector<json> recipe_by_rank;
     for (const std::string& text : comm_.all_gather(recipe_.checkpoint_metadata().dump()))
       recipe_by_rank.push_back(json::parse(text));
+    // The open logging window's sums are saved over every rank; a resumed rank 0 holds them.
+    TrainerState saved = state_;
+    if (comm_.world_size() > 1) saved.window.sums = summed_over_ranks(saved.window.sums);
     std::string dir;
     if (lead_) {
       const CheckpointPayload payload{
           recipe_.checkpoint_config(),
           {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
-          state_json(state_, recipe_by_rank),
+          state_json(saved, recipe_by_rank),
           c_.resolved_yaml,
           recipe_.companion_files_dir()};
       dir = checkpoints_.save(payload, state_.step);
@@ -515,7 +538,7 @@ class TrainingRun {
   std::unique_ptr<GradientBuckets> buckets_;  // several ranks: the gradients' flat buffers
   bool opened_ = false;                       // whether the run directory is written
   std::optional<ProgressLog> progress_;       // rank 0, once the run directory is written
-  Window window_;
+  Rates rates_;
   int64_t consecutive_skips_ = 0;
 };
 

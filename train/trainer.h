@@ -98,6 +98,14 @@ struct TrainerState {
   int64_t skipped_steps = 0;          // updates skipped for a non-finite loss or gradient
   int64_t skipped_micro_batches = 0;  // micro-batches the recipe had nothing to train on
   int64_t tokens = 0;                 // supervised tokens trained on so far
+  // The logging window still open at `step` (steps since the last progress record, their summed
+  // losses and the recipe's sums over every rank), so that a resumed run logs what the
+  // uninterrupted one does.
+  struct OpenWindow {
+    int64_t steps = 0;
+    double loss = 0;
+    MetricSums sums;
+  } window;
 };
 
 // What one run reports when it ends.

@@ -110,7 +110,7 @@ TEST_P(DFlashResume, InterruptedAndResumedRunEqualsAStraightRun) {
                           : param == "jetspec" ? RecipeKind::jetspec
                                                : RecipeKind::dflash;
   std::vector<std::string> overrides = {"train.max_steps=6", "checkpoint.every_steps=3",
-                                        "log.every_steps=1", "train.grad_accumulation_steps=2"};
+                                        "log.every_steps=2", "train.grad_accumulation_steps=2"};
   if (kind == RecipeKind::dflash) overrides.push_back("draft.loss_type=" + param);
   TempDir straight_dir, split_dir;
   const auto config = [&](const TempDir& d) {
@@ -130,6 +130,8 @@ TEST_P(DFlashResume, InterruptedAndResumedRunEqualsAStraightRun) {
 
   ASSERT_EQ(straight_losses.size(), 6u);
   EXPECT_EQ(split_losses, straight_losses);  // exact doubles: same anchors, same prefixes
+  // The logging window of steps 3 and 4 spans the checkpoint of step 3: its accuracy and
+  // acceptance are still those of both steps.
   EXPECT_EQ(metrics_of(split.run_dir), metrics_of(straight.run_dir));
   const std::string a = latest_checkpoint(split.run_dir), b = latest_checkpoint(straight.run_dir);
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})

@@ -1,6 +1,6 @@
 // Exact resume on the CPU: a run of 2N steps and a run interrupted after N steps then resumed give
-// bit-identical per-step losses, metrics, weights, optimizer state and trainer state, with and
-// without gradient accumulation.
+// bit-identical per-step losses, metrics (a logging window that spans the interruption included),
+// weights, optimizer state and trainer state, with and without gradient accumulation.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,18 +18,13 @@ using testing::TempDir;
 
 // What a run of the tiny config leaves behind.
 struct RunRecord {
-  std::map<int64_t, double> losses;                 // per step, from on_step
-  std::vector<std::pair<int64_t, double>> metrics;  // (step, loss) of metrics.jsonl
-  std::string checkpoint;                           // the latest checkpoint's directory
+  std::map<int64_t, double> losses;     // per step, from on_step
+  std::vector<nlohmann::json> metrics;  // metrics.jsonl's records without the timings
+  std::string checkpoint;               // the latest checkpoint's directory
 };
 
 RunRecord record_of(const std::string& run_dir, std::map<int64_t, double> losses) {
-  RunRecord r{std::move(losses), {}, {}};
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto rec = nlohmann::json::parse(line);
-    r.metrics.emplace_back(rec.at("step").get<int64_t>(), rec.at("loss").get<double>());
-  }
+  RunRecord r{std::move(losses), testing::metrics_of(run_dir), {}};
   std::string name;
   std::ifstream(run_dir + "/checkpoints/latest") >> name;
   r.checkpoint = run_dir + "/checkpoints/" + name;
@@ -55,7 +50,8 @@ TEST_P(Resume, InterruptedAndResumedRunEqualsAStraightRun) {
       "train.max_steps=" + std::to_string(2 * N),
       "train.grad_accumulation_steps=" + std::to_string(GetParam().grad_accumulation_steps),
       "train.loss_normalization=" + GetParam().loss_normalization,
-      "checkpoint.every_steps=" + std::to_string(N), "log.every_steps=1"};
+      "checkpoint.every_steps=" + std::to_string(N), "log.every_steps=2"};  // N odd: a window
+                                                                            // spans the stop
 
   TempDir straight_dir;
   const TrainConfig straight_config = testing::tiny_config(straight_dir, overrides);
@@ -81,8 +77,14 @@ TEST_P(Resume, InterruptedAndResumedRunEqualsAStraightRun) {
   EXPECT_EQ(summary.steps, 2 * N);
   const RunRecord split = record_of(split_config.run_dir, split_losses);
 
-  EXPECT_EQ(split.losses, straight.losses);    // exact doubles
-  EXPECT_EQ(split.metrics, straight.metrics);  // the records after the interruption were replaced
+  EXPECT_EQ(split.losses, straight.losses);  // exact doubles
+  // The records after the interruption were replaced; the window of steps N and N + 1 averages
+  // both (the checkpoint of step N holds its open half).
+  ASSERT_EQ(straight.metrics.size(), static_cast<size_t>(N));
+  EXPECT_EQ(straight.metrics[1]["step"], N + 1);
+  EXPECT_EQ(straight.metrics[1]["loss"].get<double>(),
+            (straight.losses.at(N) + straight.losses.at(N + 1)) / 2);
+  EXPECT_EQ(split.metrics, straight.metrics);
   testing::expect_bit_identical(testing::read_tensors(split.checkpoint + "/model.safetensors"),
                                 testing::read_tensors(straight.checkpoint + "/model.safetensors"));
   testing::expect_bit_identical(

@@ -57,12 +57,23 @@ DraftConfig exported_config(const DraftConfig& draft, const ServingExport& how) 
         "shift_label can drop its head");
   DraftConfig out = draft;
   if (how.drop_correction_head) out.domino.reset();
+  // The way out of a refusal for a head an engine cannot serve: dropping it, where the draft's
+  // slots are a DFlash draft's.
+  const auto drop_head_or = [&](const std::string& otherwise) {
+    return out.domino->shift_label
+               ? "; its head cannot be dropped (trained with shift_label, every slot would be read "
+                 "one position off): " +
+                     otherwise
+               : "; add --drop-correction-head to write the DFlash part alone (decoding then uses "
+                 "the base logits; `sprig spec-eval` shows tau with and without the head), or " +
+                     otherwise;
+  };
   if (how.engine == ServingEngine::vllm && out.domino)
     fail(
         "vLLM has no Domino runtime: its DFlash loader rejects the correction head's tensors "
-        "(prefix_gru, embed_proj). Add --drop-correction-head to write the DFlash part alone "
-        "(decoding then uses the base logits; `sprig spec-eval` shows tau with and without the "
-        "head), or export with --serve sglang");
+        "(prefix_gru, embed_proj)" +
+        drop_head_or(sglang_serves_head(*out.domino) ? "export with --serve sglang"
+                                                     : "export with --serve reference"));
   if (how.engine == ServingEngine::sglang && out.causal)
     fail(
         "SGLang's DFLASH worker drafts blocks bidirectionally and has no in-block causal "
@@ -71,7 +82,7 @@ DraftConfig exported_config(const DraftConfig& draft, const ServingExport& how) 
   if (how.engine == ServingEngine::sglang && out.domino && !sglang_serves_head(*out.domino))
     fail("SGLang serves a Domino head only with pure_draft_prefix_len 1; this draft has " +
          std::to_string(out.domino->pure_draft_prefix_len) +
-         " (add --drop-correction-head to write the DFlash part alone)");
+         drop_head_or("export with --serve reference"));
   return out;
 }
 

@@ -55,8 +55,9 @@ struct DFlashConfig {
 };
 
 // How the loss of an accumulation window is normalised: "mean" averages each micro-batch's mean
-// loss (the reference implementation's choice); "tokens" divides the window's summed loss by its
-// summed weight (every supervised token weighs the same, however the micro-batches are filled).
+// loss (the reference's draft recipes); "tokens" divides the window's summed loss by its summed
+// weight (every supervised token weighs the same, however the micro-batches are filled; the
+// reference's SFT recipe).
 enum class LossNormalization { mean, tokens };
 
 // The `loss:` section of `sprig train sft` (docs/semantics.md §1.7):

@@ -325,16 +325,18 @@ TEST(Checkpoint, ConversionsCarryTokenizerAndGenerationFiles) {
   const testing::NamedTempDir tmp("ckpt_companions");
   const std::string& root = tmp.path;
   testing::write_hf_checkpoint("qwen3_tiny", root + "/hf");
-  const std::map<std::string, std::string> files = {
-      {"tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}\n"},
-      {"tokenizer_config.json", "{\"eos_token\": \"<e>\"}\n"},
-      {"chat_template.jinja", "{{ messages }}\n"},
-      {"generation_config.json", "{\"temperature\": 0.7, \"top_p\": 0.8}\n"}};
+  // Every file of kCompanionFiles, each with its own text.
+  std::map<std::string, std::string> files;
+  for (const std::string& name : kCompanionFiles) files[name] = "{\"file\": \"" + name + "\"}\n";
   for (const auto& [name, text] : files) testing::write_text(root + "/hf/" + name, text);
+  testing::write_text(root + "/hf/notes.txt", "not a model file\n");
   const ConvertedModel in = convert_checkpoint(root + "/hf", root + "/sprig");
   EXPECT_EQ(in.companion_files,
-            (std::vector<std::string>{"tokenizer.json", "tokenizer_config.json",
-                                      "chat_template.jinja", "generation_config.json"}));
+            (std::vector<std::string>{"tokenizer.json", "tokenizer_config.json", "vocab.json",
+                                      "merges.txt", "special_tokens_map.json", "added_tokens.json",
+                                      "chat_template.jinja", "chat_template.json",
+                                      "generation_config.json"}));
+  EXPECT_FALSE(exists(root + "/sprig/notes.txt"));
   EXPECT_EQ(in.dtype, DType::f32);
   const ConvertedModel back = convert_checkpoint(root + "/sprig", root + "/out");
   EXPECT_EQ(back.companion_files, in.companion_files);
@@ -398,6 +400,18 @@ TEST(Checkpoint, ConvertCastsToTheAskedDtype) {
   for (const StTensorInfo& t : cast.tensors()) {
     ASSERT_EQ(wide.info(t.name).dtype, StDType::F32) << t.name;
     EXPECT_EQ(testing::max_abs_diff(wide.load(t.name), cast.load(t.name)), 0.0) << t.name;
+  }
+  const ConvertedModel f16 = convert_checkpoint(golden, root + "/f16", false, DType::f16);
+  EXPECT_EQ(f16.dtype, DType::f16);
+  EXPECT_EQ(nlohmann::json::parse(testing::read_text(root + "/f16/config.json"))["dtype"],
+            "float16");
+  const SafetensorsFile narrow(root + "/f16/model.safetensors");
+  for (const StTensorInfo& t : source.tensors()) {
+    ASSERT_EQ(narrow.info(t.name).dtype, StDType::F16) << t.name;
+    EXPECT_EQ(testing::max_abs_diff(narrow.load(t.name),
+                                    source.load(t.name).to(Device::cpu(), DType::f16)),
+              0.0)
+        << t.name;
   }
   // Asking for the stored dtype copies the bytes.
   convert_checkpoint(golden, root + "/same", false, DType::f32);

@@ -335,9 +335,9 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
               exported_config(domino, {ServingEngine::vllm, false});
             }),
             "[serve] vLLM has no Domino runtime: its DFlash loader rejects the correction head's "
-            "tensors (prefix_gru, embed_proj). Add --drop-correction-head to write the DFlash "
-            "part alone (decoding then uses the base logits; `sprig spec-eval` shows tau with and "
-            "without the head), or export with --serve sglang");
+            "tensors (prefix_gru, embed_proj); its head cannot be dropped (trained with "
+            "shift_label, every slot would be read one position off): export with --serve "
+            "sglang");
   EXPECT_EQ(testing::invalid_argument_message([&] {
               exported_config(domino, {ServingEngine::vllm, true});
             }),
@@ -347,6 +347,14 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
             "trained without shift_label can drop its head");
   DraftOptions unshifted = o;
   unshifted.domino->shift_label = false;
+  EXPECT_EQ(
+      testing::invalid_argument_message([&] {
+        exported_config(draft_config_for(target_config(), unshifted), {ServingEngine::vllm, false});
+      }),
+      "[serve] vLLM has no Domino runtime: its DFlash loader rejects the correction head's "
+      "tensors (prefix_gru, embed_proj); add --drop-correction-head to write the DFlash "
+      "part alone (decoding then uses the base logits; `sprig spec-eval` shows tau with and "
+      "without the head), or export with --serve sglang");
   const DraftConfig dropped =
       exported_config(draft_config_for(target_config(), unshifted), {ServingEngine::vllm, true});
   EXPECT_EQ(dropped.kind(), DraftKind::dflash);
@@ -367,7 +375,17 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
               exported_config(p2, {ServingEngine::sglang, false});
             }),
             "[serve] SGLang serves a Domino head only with pure_draft_prefix_len 1; this draft "
-            "has 2 (add --drop-correction-head to write the DFlash part alone)");
+            "has 2; its head cannot be dropped (trained with shift_label, every slot would be read "
+            "one position off): export with --serve reference");
+  unshifted.domino->pure_draft_prefix_len = 2;
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              exported_config(draft_config_for(target_config(), unshifted),
+                              {ServingEngine::sglang, false});
+            }),
+            "[serve] SGLang serves a Domino head only with pure_draft_prefix_len 1; this draft "
+            "has 2; add --drop-correction-head to write the DFlash part alone (decoding then uses "
+            "the base logits; `sprig spec-eval` shows tau with and without the head), or export "
+            "with --serve reference");
   EXPECT_TRUE(launch_lines(p2, "/d", "T", ServingEngine::portable).empty());
   o = options();
   o.causal = true;

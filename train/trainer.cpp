@@ -11,6 +11,7 @@
 #include <iostream>
 #include <iterator>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "autograd/functions.h"
@@ -74,6 +75,13 @@ fs::path first_missing(const fs::path& path) {
   fs::path missing;
   for (fs::path p = fs::absolute(path); !fs::exists(p); p = p.parent_path()) missing = p;
   return missing;
+}
+
+// Whether every value of `t` is finite, computed on its device: finite * 0 is 0 and inf or NaN
+// * 0 is NaN, so the sum of squares of t * 0 is NaN exactly when t holds a non-finite value (and,
+// unlike t's own, cannot overflow).
+bool all_finite(const Tensor& t) {
+  return !std::isnan(global_norm({binary_scalar(BinaryOp::mul, t, 0.0)}));
 }
 
 // The sums of several micro-batches.
@@ -215,6 +223,8 @@ class TrainingRun {
                 << " for " << total_ << " steps (" << loader_.summary() << ")\n";
     const auto start = Clock::now();
     const int64_t start_step = state_.step;
+    start_step_ = start_step;
+    updates_at_start_ = optimizer_.steps_taken();
     rates_.start = start;
     double last_loss = 0;
     const StopSignals signals;
@@ -366,14 +376,25 @@ class TrainingRun {
     if (a.finite && std::isfinite(step.grad_norm)) {
       optimizer_.step(step.lr, scale * clip);
       consecutive_skips_ = 0;
+      last_update_ = {state_.step + 1, step};
     } else {
       ++state_.skipped_steps;
       if (++consecutive_skips_ > c_.max_consecutive_skips)
-        throw std::runtime_error("stopping: " + std::to_string(consecutive_skips_) +
-                                 " consecutive steps had a non-finite loss or gradient");
+        throw std::runtime_error(
+            "[train] steps " + std::to_string(state_.step + 2 - consecutive_skips_) + " to " +
+            std::to_string(state_.step + 1) + " had a non-finite loss or gradient (" +
+            std::to_string(consecutive_skips_) +
+            " in a row, more than train.max_consecutive_skips " +
+            std::to_string(c_.max_consecutive_skips) + "): stopping; " + likely_cause());
       std::cerr << "step " << state_.step + 1 << ": non-finite loss or gradient, update skipped\n";
     }
     recipe_.trainable().zero_grad();
+    if (state_.step + 1 == total_ && optimizer_.steps_taken() == updates_at_start_)
+      throw std::runtime_error("[train] every step of this run (" +
+                               std::to_string(start_step_ + 1) + " to " + std::to_string(total_) +
+                               ") had a non-finite loss or gradient and was skipped: nothing was "
+                               "trained, and no checkpoint is written; " +
+                               likely_cause());
     ++state_.step;
     state_.updates = optimizer_.steps_taken();
     state_.tokens += a.tokens;
@@ -445,9 +466,35 @@ class TrainingRun {
     return sums;
   }
 
+  // Why the steps went non-finite, as far as the weights tell: the update that made them
+  // non-finite, else the last update made, else none.
+  std::string likely_cause() const {
+    if (last_update_.step == 0)
+      return "no step of this run updated the weights: the starting weights or the data give "
+             "non-finite values";
+    std::ostringstream update;
+    update << "step " << last_update_.step << " (learning rate " << last_update_.values.lr
+           << ", gradient norm " << last_update_.values.grad_norm << ")";
+    for (const auto& [name, master] : optimizer_.masters())
+      if (!all_finite(master))
+        return "the update of " + update.str() + " made " + name +
+               " non-finite: lower optimizer.lr";
+    return "the last update was " + update.str() +
+           ": if the losses before it were finite, lower optimizer.lr";
+  }
+
   // Rank 0 writes the checkpoint with every rank's recipe state; no rank goes on before it is
-  // complete (the gather of its directory's name waits for rank 0).
+  // complete (the gather of its directory's name waits for rank 0). Weights that are not finite
+  // are never saved: every rank holds the same masters and stops alike.
   void save() {
+    for (const auto& [name, master] : optimizer_.masters())
+      if (!all_finite(master))
+        throw std::runtime_error("[train] step " + std::to_string(state_.step) + ": " + name +
+                                 " holds non-finite values, so no checkpoint is written" +
+                                 (last_checkpoint_.empty()
+                                      ? ""
+                                      : " (the last one, " + last_checkpoint_ + ", is intact)") +
+                                 "; " + likely_cause());
     std::vector<json> recipe_by_rank;
     for (const std::string& text : comm_.all_gather(recipe_.checkpoint_metadata().dump()))
       recipe_by_rank.push_back(json::parse(text));
@@ -540,6 +587,11 @@ class TrainingRun {
   std::optional<ProgressLog> progress_;       // rank 0, once the run directory is written
   Rates rates_;
   int64_t consecutive_skips_ = 0;
+  int64_t start_step_ = 0, updates_at_start_ = 0;  // where this process began
+  struct {
+    int64_t step = 0;  // the step of the last update this process made (0: none)
+    Step values;
+  } last_update_;
 };
 
 // The device of this rank: CUDA device <local rank> when the run computes on CUDA.

@@ -51,6 +51,20 @@ std::pair<std::vector<double>, std::string> run_until_stopped(const TrainConfig&
   return {losses, ""};
 }
 
+// The gradient norm metrics.jsonl logged for `step`, as a message prints it.
+std::string gradient_norm_of_step(const std::string& run_dir, int64_t step) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line);
+    if (r.at("step") == step) {
+      std::ostringstream os;
+      os << r.at("grad_norm").get<double>();
+      return os.str();
+    }
+  }
+  return "(no record of step " + std::to_string(step) + ")";
+}
+
 const std::vector<std::string> kGuardOverrides = {
     "train.max_steps=20", "train.max_consecutive_skips=3", "checkpoint.every_steps=1",
     "checkpoint.keep_last=10", "log.every_steps=1"};
@@ -68,7 +82,12 @@ TEST(NonFiniteGuard, NonFiniteGradientsSkipUpdatesAndAreCounted) {
   const TrainConfig config = testing::tiny_config(
       dir, with(kGuardOverrides, {"optimizer.lr=1e30", "scheduler.warmup_steps=0"}));
   const auto [losses, message] = run_until_stopped(config);
-  EXPECT_EQ(message, "stopping: 4 consecutive steps had a non-finite loss or gradient");
+  EXPECT_EQ(message,
+            "[train] steps 2 to 5 had a non-finite loss or gradient (4 in a row, more than "
+            "train.max_consecutive_skips 3): stopping; the last update was step 1 (learning rate "
+            "1e+30, gradient norm " +
+                gradient_norm_of_step(config.run_dir, 1) +
+                "): if the losses before it were finite, lower optimizer.lr");
   EXPECT_EQ(losses.size(), 4u);  // the fifth step (fourth skip in a row) stopped the run
 
   // Skipped steps leave weights and moments alone, and are counted.
@@ -103,12 +122,56 @@ TEST(NonFiniteGuard, NonFiniteLossesStopTheRun) {
   const TrainConfig config = testing::tiny_config(
       dir, with(kGuardOverrides, {"model={path: " + (dir / "nan_model") + "}"}));
   const auto [losses, message] = run_until_stopped(config);
-  EXPECT_EQ(message, "stopping: 4 consecutive steps had a non-finite loss or gradient");
+  EXPECT_EQ(message,
+            "[train] steps 1 to 4 had a non-finite loss or gradient (4 in a row, more than "
+            "train.max_consecutive_skips 3): stopping; no step of this run updated the weights: "
+            "the starting weights or the data give non-finite values");
   ASSERT_EQ(losses.size(), 3u);
   for (double loss : losses) EXPECT_FALSE(std::isfinite(loss));
   const auto state = nlohmann::json::parse(
       read_text(config.run_dir + "/checkpoints/step_00000003/trainer_state.json"));
   EXPECT_EQ(state.at("skipped_steps").get<int64_t>(), 3);
+}
+
+// A run that ends with every step skipped fails, and writes no checkpoint.
+TEST(NonFiniteGuard, ARunWhoseEveryStepWasSkippedFails) {
+  TempDir dir;
+  Generator gen(1);
+  QwenForCausalLM model(QwenConfig::load(testing::source_path("train/configs/tiny_qwen3.json")),
+                        gen);
+  model.model.norm->weight.value().fill_(3e38);
+  save_qwen(model, dir / "nan_model");
+  const TrainConfig config =
+      testing::tiny_config(dir, {"train.max_steps=2", "model={path: " + (dir / "nan_model") + "}"});
+  EXPECT_EQ(train_error(config),
+            "[train] every step of this run (1 to 2) had a non-finite loss or gradient and was "
+            "skipped: nothing was trained, and no checkpoint is written; no step of this run "
+            "updated the weights: the starting weights or the data give non-finite values");
+  EXPECT_FALSE(fs::exists(config.run_dir + "/checkpoints/latest"));
+}
+
+// An update that overflows the weights (the learning rate times the step exceeds fp32's range)
+// stops the run at the next checkpoint, which is not written; the earlier one stays latest.
+TEST(NonFiniteGuard, NonFiniteWeightsAreNeverSaved) {
+  TempDir dir;
+  const TrainConfig first = testing::tiny_config(dir, {"train.max_steps=2"});
+  train_sft(first, false);
+  TrainConfig config = testing::tiny_config(
+      dir, {"train.max_steps=4", "checkpoint.every_steps=2", "optimizer.lr=1e39",
+            "scheduler.warmup_steps=0", "train.max_consecutive_skips=5"});
+  config.allow_config_change = true;
+  const std::string error = train_error(config, true);
+  EXPECT_TRUE(contains(error, "[train] step 4: "));
+  EXPECT_TRUE(contains(error,
+                       " holds non-finite values, so no checkpoint is written (the last "
+                       "one, " +
+                           config.run_dir +
+                           "/checkpoints/step_00000002, is intact); the "
+                           "update of step 3 (learning rate "))
+      << error;
+  EXPECT_TRUE(contains(error, " non-finite: lower optimizer.lr")) << error;
+  EXPECT_EQ(read_text(config.run_dir + "/checkpoints/latest"), "step_00000002\n");
+  EXPECT_FALSE(fs::exists(config.run_dir + "/checkpoints/step_00000004"));
 }
 
 TEST(BadInput, MissingModel) {

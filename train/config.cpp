@@ -264,15 +264,19 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
     if (d.lambda_base_start < 0 || d.lambda_base_start > 1)
       fail("draft.lambda_base_start must be in [0, 1] (the base loss's share at step 0), got " +
            written(root["draft"]["lambda_base_start"]));
-    if (d.lambda_base_decay_ratio < 0)
-      fail("draft.lambda_base_decay_ratio must be >= 0, got " +
-           written(root["draft"]["lambda_base_decay_ratio"]));
+    if (!(d.lambda_base_decay_ratio >= 0 && d.lambda_base_decay_ratio <= 1))
+      fail(
+          "draft.lambda_base_decay_ratio must be in [0, 1] (the share of the steps over which "
+          "lambda_base decays), got " +
+          written(root["draft"]["lambda_base_decay_ratio"]));
   }
   if (kind == RecipeKind::jetspec) {
     d.kd_temperature = get<double>(root, "draft", "kd_temperature", 1.0);
     d.kd_chunk_size = get<int64_t>(root, "draft", "kd_chunk_size", 0);
-    if (!(d.kd_temperature > 0))
-      fail("draft.kd_temperature must be positive, got " +
+    // Outside, the softened distributions collapse onto their argmax or flatten to uniform in
+    // fp32: the loss and its gradient vanish or overflow.
+    if (!(d.kd_temperature >= 0.01 && d.kd_temperature <= 100))
+      fail("draft.kd_temperature must be in [0.01, 100], got " +
            written(root["draft"]["kd_temperature"]));
     if (d.kd_chunk_size < 0) fail("draft.kd_chunk_size must be >= 0 (0: automatic)");
   }
@@ -283,7 +287,9 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
   if (o.block_size < 2) fail("draft.block_size must be >= 2, got " + std::to_string(o.block_size));
   if (d.num_anchors < 1) fail("draft.num_anchors must be >= 1");
   if (o.sliding_window < 0) fail("draft.sliding_window must be >= 0 (0: none)");
-  if (!(d.prefix_weight_base > 0)) fail("draft.prefix_weight_base must be positive");
+  if (!(d.prefix_weight_base > 0 && d.prefix_weight_base <= 100))
+    fail("draft.prefix_weight_base must be in (0, 100], got " +
+         written(root["draft"]["prefix_weight_base"]));
 }
 
 void parse_loss(YAML::Node& root, TrainConfig& c) {
@@ -397,6 +403,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     const std::string normalization =
         get<std::string>(root, "train", "loss_normalization", dflash ? "mean" : "tokens");
     c.max_consecutive_skips = get<int64_t>(root, "train", "max_consecutive_skips", 10);
+    if (c.max_consecutive_skips < 0)
+      fail("train.max_consecutive_skips must be >= 0, got " +
+           written(root["train"]["max_consecutive_skips"]));
     if (c.max_steps < 0 || c.num_epochs <= 0 || c.grad_accumulation_steps <= 0)
       fail("train.max_steps must be >= 0, train.num_epochs and train.grad_accumulation_steps > 0");
     if (!(c.max_grad_norm >= 0))
@@ -417,14 +426,20 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.optimizer.eps = get<double>(root, "optimizer", "eps", 1e-8);
     if (c.optimizer.lr <= 0)
       fail("optimizer.lr must be positive, got " + written(root["optimizer"]["lr"]));
-    if (c.optimizer.eps <= 0)
-      fail("optimizer.eps must be positive, got " + written(root["optimizer"]["eps"]));
+    if (!(c.optimizer.eps > 0 && c.optimizer.eps < 1))
+      fail("optimizer.eps must be in (0, 1), got " + written(root["optimizer"]["eps"]));
     for (double beta : betas)
       if (!(beta >= 0 && beta < 1))
         fail("optimizer.betas must both be in [0, 1), got " + written(root["optimizer"]["betas"]));
     if (!(c.optimizer.weight_decay >= 0))
       fail("optimizer.weight_decay must be >= 0, got " +
            written(root["optimizer"]["weight_decay"]));
+    // Decoupled decay multiplies the weights by 1 - lr * weight_decay at the peak.
+    if (c.optimizer.lr * c.optimizer.weight_decay >= 1)
+      fail("optimizer.weight_decay " + written(root["optimizer"]["weight_decay"]) +
+           " with optimizer.lr " + written(root["optimizer"]["lr"]) +
+           " would scale the weights by 1 - lr * weight_decay <= 0 at every step: their "
+           "product must be below 1");
 
     c.warmup_steps = get<int64_t>(root, "scheduler", "warmup_steps", -1);
     c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", dflash ? 0.05 : 0.0);

@@ -196,7 +196,9 @@ TEST(TrainConfig, NonFiniteAndOutOfRangeNumbersAreRefusedWithTheKeyAndValue) {
            {"train.max_grad_norm=.inf", "train.max_grad_norm must be a finite number, got .inf"},
            {"optimizer.betas=[0.9, .nan]",
             "optimizer.betas must be a finite number, got [0.9, .nan]"},
-           {"optimizer.eps=0", "optimizer.eps must be positive, got 0"},
+           {"optimizer.eps=0", "optimizer.eps must be in (0, 1), got 0"},
+           {"optimizer.eps=1e300", "optimizer.eps must be in (0, 1), got 1e300"},
+           {"train.max_consecutive_skips=-1", "train.max_consecutive_skips must be >= 0, got -1"},
            {"scheduler.warmup_ratio=-0.5", "scheduler.warmup_ratio must be in [0, 1], got -0.5"},
            {"scheduler.warmup_steps=-2", "scheduler.warmup_steps must be >= 0"},
            {"optimizer.lr=-1", "optimizer.lr must be positive, got -1"}})
@@ -266,6 +268,9 @@ TEST(TrainConfig, OutOfRangeValuesNameTheKeyAndTheValue) {
       {"optimizer.betas=[0.9, 1.0]", "optimizer.betas must both be in [0, 1), got [0.9, 1.0]"},
       {"optimizer.betas=[-0.1, 0.95]", "optimizer.betas must both be in [0, 1), got [-0.1, 0.95]"},
       {"optimizer.weight_decay=-0.01", "optimizer.weight_decay must be >= 0, got -0.01"},
+      {"optimizer.weight_decay=1e6",
+       "optimizer.weight_decay 1e6 with optimizer.lr 0.0001 would scale the weights by 1 - lr * "
+       "weight_decay <= 0 at every step: their product must be below 1"},
       {"train.max_grad_norm=-1", "train.max_grad_norm must be >= 0 (0: no clipping), got -1"},
       {"checkpoint.every_steps=-5",
        "checkpoint.every_steps must be >= 0 (0: only the final checkpoint), got -5"},

@@ -225,8 +225,14 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
                        "variable_prefix"));
   EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.loss_decay_gamma=3"}),
                        "draft.loss_decay_gamma does not apply to JetSpec"));
-  EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.kd_temperature=0"}),
-                       "draft.kd_temperature must be positive, got 0"));
+  for (const char* t : {"0", "1e-30", "1e20"})
+    EXPECT_TRUE(
+        contains(recipe_error(RecipeKind::jetspec, {std::string("draft.kd_temperature=") + t}),
+                 std::string("draft.kd_temperature must be in [0.01, 100], got ") + t))
+        << t;
+  EXPECT_TRUE(
+      contains(config_error({"draft.loss_type=variable_prefix", "draft.prefix_weight_base=1e300"}),
+               "draft.prefix_weight_base must be in (0, 100], got 1e300"));
   // Non-finite and out-of-range values name the key and the value as written.
   EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.kd_temperature=.inf"}),
                        "[config] draft.kd_temperature must be a finite number, got .inf"));
@@ -239,8 +245,13 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
                     "step 0), got ") +
             start))
         << start;
-  EXPECT_TRUE(contains(recipe_error(RecipeKind::domino, {"draft.lambda_base_decay_ratio=-0.5"}),
-                       "draft.lambda_base_decay_ratio must be >= 0, got -0.5"));
+  for (const char* ratio : {"-0.5", "1e300"})
+    EXPECT_TRUE(contains(
+        recipe_error(RecipeKind::domino, {std::string("draft.lambda_base_decay_ratio=") + ratio}),
+        std::string("draft.lambda_base_decay_ratio must be in [0, 1] (the share of the steps over "
+                    "which lambda_base decays), got ") +
+            ratio))
+        << ratio;
   // An empty list is refused, as a draft's config.json refuses it; absent means the default.
   EXPECT_TRUE(contains(config_error({"draft.target_layer_ids=[]"}),
                        "[config] draft.target_layer_ids is empty: list the target layers the draft "

@@ -87,17 +87,25 @@ int64_t checkpoint_step(const std::string& name) {
   return std::stoll(digits);
 }
 
-// Whether `dir` is a checkpoint sprig wrote: named step_<N> and holding a trainer_state.json of
-// step N. Only such directories are replaced or pruned: a user's step_00000002_backup,
-// step_00000003.bak or step_1x is never touched.
-bool is_sprig_checkpoint(const fs::path& dir) {
+// Why `dir`, named like a checkpoint, is not one sprig wrote ("" when it is): a checkpoint holds a
+// trainer_state.json of its directory's step. Only sprig's are replaced or pruned: a user's
+// step_00000002_backup, step_00000003.bak or step_1x is never touched.
+std::string not_sprigs_because(const fs::path& dir) {
   const int64_t step = checkpoint_step(dir.filename().string());
-  if (step < 0) return false;
-  std::ifstream in(dir / "trainer_state.json");
+  if (step < 0) return "it is not named step_<N>";
+  const fs::path file = dir / "trainer_state.json";
+  if (!fs::is_regular_file(file)) return "it has no trainer_state.json";
+  std::ifstream in(file);
   const json state = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return state.is_object() && state.contains("step") && state["step"].is_number_integer() &&
-         state["step"].get<int64_t>() == step;
+  if (!state.is_object() || !state.contains("step"))
+    return file.string() + " is not a trainer state with a step";
+  if (!state["step"].is_number_integer() || state["step"].get<int64_t>() != step)
+    return file.string() + " says step " + state["step"].dump() + ", its directory step " +
+           std::to_string(step);
+  return "";
 }
+
+bool is_sprig_checkpoint(const fs::path& dir) { return not_sprigs_because(dir).empty(); }
 
 }  // namespace
 
@@ -113,12 +121,11 @@ void CheckpointManager::check_checkpoints_are_sprigs() const {
   if (!fs::is_directory(root)) return;
   for (const auto& e : fs::directory_iterator(root)) {
     const std::string name = e.path().filename().string();
-    if (checkpoint_step(name) >= 0 && !is_sprig_checkpoint(e.path()))
+    if (checkpoint_step(name) < 0) continue;
+    if (const std::string why = not_sprigs_because(e.path()); !why.empty())
       throw std::runtime_error(
-          e.path().string() +
-          " is named like a checkpoint but sprig did not write it (no trainer_state.json of that "
-          "step): a checkpoint of that step would replace it; move it out of " +
-          root.string());
+          e.path().string() + " is named like a checkpoint but is not one sprig wrote (" + why +
+          "): a checkpoint of that step would replace it; move it out of " + root.string());
   }
 }
 

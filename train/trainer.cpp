@@ -5,11 +5,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -32,9 +34,11 @@ using json = nlohmann::json;
 namespace {
 
 // `recipe_by_rank`: each rank's recipe metadata; rank 0's is "recipe", and a run of several ranks
-// keeps them all under "recipe_by_rank".
-json state_json(const TrainerState& s, const std::vector<json>& recipe_by_rank) {
+// keeps them all under "recipe_by_rank". `total_steps`: the schedule's length when it saved.
+json state_json(const TrainerState& s, int64_t total_steps,
+                const std::vector<json>& recipe_by_rank) {
   json j = {{"step", s.step},
+            {"total_steps", total_steps},
             {"updates", s.updates},
             {"loader", {{"epoch", s.loader.epoch}, {"batch", s.loader.batch}}},
             {"rng", {{"seed", s.rng_seed}, {"offset", s.rng_offset}}},
@@ -49,24 +53,120 @@ json state_json(const TrainerState& s, const std::vector<json>& recipe_by_rank) 
   return j;
 }
 
+// A saved trainer state, every field checked: integers where counts are, none negative, the
+// counts consistent with the step. Throws std::runtime_error naming the field and its value.
 TrainerState state_of(const json& j) {
+  if (!j.is_object()) throw std::runtime_error("it is not a JSON object");
+  // The value at a dotted path ("loader.epoch"), or nullptr when absent.
+  const auto find = [&](const std::string& path) -> const json* {
+    const json* node = &j;
+    for (size_t start = 0; start <= path.size();) {
+      const size_t dot = std::min(path.find('.', start), path.size());
+      const std::string key = path.substr(start, dot - start);
+      if (!node->is_object() || !node->contains(key)) return nullptr;
+      node = &(*node)[key];
+      start = dot + 1;
+    }
+    return node;
+  };
+  const auto count = [&](const std::string& path, int64_t min,
+                         std::optional<int64_t> fallback = std::nullopt) -> int64_t {
+    const json* v = find(path);
+    if (v == nullptr) {
+      if (fallback) return *fallback;
+      throw std::runtime_error("it has no " + path);
+    }
+    if (!v->is_number_integer() || v->get<int64_t>() < min ||
+        (v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX))
+      throw std::runtime_error(path + " is " + v->dump() +
+                               ", not an integer >= " + std::to_string(min));
+    return v->get<int64_t>();
+  };
+  const auto unsigned_of = [&](const std::string& path) -> uint64_t {
+    const json* v = find(path);
+    if (v == nullptr) throw std::runtime_error("it has no " + path);
+    if (!v->is_number_unsigned())
+      throw std::runtime_error(path + " is " + v->dump() + ", not an integer in [0, 2^64)");
+    return v->get<uint64_t>();
+  };
   TrainerState s;
-  s.step = j.at("step").get<int64_t>();
-  // Checkpoints from before the count was saved: every step had updated.
-  s.updates = j.contains("updates") ? j.at("updates").get<int64_t>() : s.step;
-  s.loader.epoch = j.at("loader").at("epoch").get<int64_t>();
-  s.loader.batch = j.at("loader").at("batch").get<int64_t>();
-  s.rng_seed = j.at("rng").at("seed").get<uint64_t>();
-  s.rng_offset = j.at("rng").at("offset").get<uint64_t>();
-  s.skipped_steps = j.at("skipped_steps").get<int64_t>();
-  s.skipped_micro_batches = j.value("skipped_micro_batches", int64_t{0});
-  s.tokens = j.at("tokens").get<int64_t>();
-  if (j.contains("log_window")) {  // absent: saved where a window closed, or before it was kept
-    const json& w = j.at("log_window");
-    s.window = {w.at("steps").get<int64_t>(), w.at("loss").get<double>(),
-                w.at("sums").get<MetricSums>()};
+  s.step = count("step", 1);  // a checkpoint follows a step
+  // The schedule it was saved in reaches its step (absent: saved before it was kept).
+  if (const int64_t total = count("total_steps", 1, s.step); s.step > total)
+    throw std::runtime_error("step " + std::to_string(s.step) + " is past total_steps " +
+                             std::to_string(total) + ", the schedule it was saved in");
+  s.skipped_steps = count("skipped_steps", 0);
+  // Every step updated or was skipped (checkpoints from before the count: every step updated).
+  s.updates = count("updates", 0, s.step - s.skipped_steps);
+  if (s.updates + s.skipped_steps != s.step)
+    throw std::runtime_error("updates " + std::to_string(s.updates) + " and skipped_steps " +
+                             std::to_string(s.skipped_steps) + " do not add up to step " +
+                             std::to_string(s.step) + " (every step updates or is skipped)");
+  s.loader.epoch = count("loader.epoch", 0);
+  s.loader.batch = count("loader.batch", 0);
+  s.rng_seed = unsigned_of("rng.seed");
+  s.rng_offset = unsigned_of("rng.offset");
+  s.skipped_micro_batches = count("skipped_micro_batches", 0, 0);
+  s.tokens = count("tokens", 0);
+  if (find("log_window") != nullptr) {  // absent: saved where a window closed
+    s.window.steps = count("log_window.steps", 1);
+    if (s.window.steps > s.step)
+      throw std::runtime_error("log_window.steps " + std::to_string(s.window.steps) +
+                               " is more than step " + std::to_string(s.step));
+    // A window holding a skipped step sums a non-finite loss, which JSON writes as null.
+    const auto number = [&](const std::string& path, const json* v) {
+      if (v == nullptr || !(v->is_number() || v->is_null()))
+        throw std::runtime_error(path + " is " + (v ? v->dump() : "absent") + ", not a number");
+      return v->is_null() ? std::nan("") : v->get<double>();
+    };
+    s.window.loss = number("log_window.loss", find("log_window.loss"));
+    const json* sums = find("log_window.sums");
+    if (sums == nullptr || !sums->is_object())
+      throw std::runtime_error("log_window.sums is not an object of numbers");
+    for (const auto& [name, value] : sums->items())
+      s.window.sums[name] = number("log_window.sums." + name, &value);
   }
   return s;
+}
+
+// Refuses a checkpoint's master weights and moments unless each is the f32 tensor of its
+// parameter's shape (`masters`: this run's), finite, with no negative second moment: a moment
+// that is not would silently corrupt every later update.
+void check_optimizer_state(const LoadedCheckpoint& ck,
+                           const std::map<std::string, Tensor>& masters) {
+  const auto check = [&](const std::string& file, const std::string& name, const Shape& shape,
+                         bool non_negative) {
+    const std::string where = "[train] checkpoint " + ck.dir + ": " + file + ".safetensors: ";
+    const TensorMap& tensors = ck.payload.tensors.at(file);
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) throw std::runtime_error(where + "it has no tensor \"" + name + "\"");
+    const Tensor& t = it->second;
+    if (t.dtype() != DType::f32)
+      throw std::runtime_error(where + "\"" + name + "\" is " + dtype_name(t.dtype()) +
+                               ", not f32 (masters and moments are kept in f32)");
+    if (t.shape() != shape)
+      throw std::runtime_error(where + "\"" + name + "\" has shape " + shape_str(t.shape()) +
+                               ", its parameter " + shape_str(shape));
+    const Tensor values = t.to(Device::cpu()).contiguous();
+    const float* v = values.data<float>();
+    int64_t non_finite = 0, negative = 0;
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      non_finite += !std::isfinite(v[i]);
+      negative += v[i] < 0;
+    }
+    const std::string of = " of " + std::to_string(values.numel());
+    if (non_finite > 0)
+      throw std::runtime_error(where + "\"" + name + "\" holds " + std::to_string(non_finite) +
+                               " non-finite values (NaN or inf)" + of);
+    if (non_negative && negative > 0)
+      throw std::runtime_error(where + "\"" + name + "\" holds " + std::to_string(negative) +
+                               " negative values" + of + ": a second moment is never negative");
+  };
+  for (const auto& [name, master] : masters) {
+    check("model", name, master.shape(), false);
+    check("optimizer", name + ".exp_avg", master.shape(), false);
+    check("optimizer", name + ".exp_avg_sq", master.shape(), true);
+  }
 }
 
 // The outermost directory of `path` that does not exist yet (`path` itself when its parent
@@ -181,7 +281,8 @@ class TrainingRun {
       state_ = state_of(saved);
       if (!lead_) state_.window.sums.clear();  // rank 0 holds the sums of every rank
     } catch (const std::exception& e) {
-      throw std::runtime_error("checkpoint " + ck->dir + " is corrupt: " + e.what());
+      throw std::runtime_error("[train] checkpoint " + ck->dir +
+                               "/trainer_state.json: " + e.what());
     }
     // The loader order and each rank's random draws depend on the number of ranks.
     const int64_t world = saved.value("world_size", int64_t{1});
@@ -193,9 +294,15 @@ class TrainingRun {
     recipe_.restore(saved.contains("recipe_by_rank") ? saved["recipe_by_rank"].at(comm_.rank())
                                                      : saved.value("recipe", json()));
     check_config_changes(*ck);
+    check_optimizer_state(*ck, optimizer_.masters());
     optimizer_.load_state(ck->payload.tensors.at("model"), ck->payload.tensors.at("optimizer"),
                           state_.updates);
-    loader_.restore(state_.loader);
+    try {
+      loader_.restore(state_.loader);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("[train] checkpoint " + ck->dir +
+                               "/trainer_state.json: loader: " + e.what());
+    }
     last_checkpoint_ = ck->dir;
     saved_step_ = state_.step;
     if (lead_) std::cout << "resumed from " << ck->dir << " at step " << state_.step << "\n";
@@ -506,7 +613,7 @@ class TrainingRun {
       const CheckpointPayload payload{
           recipe_.checkpoint_config(),
           {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
-          state_json(saved, recipe_by_rank),
+          state_json(saved, total_, recipe_by_rank),
           c_.resolved_yaml,
           recipe_.companion_files_dir()};
       dir = checkpoints_.save(payload, state_.step);

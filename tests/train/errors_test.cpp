@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -80,7 +81,8 @@ TEST(NonFiniteGuard, NonFiniteGradientsSkipUpdatesAndAreCounted) {
   // An absurd learning rate: the first update blows the weights up; every later gradient is NaN
   // (the loss stays finite: the RMS norms rescale the huge activations).
   const TrainConfig config = testing::tiny_config(
-      dir, with(kGuardOverrides, {"optimizer.lr=1e30", "scheduler.warmup_steps=0"}));
+      dir, with(kGuardOverrides,
+                {"optimizer.lr=1e30", "optimizer.weight_decay=0", "scheduler.warmup_steps=0"}));
   const auto [losses, message] = run_until_stopped(config);
   EXPECT_EQ(message,
             "[train] steps 2 to 5 had a non-finite loss or gradient (4 in a row, more than "
@@ -156,9 +158,10 @@ TEST(NonFiniteGuard, NonFiniteWeightsAreNeverSaved) {
   TempDir dir;
   const TrainConfig first = testing::tiny_config(dir, {"train.max_steps=2"});
   train_sft(first, false);
-  TrainConfig config = testing::tiny_config(
-      dir, {"train.max_steps=4", "checkpoint.every_steps=2", "optimizer.lr=1e39",
-            "scheduler.warmup_steps=0", "train.max_consecutive_skips=5"});
+  TrainConfig config =
+      testing::tiny_config(dir, {"train.max_steps=4", "checkpoint.every_steps=2",
+                                 "optimizer.lr=1e39", "optimizer.weight_decay=0",
+                                 "scheduler.warmup_steps=0", "train.max_consecutive_skips=5"});
   config.allow_config_change = true;
   const std::string error = train_error(config, true);
   EXPECT_TRUE(contains(error, "[train] step 4: "));
@@ -244,6 +247,90 @@ TEST(BadInput, CorruptCheckpointOnResumeDamagesNothing) {
   EXPECT_EQ(snapshot(checkpoints), renamed);
 }
 
+// Resume trusts nothing it reads: a trainer state or an optimizer state edited by hand is refused
+// with the file and the field, before anything is trained or written.
+TEST(BadInput, ATamperedCheckpointIsRefusedNamingTheFileAndTheField) {
+  TempDir dir;
+  const std::string pristine = dir / "pristine";
+  train_sft(testing::tiny_config(dir, {"train.max_steps=2", "run_dir=" + pristine}), false);
+  const std::string run = dir / "run", ckpt = run + "/checkpoints/step_00000002";
+  // The error of resuming a fresh copy of the run after `edit`.
+  const auto resumed_after = [&](const std::function<void()>& edit) {
+    fs::remove_all(run);
+    fs::copy(pristine, run, fs::copy_options::recursive);
+    edit();
+    const auto before = snapshot(run);
+    const std::string error = train_error(testing::tiny_config(dir, {"train.max_steps=4"}), true);
+    EXPECT_EQ(snapshot(run), before) << error;
+    return error;
+  };
+  const auto state_edit = [&](const std::function<void(nlohmann::json&)>& change) {
+    return resumed_after([&] {
+      nlohmann::json state = nlohmann::json::parse(read_text(ckpt + "/trainer_state.json"));
+      change(state);
+      testing::write_text(ckpt + "/trainer_state.json", state.dump());
+    });
+  };
+  const std::string state_file = "[train] checkpoint " + ckpt + "/trainer_state.json: ";
+  EXPECT_EQ(state_edit([](auto& j) { j["updates"] = 1000000; }),
+            state_file +
+                "updates 1000000 and skipped_steps 0 do not add up to step 2 (every step updates "
+                "or is skipped)");
+  EXPECT_EQ(state_edit([](auto& j) { j["updates"] = "2"; }),
+            state_file + "updates is \"2\", not an integer >= 0");
+  EXPECT_EQ(state_edit([](auto& j) { j["tokens"] = -5; }),
+            state_file + "tokens is -5, not an integer >= 0");
+  EXPECT_EQ(state_edit([](auto& j) { j["total_steps"] = 1; }),
+            state_file + "step 2 is past total_steps 1, the schedule it was saved in");
+  EXPECT_EQ(state_edit([](auto& j) { j.erase("rng"); }), state_file + "it has no rng.seed");
+  EXPECT_TRUE(
+      contains(state_edit([](auto& j) { j["loader"]["batch"] = 99999; }), state_file + "loader: "));
+  // A step that is not its directory's.
+  EXPECT_EQ(state_edit([](auto& j) { j["step"] = -1; }),
+            ckpt + " is named like a checkpoint but is not one sprig wrote (" + ckpt +
+                "/trainer_state.json says step -1, its directory step 2): a checkpoint of that "
+                "step would replace it; move it out of " +
+                run + "/checkpoints");
+
+  // The masters and moments: f32, their parameter's shape, finite, no negative second moment.
+  const std::string name = "model.norm.weight";
+  const auto tensor_edit = [&](const std::string& file, const std::string& key,
+                               const std::function<Tensor(const Tensor&)>& change) {
+    return resumed_after([&] {
+      auto tensors = testing::read_tensors(ckpt + "/" + file);
+      std::vector<SafetensorsEntry> entries;
+      for (const auto& [n, t] : tensors) entries.push_back({n, n == key ? change(t) : t});
+      save_safetensors(ckpt + "/" + file, entries);
+    });
+  };
+  const auto with_first = [](float value) {
+    return [value](const Tensor& t) {
+      std::vector<float> v = t.to_vector<float>();
+      v[0] = value;
+      return Tensor::from_vector(v, t.shape());
+    };
+  };
+  const std::string n = std::to_string(
+      testing::read_tensors(pristine + "/checkpoints/step_00000002/model.safetensors")
+          .at(name)
+          .numel());
+  const std::string optimizer = "[train] checkpoint " + ckpt + ": optimizer.safetensors: \"";
+  EXPECT_EQ(tensor_edit("optimizer.safetensors", name + ".exp_avg_sq", with_first(-1.0f)),
+            optimizer + name + ".exp_avg_sq\" holds 1 negative values of " + n +
+                ": a second moment is never negative");
+  EXPECT_EQ(tensor_edit("optimizer.safetensors", name + ".exp_avg", with_first(NAN)),
+            optimizer + name + ".exp_avg\" holds 1 non-finite values (NaN or inf) of " + n);
+  EXPECT_EQ(tensor_edit("model.safetensors", name,
+                        [](const Tensor& t) { return t.to(Device::cpu(), DType::bf16); }),
+            "[train] checkpoint " + ckpt + ": model.safetensors: \"" + name +
+                "\" is bf16, not f32 (masters and moments are kept in f32)");
+  EXPECT_EQ(tensor_edit("optimizer.safetensors", name + ".exp_avg",
+                        [](const Tensor& t) {
+                          return t.reshape({1, t.numel()});
+                        }),
+            optimizer + name + ".exp_avg\" has shape [1, " + n + "], its parameter [" + n + "]");
+}
+
 TEST(BadInput, OnlyCheckpointsSprigWroteArePrunedOrReplaced) {
   TempDir dir;
   const std::vector<std::string> every_step = {"checkpoint.every_steps=1",
@@ -278,9 +365,9 @@ TEST(BadInput, OnlyCheckpointsSprigWroteArePrunedOrReplaced) {
   const auto all = snapshot(dir / "run");
   EXPECT_EQ(train_error(testing::tiny_config(dir, with({"train.max_steps=5"}, every_step)), true),
             checkpoints +
-                "/step_00000004 is named like a checkpoint but sprig did not write it (no "
-                "trainer_state.json of that step): a checkpoint of that step would replace it; "
-                "move it out of " +
+                "/step_00000004 is named like a checkpoint but is not one sprig wrote (it has no "
+                "trainer_state.json): a checkpoint of that step would replace it; move it out "
+                "of " +
                 checkpoints);
   EXPECT_EQ(snapshot(dir / "run"), all);
 }

@@ -105,12 +105,7 @@ class DraftRecipe : public Recipe {
             {"rng", {{"seed", gen_.seed()}, {"offset", gen_.offset()}}}};
   }
   void restore(const nlohmann::json& saved) override {
-    const DraftConfig& d = draft_->config();
-    const std::string recipe = saved.value("recipe", "dflash");  // older checkpoints: DFlash's
-    if (recipe != draft_kind_name(kind_))
-      throw std::invalid_argument("[train] the checkpoint was made by sprig train " + recipe +
-                                  ", not " + draft_kind_name(kind_) +
-                                  ": resume it with that recipe");
+    const DraftConfig& d = draft_->config();  // the trainer checked the recipe
     for (const auto& [key, now] :
          {std::pair<const char*, nlohmann::json>{"block_size", d.block_size},
           {"mask_token_id", d.mask_token_id},

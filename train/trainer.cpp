@@ -34,10 +34,12 @@ using json = nlohmann::json;
 namespace {
 
 // `recipe_by_rank`: each rank's recipe metadata; rank 0's is "recipe", and a run of several ranks
-// keeps them all under "recipe_by_rank". `total_steps`: the schedule's length when it saved.
-json state_json(const TrainerState& s, int64_t total_steps,
+// keeps them all under "recipe_by_rank". `recipe`: sprig train <recipe> saved it; `total_steps`:
+// the schedule's length when it saved.
+json state_json(const TrainerState& s, const std::string& recipe, int64_t total_steps,
                 const std::vector<json>& recipe_by_rank) {
-  json j = {{"step", s.step},
+  json j = {{"recipe_name", recipe},
+            {"step", s.step},
             {"total_steps", total_steps},
             {"updates", s.updates},
             {"loader", {{"epoch", s.loader.epoch}, {"batch", s.loader.batch}}},
@@ -51,6 +53,20 @@ json state_json(const TrainerState& s, int64_t total_steps,
   if (!recipe_by_rank[0].is_null()) j["recipe"] = recipe_by_rank[0];
   if (recipe_by_rank.size() > 1) j["recipe_by_rank"] = recipe_by_rank;
   return j;
+}
+
+// The recipe (sprig train <name>) that saved a trainer state: "recipe_name", else, in checkpoints
+// from before it was kept, the draft recipes' metadata (DFlash's, before it named itself), else
+// SFT's.
+std::string recipe_that_saved(const json& state) {
+  if (state.is_object() && state.contains("recipe_name") && state["recipe_name"].is_string())
+    return state["recipe_name"].get<std::string>();
+  if (state.is_object() && state.contains("recipe") && state["recipe"].is_object()) {
+    const json& r = state["recipe"];
+    return r.contains("recipe") && r["recipe"].is_string() ? r["recipe"].get<std::string>()
+                                                           : "dflash";
+  }
+  return "sft";
 }
 
 // A saved trainer state, every field checked: integers where counts are, none negative, the
@@ -277,6 +293,11 @@ class TrainingRun {
       return;
     }
     const json& saved = ck->payload.state;
+    // Another recipe's checkpoint holds other tensors and settings: said first, in those words.
+    if (const std::string made_by = recipe_that_saved(saved); made_by != recipe_name(c_.recipe))
+      throw std::invalid_argument("[train] checkpoint " + ck->dir + " was made by sprig train " +
+                                  made_by + ", not " + recipe_name(c_.recipe) +
+                                  ": resume it with sprig train " + made_by);
     try {
       state_ = state_of(saved);
       if (!lead_) state_.window.sums.clear();  // rank 0 holds the sums of every rank
@@ -613,7 +634,7 @@ class TrainingRun {
       const CheckpointPayload payload{
           recipe_.checkpoint_config(),
           {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
-          state_json(saved, total_, recipe_by_rank),
+          state_json(saved, recipe_name(c_.recipe), total_, recipe_by_rank),
           c_.resolved_yaml,
           recipe_.companion_files_dir()};
       dir = checkpoints_.save(payload, state_.step);

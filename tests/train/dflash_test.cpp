@@ -8,6 +8,7 @@
 
 #include "tests/train/train_test_util.h"
 #include "train/draft.h"
+#include "train/sft.h"
 
 namespace sprig {
 namespace {
@@ -167,9 +168,18 @@ TEST(DFlashResume, AnotherBlockLayoutIsRefused) {
   // Another recipe on the same run (a Domino draft has parameters a DFlash one does not).
   const std::string recipe = dflash_error(
       testing::tiny_dflash_config(dir, {"train.max_steps=4"}, RecipeKind::jetspec), true);
-  EXPECT_EQ(recipe,
-            "[train] the checkpoint was made by sprig train dflash, not jetspec: resume it with "
-            "that recipe");
+  EXPECT_EQ(recipe, "[train] checkpoint " + latest_checkpoint(dir / "run") +
+                        " was made by sprig train dflash, not jetspec: resume it with sprig train "
+                        "dflash");
+  // Nor an SFT recipe (whose config differs in every section) on a draft's run.
+  std::string sft;
+  try {
+    train_sft(testing::tiny_config(dir, {"train.max_steps=4"}), true);
+  } catch (const std::exception& e) {
+    sft = e.what();
+  }
+  EXPECT_EQ(sft, "[train] checkpoint " + latest_checkpoint(dir / "run") +
+                     " was made by sprig train dflash, not sft: resume it with sprig train dflash");
   EXPECT_EQ(read_text(latest_checkpoint(dir / "run") + "/trainer_state.json"), before);
 }
 

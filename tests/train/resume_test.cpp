@@ -8,6 +8,7 @@
 #include "tests/cli_run.h"
 #include "tests/train/train_test_util.h"
 #include "train/checkpoint.h"
+#include "train/draft.h"
 #include "train/sft.h"
 
 namespace sprig {
@@ -126,6 +127,21 @@ TEST(Resume, WithoutCheckpointsStartsFreshAndKeepsTheNewestK) {
 
 // A run directory, its checkpoints/ and checkpoints/latest all stand for the newest checkpoint,
 // wherever a model is read: a config's model.path too, recorded resolved.
+// An SFT run resumed by a draft recipe: refused in one sentence naming the recipe that made it,
+// before its config is compared section by section.
+TEST(Resume, AnotherRecipesRunIsRefusedNamingIt) {
+  TempDir dir;
+  train_sft(testing::tiny_config(dir, {"train.max_steps=2"}), false);
+  std::string error;
+  try {
+    train_draft(testing::tiny_dflash_config(dir, {"train.max_steps=4"}), true);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, "[train] checkpoint " + (dir / "run/checkpoints/step_00000002") +
+                       " was made by sprig train sft, not dflash: resume it with sprig train sft");
+}
+
 TEST(Resume, ARunStandsForItsLatestCheckpoint) {
   TempDir dir;
   const TrainConfig config =

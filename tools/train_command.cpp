@@ -78,6 +78,10 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
                                      o + " value)");
         o += "=" + extras[++i];
       }
+      // An empty value would read as YAML's null, silently the key's default ("null" says that).
+      if (o.find_first_not_of(" \t", o.find('=') + 1) == std::string::npos)
+        throw CLI::ValidationError("override --" + o + " has no value (--" +
+                                   o.substr(0, o.find('=')) + "=value; null for none)");
       overrides.push_back(o);
       resume_command += " " + shell_word("--" + o);
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -23,6 +24,19 @@ namespace {
 }
 
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+
+// The shortest text that reads back as `v` ("0.9", where YAML's own writer gives
+// "0.90000000000000002"), in fixed notation between 1e-4 and 1e16 ("0.0001") and scientific
+// outside ("1e-08"), as Python writes floats.
+std::string shortest(double v) {
+  char buf[64];
+  const double magnitude = std::abs(v);
+  const bool fixed = magnitude == 0 || (magnitude >= 1e-4 && magnitude < 1e16);
+  return std::string(buf,
+                     std::to_chars(buf, buf + sizeof buf, v,
+                                   fixed ? std::chars_format::fixed : std::chars_format::scientific)
+                         .ptr);
+}
 
 // A value as one line of YAML ("0.9", "[0.9, 1.5]", "{path: ckpt}").
 std::string written(const YAML::Node& n) {
@@ -95,7 +109,16 @@ T get(YAML::Node& root, const std::string& section, const char* key, T fallback)
   if (!section.empty() && !present(root[section])) root[section] = YAML::Node(YAML::NodeType::Map);
   YAML::Node sec = section.empty() ? root : root[section];
   if (!present(sec[key])) {
-    sec[key] = fallback;
+    if constexpr (std::is_same_v<T, double>) {
+      sec[key] = shortest(fallback);
+    } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+      YAML::Node list(YAML::NodeType::Sequence);
+      list.SetStyle(YAML::EmitterStyle::Flow);
+      for (double v : fallback) list.push_back(shortest(v));
+      sec[key] = list;
+    } else {
+      sec[key] = fallback;
+    }
     return fallback;
   }
   const std::string name = (section.empty() ? "" : section + ".") + key;
@@ -489,10 +512,28 @@ std::string with_override(const std::string& resolved_yaml, const std::string& o
 namespace {
 
 // Every leaf of a config as "a.b" -> its value in one line (a list is one leaf).
+// A value as it compares: numbers by value ("0.90000000000000002", "0.9" and "9e-1" alike),
+// lists element by element, anything else as written.
+std::string compared(const YAML::Node& node) {
+  if (node.IsSequence()) {
+    std::string out = "[";
+    for (const auto& item : node) out += (out.size() > 1 ? ", " : "") + compared(item);
+    return out + "]";
+  }
+  if (node.IsScalar()) {
+    const std::string& text = node.Scalar();
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size()) return shortest(v);
+  }
+  return written(node);
+}
+
+// Each leaf by its dotted key: the value as written, and as it compares.
 void flatten(const YAML::Node& node, const std::string& prefix,
-             std::map<std::string, std::string>& out) {
+             std::map<std::string, std::pair<std::string, std::string>>& out) {
   if (!node.IsMap()) {
-    out[prefix] = written(node);
+    out[prefix] = {written(node), compared(node)};
     return;
   }
   for (const auto& entry : node)
@@ -512,20 +553,20 @@ bool alters_run(const std::string& key) {
 }  // namespace
 
 std::vector<ConfigChange> config_changes(const std::string& before, const std::string& after) {
-  std::map<std::string, std::string> old_values, new_values;
+  std::map<std::string, std::pair<std::string, std::string>> old_values, new_values;
   flatten(YAML::Load(before), "", old_values);
   flatten(YAML::Load(after), "", new_values);
   std::map<std::string, ConfigChange> changes;
   for (const auto& [key, value] : old_values)
-    changes[key] = {key, value, "(absent)", alters_run(key)};
+    changes[key] = {key, value.first, "(absent)", alters_run(key)};
   for (const auto& [key, value] : new_values) {
     auto it = changes.find(key);
     if (it == changes.end())
-      changes[key] = {key, "(absent)", value, alters_run(key)};
-    else if (it->second.before == value)
+      changes[key] = {key, "(absent)", value.first, alters_run(key)};
+    else if (old_values.at(key).second == value.second)
       changes.erase(it);
     else
-      it->second.after = value;
+      it->second.after = value.first;
   }
   std::vector<ConfigChange> out;
   for (auto& [key, change] : changes) out.push_back(std::move(change));

@@ -126,12 +126,12 @@ void run_pack(const PackArgs& a) {
     throw std::invalid_argument("[data] --pad-id " + std::to_string(a.pad_id) +
                                 " is not a token id in [0, " + std::to_string(a.vocab_size) + ")");
   // A row is collated as six int64 [1, S] tensors and written as text about as large: refuse a
-  // seq_len whose rows cannot fit before reading anything.
-  const size_t row_bytes = static_cast<size_t>(a.seq_len) * 6 * sizeof(int64_t);
+  // seq_len whose rows cannot fit before reading anything (in long double, which no S overflows).
+  const long double row_bytes = 6.0L * sizeof(int64_t) * a.seq_len;
   const size_t available = cpu_memory_available();
   if (row_bytes > available / 4)
     throw std::runtime_error("[data] --seq-len " + std::to_string(a.seq_len) + " needs about " +
-                             std::to_string(row_bytes >> 20) +
+                             std::to_string(static_cast<uint64_t>(row_bytes / (1 << 20))) +
                              " MiB per row, over a quarter of the " +
                              std::to_string(available >> 20) + " MiB of memory available");
   const PackOptions pack{packing_from_name(a.mode), a.seq_len, a.drop_long_samples, a.max_packs};
@@ -206,7 +206,7 @@ void run_dump(const DumpArgs& a) {
 
 struct TokenizeArgs {
   std::string tokenizer, input, out, format = "auto";
-  int64_t threads = 0;
+  int threads = 0;
   bool skip_bad_records = false, overwrite = false;
 };
 
@@ -231,8 +231,7 @@ void run_tokenize(const TokenizeArgs& a) {
            " records/s";
   };
   ProgressLine progress;
-  const TokenizeJob job{&tokenizer, chat ? &*chat : nullptr, format, static_cast<int>(a.threads),
-                        a.skip_bad_records};
+  const TokenizeJob job{&tokenizer, chat ? &*chat : nullptr, format, a.threads, a.skip_bad_records};
   const TokenizeCounts counts = tokenize_jsonl(
       a.input, job, bad, [&](const std::string& line) { out.write_line(line); },
       [&](const TokenizeCounts& c) {
@@ -264,7 +263,9 @@ void add_data_command(CLI::App& app) {
           "{\"input_ids\", \"labels\"} pre-shifted), or a token shard with --format shards")
       ->required()
       ->check(CLI::ExistingFile);
-  pack->add_option("--seq-len", pack_args->seq_len, "row length S")->required()->check(kPositive);
+  add_int_option(pack, "--seq-len", pack_args->seq_len, "row length S")
+      ->required()
+      ->check(kPositive);
   pack->add_option("--mode", pack_args->mode,
                    "dflash: in order, pad folded into the last document (docs/semantics.md "
                    "§4.5); padded: one document per row, as dflash lays it out; sft: in order, "
@@ -272,17 +273,18 @@ void add_data_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"dflash", "padded", "sft", "bfd"}));
   pack->add_option("--out", pack_args->out, "output JSONL, one packed row per line")->required();
-  pack->add_option("--pad-id", pack_args->pad_id, "token id of padding")
+  add_int_option(pack, "--pad-id", pack_args->pad_id, "token id of padding")
       ->check(CLI::Range(0, std::numeric_limits<int32_t>::max()))
       ->capture_default_str();
   pack->add_option("--format", pack_args->format, "documents or shards")
       ->check(CLI::IsMember({"documents", "shards"}))
       ->capture_default_str();
-  pack->add_option("--eot-id", pack_args->eot_id, "end-of-text id between shard documents");
-  pack->add_option("--vocab-size", pack_args->vocab_size, "reject ids outside [0, V) (0: no check)")
+  add_int_option(pack, "--eot-id", pack_args->eot_id, "end-of-text id between shard documents");
+  add_int_option(pack, "--vocab-size", pack_args->vocab_size,
+                 "reject ids outside [0, V) (0: no check)")
       ->check(kNonNegative)
       ->capture_default_str();
-  pack->add_option("--max-packs", pack_args->max_packs, "keep only the first N rows (0: all)")
+  add_int_option(pack, "--max-packs", pack_args->max_packs, "keep only the first N rows (0: all)")
       ->check(kNonNegative)
       ->capture_default_str();
   pack->add_option("--drop-long-samples", pack_args->drop_long_samples,
@@ -303,7 +305,8 @@ void add_data_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   fold->add_option("--out", fold_args->out, "output JSONL, one folded group per line")->required();
-  fold->add_option("--vocab-size", fold_args->vocab_size, "reject ids outside [0, V) (0: no check)")
+  add_int_option(fold, "--vocab-size", fold_args->vocab_size,
+                 "reject ids outside [0, V) (0: no check)")
       ->check(kNonNegative)
       ->capture_default_str();
   fold->add_flag("--skip-bad-records", fold_args->skip_bad_records,
@@ -319,17 +322,17 @@ void add_data_command(CLI::App& app) {
   dump->add_option("-c,--config", dump_args->config, "training config YAML (reads seed and data:)")
       ->required()
       ->check(CLI::ExistingFile);
-  dump->add_option("--batches", dump_args->batches, "number of batches")
+  add_int_option(dump, "--batches", dump_args->batches, "number of batches")
       ->check(kPositive)
       ->capture_default_str();
   dump->add_option("--out", dump_args->out, "output JSONL, one batch per line")->required();
   dump->add_option("--split", dump_args->split, "train or val (val is never shuffled)")
       ->check(CLI::IsMember({"train", "val"}))
       ->capture_default_str();
-  dump->add_option("--rank", dump_args->rank, "data-parallel rank, in [0, world)")
+  add_int_option(dump, "--rank", dump_args->rank, "data-parallel rank, in [0, world)")
       ->check(kNonNegative)
       ->capture_default_str();
-  dump->add_option("--world", dump_args->world, "data-parallel world size")
+  add_int_option(dump, "--world", dump_args->world, "data-parallel world size")
       ->check(kPositive)
       ->capture_default_str();
   add_overwrite_flag(dump, dump_args->overwrite);
@@ -356,7 +359,8 @@ void add_data_command(CLI::App& app) {
                    "auto: each record by its key; text or chat: every record must be of that kind")
       ->check(CLI::IsMember({"auto", "text", "chat"}))
       ->capture_default_str();
-  tokenize->add_option("--threads", tokenize_args->threads, "encoding threads (0: one per core)")
+  add_int_option(tokenize, "--threads", tokenize_args->threads,
+                 "encoding threads (0: one per core)")
       ->check(kNonNegative)
       ->capture_default_str();
   tokenize->add_flag("--skip-bad-records", tokenize_args->skip_bad_records,

@@ -250,7 +250,7 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   cmd->add_flag("--grads", o->grads,
                 "Also i.grad.<param>: the gradient of record i's loss for every draft "
                 "parameter (f32, serving-layout names)");
-  cmd->add_option("--seed", o->seed, "Seed of the sampled anchors and prefix lengths")
+  add_int_option(cmd, "--seed", o->seed, "Seed of the sampled anchors and prefix lengths")
       ->capture_default_str();
   if (kind == DraftKind::dflash) {
     cmd->add_option("--loss-type", o->loss_type, "dflash or variable_prefix")
@@ -275,7 +275,7 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
                     "Temperature T of the forward KL (the loss is T^2 KL)")
         ->check(kPositive)
         ->capture_default_str();
-  cmd->add_option("--num-anchors", o->num_anchors, "Blocks sampled per record at most")
+  add_int_option(cmd, "--num-anchors", o->num_anchors, "Blocks sampled per record at most")
       ->check(kPositive)
       ->capture_default_str();
   add_strict_positions_flag(cmd, o->strict_positions);

@@ -369,19 +369,21 @@ void add_model_commands(CLI::App& app) {
       ->excludes(ids_option);
   generate->add_option("--tokenizer", tokenizer_dir,
                        "Directory with tokenizer.json for --prompt (default: --model's own)");
-  generate->add_option("--max-new-tokens", max_new_tokens, "Tokens to generate")
+  add_int_option(generate, "--max-new-tokens", max_new_tokens, "Tokens to generate")
       ->check(kPositive)
       ->capture_default_str();
-  generate->add_option("--stop-id", stop_id, "Stop after generating this id (a vocabulary id)")
+  add_int_option(generate, "--stop-id", stop_id, "Stop after generating this id (a vocabulary id)")
       ->check(kNonNegative);
   add_strict_positions_flag(generate, strict_positions);
   add_placement_options(generate, placement);
   // The positions rule and the KV cache's memory, checked before the first token.
   static const auto check_room = [](const QwenForCausalLM& model, size_t prompt_tokens) {
-    const int64_t end = static_cast<int64_t>(prompt_tokens) + max_new_tokens;
+    const std::string what = "decoding a " + std::to_string(prompt_tokens) +
+                             "-token prompt with --max-new-tokens " +
+                             std::to_string(max_new_tokens);
+    const int64_t end = decoding_end(prompt_tokens, max_new_tokens, "[generate] " + what);
     PositionLimit(model.config().max_position_embeddings, strict_positions, "generate")
-        .check(end, "decoding a " + std::to_string(prompt_tokens) +
-                        "-token prompt with --max-new-tokens " + std::to_string(max_new_tokens));
+        .check(end, what);
     check_kv_cache_fits(model.config(), end, model.head_weight().dtype(),
                         model.head_weight().device(), "generate");
   };

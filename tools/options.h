@@ -1,18 +1,47 @@
-// Option helpers shared by the subcommands: readable checks for numeric options, model paths that
-// follow a run's latest checkpoint, --device and --dtype, the --overwrite flag of every command
-// that writes and the --strict-positions flag of every command that runs a model.
+// Option helpers shared by the subcommands: the one rule integer options are read by, readable
+// checks for numeric options, model paths that follow a run's latest checkpoint, --device and
+// --dtype, the --overwrite flag of every command that writes, the --strict-positions flag of every
+// command that runs a model and the end of decoding with --max-new-tokens.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "train/checkpoint.h"
 
 namespace sprig::tools {
 
+// An integer option, declared through this so that every one is read by one rule: base 10, the
+// whole string, no '+' and no leading zero, within T's range ("--seed: must be an integer in [0,
+// 18446744073709551615], got -1"). CLI11's own conversion (strtoll in base 0) reads 010 as octal
+// 8, takes 0x3 and saturates values past the range; it only ever sees values this rule passed.
+template <class T>
+CLI::Option* add_int_option(CLI::App* cmd, const std::string& name, T& value,
+                            const std::string& help) {
+  static_assert(std::is_integral_v<T>);
+  return cmd->add_option(name, value, help)->check([](const std::string& text) -> std::string {
+    const size_t digits = text.rfind('-', 0) == 0 ? 1 : 0;  // where the digits start
+    if (text.size() == digits ||
+        text.find_first_not_of("0123456789", digits) != std::string::npos ||
+        (text[digits] == '0' && text.size() > 1))
+      return "must be a base-10 integer (no leading zero or '+'), got " + text;
+    T parsed{};
+    if (std::from_chars(text.data(), text.data() + text.size(), parsed).ec == std::errc())
+      return "";
+    return "must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+           std::to_string(std::numeric_limits<T>::max()) + "], got " + text;
+  });
+}
+
 // A number option's check: "--tile: must be a positive number, got 0" instead of CLI11's range
-// with 300 digits. Every numeric option goes through one of these: nan and inf are refused by all.
+// with 300 digits. Every numeric option goes through one of these (an integer option after the
+// rule above): nan and inf are refused by all.
 inline CLI::Validator number_check(bool (*ok)(double), const std::string& requirement,
                                    const std::string& name) {
   return CLI::Validator(
@@ -75,6 +104,18 @@ inline CLI::Option* add_strict_positions_flag(CLI::App* cmd, bool& strict) {
   return cmd->add_flag("--strict-positions", strict,
                        "refuse an input that reaches past the model's max_position_embeddings "
                        "(default: compute it, as transformers does, with one warning)");
+}
+
+// One past the last position of decoding a `prompt_tokens`-token prompt with --max-new-tokens
+// `max_new_tokens` (positive). A count past int64 is refused with its true value, `what` naming
+// the decoding ("[generate] decoding a 3-token prompt with --max-new-tokens 9223372036854775807").
+inline int64_t decoding_end(size_t prompt_tokens, int64_t max_new_tokens, const std::string& what) {
+  const uint64_t end = prompt_tokens + static_cast<uint64_t>(max_new_tokens);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (end > static_cast<uint64_t>(kMax))
+    throw std::runtime_error(what + " makes " + std::to_string(end) +
+                             " tokens, past the largest int64 " + std::to_string(kMax));
+  return static_cast<int64_t>(end);
 }
 
 }  // namespace sprig::tools

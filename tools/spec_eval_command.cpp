@@ -64,10 +64,12 @@ void run_spec_eval(const SpecEvalOptions& o) {
                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
       prompt.push_back(id);
     }
-    const int64_t end = static_cast<int64_t>(prompt.size()) + o.settings.max_new_tokens;
-    positions.check(end, where + ": decoding a " + std::to_string(prompt.size()) +
+    const std::string what = where + ": decoding a " + std::to_string(prompt.size()) +
                              "-token prompt with --max-new-tokens " +
-                             std::to_string(o.settings.max_new_tokens));
+                             std::to_string(o.settings.max_new_tokens);
+    const int64_t end =
+        decoding_end(prompt.size(), o.settings.max_new_tokens, "[spec-eval] " + what);
+    positions.check(end, what);
     longest = std::max(longest, end);
   });
   if (prompts.empty()) throw std::runtime_error(o.input + ": no records");
@@ -106,20 +108,22 @@ void add_spec_eval_command(CLI::App& app) {
       ->required();
   cmd->add_option("--input", o->input, "JSONL, one prompt per line: {\"prompt_ids\": [...]}")
       ->required();
-  cmd->add_option("--max-new-tokens", o->settings.max_new_tokens, "New tokens per prompt at most")
+  add_int_option(cmd, "--max-new-tokens", o->settings.max_new_tokens,
+                 "New tokens per prompt at most")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--block-size", o->settings.block_size,
-                  "Slots per draft block, from 2 to the draft's block size (0: the draft's)")
+  add_int_option(cmd, "--block-size", o->settings.block_size,
+                 "Slots per draft block, from 2 to the draft's block size (0: the draft's)")
       ->check(kNonNegative)
       ->capture_default_str();
-  cmd->add_option("--stop-id", o->settings.stop_id, "Stop a prompt after this id (a vocabulary id)")
+  add_int_option(cmd, "--stop-id", o->settings.stop_id,
+                 "Stop a prompt after this id (a vocabulary id)")
       ->check(kNonNegative);
-  cmd->add_option("--num-anchors", o->settings.num_anchors,
-                  "Blocks sampled per prompt for the teacher-forced accept_len at most")
+  add_int_option(cmd, "--num-anchors", o->settings.num_anchors,
+                 "Blocks sampled per prompt for the teacher-forced accept_len at most")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--seed", o->settings.seed, "Seed of those anchors")->capture_default_str();
+  add_int_option(cmd, "--seed", o->settings.seed, "Seed of those anchors")->capture_default_str();
   add_strict_positions_flag(cmd, o->strict_positions);
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);

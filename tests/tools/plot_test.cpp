@@ -194,6 +194,9 @@ TEST(Plot, BadMetricsAreErrors) {
   EXPECT_TRUE(contains(error(), "metrics.jsonl:2: not a metrics record"));
   testing::write_text(dir / "metrics.jsonl", "{\"step\": \"1\", \"loss\": 2}\n");
   EXPECT_TRUE(contains(error(), "metrics.jsonl:1: not a metrics record"));
+  // A value is a number, or null for none: anything else is not drawn as missing.
+  testing::write_text(dir / "metrics.jsonl", "{\"step\": 1, \"accept_len\": [2]}\n");
+  EXPECT_EQ(error(), dir / "metrics.jsonl:1: \"accept_len\" must be a number, got [2]");
   // Two records of one step: which to draw is not known.
   testing::write_text(dir / "metrics.jsonl",
                       "{\"step\": 2, \"loss\": 2}\n{\"step\": 1, \"loss\": 3}\n{\"step\": 2, "

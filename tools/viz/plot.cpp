@@ -56,7 +56,10 @@ Metrics read_metrics(const std::string& run_dir) {
                        rec.at("step").dump(),
                        {}});
     for (const auto& [key, value] : rec.items()) {
-      if (!value.is_number() || kNotRecipe.count(key)) continue;
+      if (!value.is_number() && !value.is_null())
+        throw std::runtime_error(path + ":" + std::to_string(line_number) + ": \"" + key +
+                                 "\" must be a number, got " + value.dump());
+      if (value.is_null() || kNotRecipe.count(key)) continue;
       records.back().recipe[key] = value.get<double>();
       if (std::find(recipe_names.begin(), recipe_names.end(), key) == recipe_names.end())
         recipe_names.push_back(key);

@@ -21,7 +21,8 @@ struct Metrics {
 };
 
 // Reads <run_dir>/metrics.jsonl, its records sorted by step. Throws std::runtime_error when it is
-// missing, has a malformed line or two records of one step (file:line), or holds no record.
+// missing, has a malformed line, a value neither a number nor null, or two records of one step
+// (file:line), or holds no record.
 Metrics read_metrics(const std::string& run_dir);
 
 // An RGB picture, row-major, 3 bytes per pixel.

@@ -29,6 +29,7 @@
 #include "attention/mask_io.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/random.h"
+#include "tools/bench/memory_check.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "tools/options.h"
@@ -141,6 +142,30 @@ std::vector<AttentionBackend> case_backends(const AttentionOptions& o, const Cas
   return out;
 }
 
+// Refuses a case whose tensors cannot fit: q, dout, the output and its gradient, and the timed
+// forward's output (5 x B x Tq x H x D), k, v and their gradients (4 x B x Tk x KV x D), two f32
+// log-sum-exps (B x H x Tq), and the 64 x 64 tiles the mask's rectangles cover (about half of a
+// causal one's), each an entry of three int32 in the tile map's query and key lists.
+void check_case_fits(const Case& c, const AttentionOptions& o, Device device, DType dtype) {
+  const Mask mask = parse_mask_spec(c.spec.dump());
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  double tiles = 0;
+  for (const Rect& r : mask.rects)
+    tiles += (r.kind == RectKind::causal ? 0.5 : 1.0) * std::ceil(d(r.q1 - r.q0) / 64) *
+             std::ceil(d(r.k1 - r.k0) / 64);
+  const double q = d(c.batch) * d(mask.q_len) * d(o.heads) * d(o.head_dim),
+               k = d(c.batch) * d(mask.k_len) * d(o.kv_heads) * d(o.head_dim);
+  const double bytes = static_cast<double>(dtype_size(dtype)) * (5 * q + 4 * k) +
+                       8 * d(c.batch) * d(o.heads) * d(mask.q_len) + 24 * tiles;
+  bench::check_fits("bench attention",
+                    "the " + c.name + " case (B x Tq x Tk = " + std::to_string(c.batch) + " x " +
+                        std::to_string(mask.q_len) + " x " + std::to_string(mask.k_len) +
+                        ", --heads " + std::to_string(o.heads) + " --kv-heads " +
+                        std::to_string(o.kv_heads) + " --head-dim " + std::to_string(o.head_dim) +
+                        ")",
+                    bytes, device);
+}
+
 struct Result {
   int64_t q_len, k_len, allowed;
   double tile_efficiency, fwd_s, bwd_s, fwd_flops;
@@ -180,11 +205,20 @@ Result run_case(const Case& c, const AttentionOptions& o, Device device, DType d
 void run_bench_attention(AttentionOptions o) {
   const Device device = resolve_device(o.device);
   const bool cuda = device.is_cuda();
+  if (!cuda && o.backend == "cudnn")
+    throw CLI::ValidationError("--backend cudnn applies to CUDA devices; on " + device.str() +
+                               " only sprig's kernels run");
+  if (o.seq > 0 && (o.mask == "prefix_tree" || o.mask == "dflash"))
+    throw CLI::ValidationError("--seq " + std::to_string(o.seq) +
+                               " applies to the causal and documents masks, not --mask " + o.mask);
   const DType dtype = cuda ? DType::bf16 : DType::f32;
-  if (o.heads <= 0) o.heads = cuda ? 16 : 4;
-  if (o.kv_heads <= 0) o.kv_heads = o.heads;
-  if (o.head_dim <= 0) o.head_dim = cuda ? 128 : 64;
-  if (o.reps <= 0) o.reps = cuda ? 20 : 5;
+  // Options left out (0) take the device's defaults; given ones are positive (kPositive).
+  if (o.heads == 0) o.heads = cuda ? 16 : 4;
+  if (o.kv_heads == 0) o.kv_heads = o.heads;
+  if (o.head_dim == 0) o.head_dim = cuda ? 128 : 64;
+  if (o.reps == 0) o.reps = cuda ? 20 : 5;
+  const std::vector<Case> cases = make_cases(o, cuda);
+  for (const Case& c : cases) check_case_fits(c, o, device, dtype);
   // FLOP/s units: TFLOP/s on CUDA, GFLOP/s on CPU (the JSON rows always carry TFLOP/s).
   const double unit = cuda ? 1e12 : 1e9;
   if (!o.json)
@@ -197,7 +231,7 @@ void run_bench_attention(AttentionOptions o) {
         cuda ? "TFLOP/s" : "GFLOP/s", "mask", "backend", "B x Tq x Tk", "allowed", "tile eff",
         "fwd ms", "bwd ms", "fwd", "bwd", "fwd+bwd");
   Generator gen(1);
-  for (const Case& c : make_cases(o, cuda))
+  for (const Case& c : cases)
     for (AttentionBackend backend : case_backends(o, c, cuda)) {
       set_attention_backend(backend);
       const Result r = run_case(c, o, device, dtype, gen);
@@ -246,25 +280,26 @@ void add_bench_attention_command(CLI::App& bench) {
   add_device_option(cmd, o->device);
   cmd->add_option("--backend", o->backend,
                   "CUDA kernels to time: sprig, cudnn (the masks cuDNN expresses) or both; the CPU "
-                  "runs sprig's")
+                  "runs sprig's (and refuses cudnn)")
       ->check(CLI::IsMember({"sprig", "cudnn", "both"}))
       ->capture_default_str();
   cmd->add_option("--mask", o->mask, "causal, documents, prefix_tree, dflash or all")
       ->check(CLI::IsMember({"causal", "documents", "prefix_tree", "dflash", "all"}))
       ->capture_default_str();
-  cmd->add_option("--seq", o->seq,
-                  "tokens of the causal and documents masks (default: 1024 on CPU; 4096 and "
-                  "16384 causal, 16384 documents on CUDA)")
+  add_int_option(cmd, "--seq", o->seq,
+                 "tokens of the causal and documents masks (default: 1024 on CPU; 4096 and "
+                 "16384 causal, 16384 documents on CUDA)")
       ->check(kPositive);
-  cmd->add_option("--heads", o->heads, "query heads (default: 4 CPU, 16 CUDA)")->check(kPositive);
-  cmd->add_option("--kv-heads", o->kv_heads, "key/value heads (default: --heads)")
+  add_int_option(cmd, "--heads", o->heads, "query heads (default: 4 CPU, 16 CUDA)")
       ->check(kPositive);
-  cmd->add_option("--head-dim", o->head_dim, "head dim D (default: 64 CPU, 128 CUDA)")
+  add_int_option(cmd, "--kv-heads", o->kv_heads, "key/value heads (default: --heads)")
       ->check(kPositive);
-  cmd->add_option("--batch", o->batch,
-                  "batch rows per mask (default: 1; causal on CUDA fills B*T = 16384)")
+  add_int_option(cmd, "--head-dim", o->head_dim, "head dim D (default: 64 CPU, 128 CUDA)")
       ->check(kPositive);
-  cmd->add_option("--reps", o->reps, "timed runs after warm-up (default: 5 CPU, 20 CUDA)")
+  add_int_option(cmd, "--batch", o->batch,
+                 "batch rows per mask (default: 1; causal on CUDA fills B*T = 16384)")
+      ->check(kPositive);
+  add_int_option(cmd, "--reps", o->reps, "timed runs after warm-up (default: 5 CPU, 20 CUDA)")
       ->check(kPositive);
   cmd->add_flag("--json", o->json, "one JSON object per mask (with its spec) instead of a table");
   cmd->callback([o] { run_bench_attention(*o); });

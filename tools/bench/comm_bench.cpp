@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "train/communicator.h"
 
 namespace sprig::tools {
@@ -90,11 +91,11 @@ void add_bench_comm_command(CLI::App& bench) {
       "comm",
       "All-reduce bus bandwidth of sprig's communicator against MPI's own call on the same "
       "buffer; run it under mpirun (mpirun -np 2 sprig bench comm)");
-  cmd->add_option("--max-mib", o->max_mib, "largest buffer, MiB (sizes 1, 4, 16, ...)")
+  add_int_option(cmd, "--max-mib", o->max_mib, "largest buffer, MiB (sizes 1, 4, 16, ...)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--repeats", o->repeats, "timed calls per size")
-      ->check(CLI::PositiveNumber)
+  add_int_option(cmd, "--repeats", o->repeats, "timed calls per size")
+      ->check(kPositive)
       ->capture_default_str();
   cmd->callback([o] { run_comm_bench(*o); });
 }

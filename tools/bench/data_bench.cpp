@@ -20,6 +20,7 @@
 #include "data/packing.h"
 #include "data/prefix_tree.h"
 #include "tensor/random.h"
+#include "tools/bench/memory_check.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 
@@ -92,6 +93,8 @@ PackPlan pack_all(const Corpus& corpus, const PackOptions& options, int64_t batc
   return plan;
 }
 
+constexpr int64_t kQuickTokens = 1 << 20;
+
 struct BenchOptions {
   int64_t tokens = 8 << 20;
   int64_t seq_len = 4096;
@@ -99,10 +102,26 @@ struct BenchOptions {
   bool quick = false;
 };
 
+// The bytes the run holds at once: 28 per token (the two corpora's ids and labels or masks, 8
+// each; the rollout groups' ids, 4, and their folded documents' ids and labels, 8), and for a
+// batch of B x S tokens memcpy's source (at least 64 MiB) and destination, 8 bytes per token
+// each, and the collated batch, 6 int64 tensors.
+double data_bench_bytes(int64_t tokens, const BenchOptions& o) {
+  const double batch = static_cast<double>(o.batch_rows) * static_cast<double>(o.seq_len);
+  return 28 * static_cast<double>(tokens) + std::max(64.0 * (1 << 20), 8 * batch) + 8 * batch +
+         48 * batch;
+}
+
 void run_data_bench(const BenchOptions& o, std::ostream& os) {
+  const int64_t tokens = o.quick ? kQuickTokens : o.tokens;
+  const std::string size = o.quick ? "--quick (" + std::to_string(tokens) + " tokens)"
+                                   : "--tokens " + std::to_string(tokens);
+  bench::check_fits(
+      "bench data",
+      size + " --seq-len " + std::to_string(o.seq_len) + " --batch " + std::to_string(o.batch_rows),
+      data_bench_bytes(tokens, o), Device::cpu());
   omp_set_num_threads(1);  // one core, as the target says
   const double min_seconds = o.quick ? 0.05 : 0.5;
-  const int64_t tokens = o.quick ? std::min<int64_t>(o.tokens, 1 << 20) : o.tokens;
 
   // The floor: memcpy of the bytes a packer must at least read per token (an int32 id and an
   // int32 label or mask), from a large source into a reused batch-sized destination.
@@ -182,15 +201,24 @@ void add_bench_data_command(CLI::App& bench) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "data", "Packing and folding throughput on one thread beside memcpy, and padding fractions");
-  cmd->add_option("--tokens", o->tokens, "tokens of synthetic documents per packer")
+  add_int_option(cmd, "--tokens", o->tokens, "tokens of synthetic documents per packer")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--seq-len", o->seq_len, "row length S")->check(kPositive)->capture_default_str();
-  cmd->add_option("--batch", o->batch_rows, "rows per collated batch")
+  add_int_option(cmd, "--seq-len", o->seq_len, "row length S")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_flag("--quick", o->quick, "at most 1M tokens and short timings (a smoke run)");
-  cmd->callback([o] { run_data_bench(*o, std::cout); });
+  add_int_option(cmd, "--batch", o->batch_rows, "rows per collated batch")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_flag("--quick", o->quick,
+                "1M tokens per packer and short timings (a smoke run; --tokens sizes full runs)");
+  cmd->callback([o, cmd] {
+    if (o->quick && cmd->count("--tokens"))
+      throw CLI::ValidationError("--tokens " + std::to_string(o->tokens) +
+                                 " applies without --quick, whose smoke run packs " +
+                                 std::to_string(kQuickTokens) + " tokens per packer");
+    run_data_bench(*o, std::cout);
+  });
 }
 
 }  // namespace sprig::tools

@@ -27,11 +27,13 @@
 #include "speculative/domino.h"
 #include "speculative/jetspec.h"
 #include "tensor/cuda/kernels.h"
+#include "tools/bench/memory_check.h"
 #include "tools/bench/models.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 #include "train/batch_input.h"
+#include "train/memory.h"
 #include "train/progress.h"
 
 namespace sprig::tools {
@@ -47,6 +49,20 @@ struct DraftBenchOptions {
   bool quick = false;
   std::string section = "all";  // packing, anchors, objectives or all
 };
+
+// The target's name: --target, else tiny on the CPU and qwen3-0.6b on CUDA.
+std::string target_name(const DraftBenchOptions& o, Device device) {
+  return o.target.empty() ? (device.is_cuda() ? "qwen3-0.6b" : "tiny") : o.target;
+}
+
+// The draft for `target`: --draft-layers and --block-size, the last token id as the mask token.
+DraftConfig bench_draft_config(const DraftBenchOptions& o, const QwenConfig& target) {
+  DraftOptions d;
+  d.num_layers = o.draft_layers;
+  d.block_size = o.block_size;
+  d.mask_token_id = target.vocab_size - 1;
+  return draft_config_for(target, d);
+}
 
 // The target, a fresh draft for it and a timed training step.
 class DraftStep {
@@ -91,19 +107,14 @@ class DraftStep {
  private:
   static FrozenTarget make_target(const DraftBenchOptions& o, Device device, DType dtype) {
     Generator gen(0);
-    const std::string name =
-        o.target.empty() ? (device.is_cuda() ? "qwen3-0.6b" : "tiny") : o.target;
-    return FrozenTarget(std::make_unique<QwenForCausalLM>(bench::model_config(name), gen), device,
-                        dtype);
+    return FrozenTarget(
+        std::make_unique<QwenForCausalLM>(bench::model_config(target_name(o, device)), gen), device,
+        dtype);
   }
   static std::unique_ptr<DFlashDraft> make_draft(const DraftBenchOptions& o,
                                                  const QwenConfig& target) {
-    DraftOptions d;
-    d.num_layers = o.draft_layers;
-    d.block_size = o.block_size;
-    d.mask_token_id = target.vocab_size - 1;
     Generator gen(1);
-    return std::make_unique<DFlashDraft>(draft_config_for(target, d), gen);
+    return std::make_unique<DFlashDraft>(bench_draft_config(o, target), gen);
   }
 
   Device device_;
@@ -328,9 +339,46 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
       fastest(1) / fastest(0));
 }
 
+// Refuses a run that cannot fit: the draft's training step as train/memory.h estimates it, on the
+// largest micro-batch (--rows rows of `seq` tokens with the most anchors a section samples), and
+// the objectives section's teacher logits.
+void check_draft_fits(const DraftBenchOptions& o, int64_t seq, Device device) {
+  const QwenConfig target = bench::model_config(target_name(o, device));
+  const DraftConfig draft = bench_draft_config(o, target);
+  const DType dtype = device.is_cuda() ? DType::bf16 : DType::f32;
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  // Anchors per row: the anchors section's largest count, or the packing section's per document
+  // (documents of at least 10% of a row: at most 10 per row); at most one per position.
+  const double positions = d(seq - o.block_size + 1),
+               anchors =
+                   std::min(positions, std::max(o.quick ? 64.0 : 256.0, 10 * d(o.anchors_per_doc)));
+  const double context = d(o.rows) * d(seq);
+  StepShapes shapes;
+  shapes.layers = draft.layers;
+  shapes.tokens = bench::shape_count(d(o.rows) * anchors * d(o.block_size));
+  shapes.context_tokens = bench::shape_count(context);
+  shapes.frozen_parameters = bench::parameter_count(target.parameter_parts());
+  shapes.kept_elements = bench::shape_count(context * d(draft.context_width()));
+  shapes.batch_tokens = shapes.context_tokens;
+  std::vector<ParameterPart> parts = draft.layers.parameter_parts(false);
+  parts.push_back({d(draft.context_width()) * d(draft.layers.hidden_size), "fc"});
+  double bytes = estimate_step_memory(shapes, bench::parameter_count(parts), dtype).total();
+  if (o.section == "all" || o.section == "objectives")
+    bytes += d(o.rows) * std::min(positions, o.quick ? 32.0 : 128.0) * d(o.block_size - 1) *
+             d(target.vocab_size) * static_cast<double>(dtype_size(dtype));
+  bench::check_fits("bench draft",
+                    "--target " + target_name(o, device) + " --rows " + std::to_string(o.rows) +
+                        " --seq " + std::to_string(seq) + " --anchors-per-doc " +
+                        std::to_string(o.anchors_per_doc) + " --draft-layers " +
+                        std::to_string(o.draft_layers) + " --block-size " +
+                        std::to_string(o.block_size),
+                    bytes, device);
+}
+
 void run_draft_bench(const DraftBenchOptions& o) {
   const Device device = resolve_device(o.device);
   const int64_t seq = o.seq > 0 ? o.seq : (device.is_cuda() ? 4096 : (o.quick ? 512 : 1024));
+  check_draft_fits(o, seq, device);
   DraftStep step(o, device);
   const QwenConfig& t = step.target().config();
   std::printf(
@@ -362,28 +410,33 @@ void add_bench_draft_command(CLI::App& bench) {
   cmd->add_option(
       "--target", o->target,
       "tiny, wide, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");
-  cmd->add_option("--draft-layers", o->draft_layers, "Layers of the draft")
+  add_int_option(cmd, "--draft-layers", o->draft_layers, "Layers of the draft")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--block-size", o->block_size, "Slots per block")
+  add_int_option(cmd, "--block-size", o->block_size, "Slots per block")
       ->check(CLI::Range(int64_t{2}, int64_t{64}))
       ->capture_default_str();
-  cmd->add_option("--seq", o->seq, "Tokens per row (default: 1024 CPU, 4096 CUDA)")
+  add_int_option(cmd, "--seq", o->seq, "Tokens per row (default: 1024 CPU, 4096 CUDA)")
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 17));
-  cmd->add_option("--rows", o->rows, "Rows per micro-batch")
+  add_int_option(cmd, "--rows", o->rows, "Rows per micro-batch")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--anchors-per-doc", o->anchors_per_doc, "Anchors per document (packing)")
+  add_int_option(cmd, "--anchors-per-doc", o->anchors_per_doc, "Anchors per document (packing)")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--reps", o->reps, "Timed steps per measurement")
+  add_int_option(cmd, "--reps", o->reps, "Timed steps per measurement")
       ->check(kPositive)
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "fewer documents and anchor counts (a smoke run)");
   cmd->add_option("--section", o->section, "Run one section only")
       ->check(CLI::IsMember({"packing", "anchors", "objectives", "all"}))
       ->capture_default_str();
-  cmd->callback([o] { run_draft_bench(*o); });
+  cmd->callback([o, cmd] {
+    if (cmd->count("--anchors-per-doc") && o->section != "all" && o->section != "packing")
+      throw CLI::ValidationError("--anchors-per-doc " + std::to_string(o->anchors_per_doc) +
+                                 " applies to the packing section, not --section " + o->section);
+    run_draft_bench(*o);
+  });
 }
 
 }  // namespace sprig::tools

@@ -19,6 +19,7 @@
 #include "autograd/functions.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/random.h"
+#include "tools/bench/memory_check.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "tools/options.h"
@@ -40,11 +41,25 @@ double gru_flops(int64_t R, int64_t T, int64_t E, int64_t G) {
   return 3.0 * (2.0 * d(R) * d(T) * d(E) * d(3 * G) + 2.0 * d(T - 1) * d(R) * d(G) * d(3 * G));
 }
 
+// Elements held at the peak (the GRU's backward, beside the GEMMs' buffers): per row of R * T,
+// x, the GEMMs' dx and the GRU's (3E), dy and the GEMMs' h (2G), the GEMMs' gates (3G), the GRU's
+// h (G), its gates (4G) and its backward's dgi and dgh (6G); both weights three times (themselves,
+// the GEMMs' gradients and the GRU's), 9G(E + G).
+double gru_elements(int64_t R, int64_t T, int64_t E, int64_t G) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  return d(R) * d(T) * (3 * d(E) + 16 * d(G)) + 9 * d(G) * (d(E) + d(G));
+}
+
 void run_gru_bench(const GruBenchOptions& o) {
   const Device device = resolve_device(o.device);
   const bool cuda = device.is_cuda();
   const DType dt = o.dtype.empty() ? (cuda ? DType::bf16 : DType::f32) : dtype_from_name(o.dtype);
   const int64_t R = o.rows, T = o.steps, E = o.input, G = o.hidden;
+  bench::check_fits("bench gru",
+                    "--rows " + std::to_string(R) + " --steps " + std::to_string(T) + " --input " +
+                        std::to_string(E) + " --hidden " + std::to_string(G) + " in " +
+                        dtype_name(dt),
+                    gru_elements(R, T, E, G) * static_cast<double>(dtype_size(dt)), device);
   const double flops = gru_flops(R, T, E, G);
   const double unit = cuda ? 1e12 : 1e9;
   const char* unit_name = cuda ? "TFLOP/s" : "GFLOP/s";
@@ -122,20 +137,22 @@ void add_bench_gru_command(CLI::App& bench) {
   auto o = std::make_shared<GruBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "gru", "GRU forward and backward against the GEMMs it contains, timed alone");
-  cmd->add_option("--rows", o->rows, "Sequences in the batch (R)")
+  add_int_option(cmd, "--rows", o->rows, "Sequences in the batch (R)")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--steps", o->steps, "Time steps (T)")->check(kPositive)->capture_default_str();
-  cmd->add_option("--input", o->input, "Input features (E)")
+  add_int_option(cmd, "--steps", o->steps, "Time steps (T)")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--hidden", o->hidden, "Hidden size (G)")
+  add_int_option(cmd, "--input", o->input, "Input features (E)")
+      ->check(kPositive)
+      ->capture_default_str();
+  add_int_option(cmd, "--hidden", o->hidden, "Hidden size (G)")
       ->check(kPositive)
       ->capture_default_str();
   add_device_option(cmd, o->device);
   cmd->add_option("--dtype", o->dtype, "f32, bf16, f16 or f64 (default: f32 CPU, bf16 CUDA)")
       ->check(CLI::IsMember({"f32", "bf16", "f16", "f64"}));
-  cmd->add_option("--repeats", o->repeats, "Timed runs of each measurement")
+  add_int_option(cmd, "--repeats", o->repeats, "Timed runs of each measurement")
       ->check(kPositive)
       ->capture_default_str();
   cmd->callback([o] { run_gru_bench(*o); });

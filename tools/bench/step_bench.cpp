@@ -24,11 +24,13 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/random.h"
 #include "tensor/storage.h"
+#include "tools/bench/memory_check.h"
 #include "tools/bench/models.h"
 #include "tools/bench/reference.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 #include "train/batch_input.h"
+#include "train/memory.h"
 #include "train/optimizer.h"
 #include "train/sft.h"
 
@@ -161,18 +163,30 @@ void run_bench_step(const StepOptions& o) {
   const Device device = resolve_device(o.device);
   const bool cuda = device.is_cuda();
   const std::string model_name = o.model.empty() ? (cuda ? "qwen3-0.6b" : "tiny") : o.model;
-  const int64_t N = o.completions, P = o.prompt > 0 ? o.prompt : (cuda ? 2048 : 256),
-                C = o.completion > 0 ? o.completion : (cuda ? 512 : 64);
-  if (N < 1 || C < 2 || P < 1)
-    throw std::invalid_argument(
-        "[bench] need --completions >= 1, --completion >= 2, --prompt >= 1");
+  // --prompt and --completion left out (0) take the device's defaults.
+  const int64_t N = o.completions, P = o.prompt != 0 ? o.prompt : (cuda ? 2048 : 256),
+                C = o.completion != 0 ? o.completion : (cuda ? 512 : 64);
   LossConfig loss;
   loss.type = o.loss == "pg" ? LossType::pg : LossType::sft;
   loss.clip_eps = o.clip_eps;
   if (loss.type == LossType::sft && o.clip_eps > 0)
-    throw std::invalid_argument("[bench] --clip-eps applies to --loss pg");
+    throw CLI::ValidationError("--clip-eps applies to --loss pg, not --loss sft");
 
   const QwenConfig config = bench::model_config(model_name);
+  // The step's memory at the naive layout's N x (P + C) tokens, the larger layout; its batches
+  // stand for both layouts' and the naive rows'.
+  StepShapes shapes;
+  shapes.layers = config;
+  shapes.tokens = bench::shape_count(static_cast<double>(N) *
+                                     (static_cast<double>(P) + static_cast<double>(C)));
+  shapes.batch_tokens = shapes.tokens;
+  bench::check_fits("bench step",
+                    "--model " + model_name + " --completions " + std::to_string(N) + " --prompt " +
+                        std::to_string(P) + " --completion " + std::to_string(C),
+                    estimate_step_memory(shapes, bench::parameter_count(config.parameter_parts()),
+                                         cuda ? DType::bf16 : DType::f32)
+                        .total(),
+                    device);
   Generator gen(0);
   QwenForCausalLM model(config, gen);
   const std::map<std::string, Tensor> masters = model.state_dict();
@@ -250,11 +264,14 @@ void add_bench_step_command(CLI::App& bench) {
   add_device_option(cmd, opt->device);
   cmd->add_option("--model", opt->model,
                   "tiny, qwen3-0.6b or a config.json (default: tiny on CPU, qwen3-0.6b on CUDA)");
-  cmd->add_option("--completions", opt->completions, "N, completions per prompt")
+  add_int_option(cmd, "--completions", opt->completions, "N, completions per prompt")
+      ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--prompt", opt->prompt, "P, prompt tokens (default: 256 CPU, 2048 CUDA)");
-  cmd->add_option("--completion", opt->completion,
-                  "C, tokens per completion (default: 64 CPU, 512 CUDA)");
+  add_int_option(cmd, "--prompt", opt->prompt, "P, prompt tokens (default: 256 CPU, 2048 CUDA)")
+      ->check(kPositive);
+  add_int_option(cmd, "--completion", opt->completion,
+                 "C, tokens per completion (default: 64 CPU, 512 CUDA)")
+      ->check(number_check([](double v) { return v >= 2; }, "at least 2", "AT-LEAST-2"));
   cmd->add_option("--loss", opt->loss,
                   "sft (cross-entropy) or pg (policy gradient, random advantages)")
       ->check(CLI::IsMember({"sft", "pg"}))
@@ -264,7 +281,9 @@ void add_bench_step_command(CLI::App& bench) {
           number_check([](double v) { return v >= 0 && v < 1; }, "a number in [0, 1)", "[0, 1)"));
   cmd->add_flag("--supervise-first-token", opt->supervise_first_token,
                 "Also train each completion's first token (from the last prompt position)");
-  cmd->add_option("--reps", opt->reps, "timed steps per layout")->capture_default_str();
+  add_int_option(cmd, "--reps", opt->reps, "timed steps per layout")
+      ->check(kPositive)
+      ->capture_default_str();
   cmd->callback([opt] { run_bench_step(*opt); });
 }
 

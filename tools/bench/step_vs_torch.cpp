@@ -167,14 +167,13 @@ void add_bench_torch_step_commands(CLI::App& bench) {
   cmd->group("");  // hidden: a helper of tools/bench/qwen_step_vs_torch.py
   cmd->add_option("--model", o->model, "HF directory or sprig checkpoint")->required();
   cmd->add_option("--input", o->input, "safetensors file holding input_ids (B, T) I64");
-  cmd->add_option("--batch", o->batch, "Rows of random ids when there is no --input")
+  add_int_option(cmd, "--batch", o->batch, "Rows of random ids when there is no --input")
       ->check(kPositive);
-  cmd->add_option("--seq", o->seq, "Tokens per row of random ids when there is no --input")
+  add_int_option(cmd, "--seq", o->seq, "Tokens per row of random ids when there is no --input")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
-  cmd->add_option("--reps", o->reps, "Timed repetitions after one warm-up")->check(kPositive);
-  cmd->add_option("--lr", o->lr, "AdamW learning rate")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay")
-      ->check(CLI::NonNegativeNumber);
+  add_int_option(cmd, "--reps", o->reps, "Timed repetitions after one warm-up")->check(kPositive);
+  cmd->add_option("--lr", o->lr, "AdamW learning rate")->check(kNonNegative);
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay")->check(kNonNegative);
   cmd->callback([o] { run_step_bench(*o); });
 
   auto d = std::make_shared<DraftStepOptions>();
@@ -189,7 +188,7 @@ void add_bench_torch_step_commands(CLI::App& bench) {
                    "safetensors file: input_ids, loss_mask (B, S) I64, anchors, keep (B, N)")
       ->required();
   draft->add_option("--gamma", d->gamma, "Decay of the slot weights")->capture_default_str();
-  draft->add_option("--reps", d->reps, "Timed repetitions after one warm-up")->check(kPositive);
+  add_int_option(draft, "--reps", d->reps, "Timed repetitions after one warm-up")->check(kPositive);
   draft->callback([d] { run_draft_step(*d); });
 }
 

@@ -110,7 +110,7 @@ void add_bench_tokenize_command(CLI::App& bench) {
   cmd->add_option("--input", o->input, "text file; each non-empty line is one text")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--threads", o->threads, "threads of the batch run (0: one per core)")
+  add_int_option(cmd, "--threads", o->threads, "threads of the batch run (0: one per core)")
       ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--min-seconds", o->min_seconds, "time each measurement for at least this long")

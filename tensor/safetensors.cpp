@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 
 namespace sprig {
 
@@ -89,29 +90,13 @@ bool valid_utf8(const uint8_t* s, size_t n) {
   return true;
 }
 
-// Parses the header JSON, rejecting duplicate keys in any object.
+// Parses the header JSON (strictly: a key twice in one object is refused).
 json parse_header_json(const std::string& text, const std::string& label) {
-  std::vector<std::set<std::string>> keys_per_depth;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      if (static_cast<int>(keys_per_depth.size()) <= depth + 1) keys_per_depth.resize(depth + 2);
-      keys_per_depth[depth + 1].clear();
-    } else if (event == json::parse_event_t::key) {
-      auto& seen = keys_per_depth[depth];
-      const std::string key = parsed.get<std::string>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  json j;
   try {
-    j = json::parse(text, cb);
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range
+    return parse_json(text);
+  } catch (const std::runtime_error& e) {
     fail(label, std::string("header is not valid JSON (") + e.what() + ")");
   }
-  if (!duplicate.empty()) fail(label, "header has duplicate key \"" + duplicate + "\"");
-  return j;
 }
 
 uint64_t to_u64(const json& v, const std::string& label, const std::string& what) {

@@ -90,7 +90,8 @@ TEST(Safetensors, RejectsEachRuleViolation) {
   // A number beyond double's range (found by fuzz_safetensors: it escaped as json's out_of_range).
   expect_rejected(image(R"({"t":{"dtype":"F32","shape":[1e99999],"data_offsets":[0,4]}})", "abcd"),
                   "not valid JSON");
-  expect_rejected(image("{" + t4 + "," + t4 + "}", "abcd"), "duplicate key \"t\"");
+  expect_rejected(image("{" + t4 + "," + t4 + "}", "abcd"),
+                  "key \"t\" appears twice in one object");
   expect_rejected(image(R"({"t":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}})", "a"),
                   "unsupported dtype F8");
   expect_rejected(image(R"({"t":{"dtype":"F32","shape":[1]}})", "abcd"), "needs dtype");

@@ -158,7 +158,7 @@ TEST(UsageCli, ConfigPathsAreTheFilesAndOverridesTakeASpace) {
             "or --train.max_steps value) (see sprig train sft --help)\n");
   EXPECT_EQ(lines(dangling.err), 1);
   // An empty value is no value either (YAML would read it as null: the default, silently).
-  for (const std::string& empty : {"--train.max_steps=", "--train.max_steps ''"}) {
+  for (const char* empty : {"--train.max_steps=", "--train.max_steps ''"}) {
     const CliRun r = run_sprig("train sft -c " + config_dir + "/tiny_sft.yaml " + empty, tmp.path);
     EXPECT_EQ(r.exit_code, 2) << empty;
     EXPECT_EQ(r.err,

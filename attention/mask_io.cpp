@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 #include "tensor/safetensors.h"
 
 namespace sprig {
@@ -94,8 +95,8 @@ class Fields {
 Mask parse_mask_spec(const std::string& json_text) {
   json spec;
   try {
-    spec = json::parse(json_text);
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range
+    spec = parse_json(json_text);
+  } catch (const std::runtime_error& e) {  // a syntax error, a key twice, a number out of range
     bad(std::string("spec is not valid JSON: ") + e.what());
   }
   if (!spec.is_object() || !spec.contains("kind") || !spec["kind"].is_string())

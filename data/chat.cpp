@@ -14,6 +14,7 @@
 
 #include "data/unicode_text.h"
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 
 namespace sprig::data {
 
@@ -39,7 +40,8 @@ std::string content_text(const json& content, const std::string& where) {
     if (!part["text"].is_string())
       throw std::invalid_argument(where + ".content: a part's \"text\" must be a string, got " +
                                   part["text"].dump());
-    text += (first ? "" : " ") + part["text"].get<std::string>();
+    if (!first) text += ' ';
+    text += part["text"].get<std::string>();
     first = false;
   }
   return text;
@@ -116,7 +118,12 @@ ChatTemplate ChatTemplate::from_config(std::string_view text, const std::string&
   auto fail = [&](const std::string& what) -> std::invalid_argument {
     return std::invalid_argument("[chat] " + where + ": " + what);
   };
-  const json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json config;
+  try {
+    config = parse_json(text);
+  } catch (const std::runtime_error& e) {
+    throw fail(std::string("not valid JSON: ") + e.what());
+  }
   if (!config.is_object()) throw fail("not a JSON object");
   if (!config.contains("chat_template"))
     throw fail("no chat_template (conversations need the model's ChatML template)");

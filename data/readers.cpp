@@ -13,6 +13,7 @@
 
 #include "data/prefix_tree.h"
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 #include "tensor/names.h"
 
 namespace sprig::data {
@@ -191,13 +192,12 @@ void read_jsonl(const std::string& path, const ReadOptions& options, BadRecords&
     try {
       json record;
       try {
-        record = json::parse(text);
-      } catch (const json::parse_error& e) {
+        record = parse_json(text);
+      } catch (const std::runtime_error& e) {  // malformed, a key twice, a NUL byte, a number
+                                               // beyond double's range
         throw BadRecord(last_without_newline
                             ? "truncated last line (no newline at the end, not valid JSON)"
-                            : "malformed JSON near column " + std::to_string(e.byte));
-      } catch (const json::exception& e) {  // e.g. a number beyond double's range
-        throw BadRecord(std::string("invalid JSON (") + e.what() + ")");
+                            : e.what());
       }
       if (!record.is_object())
         throw BadRecord(std::string("expected a JSON object, got ") + record.type_name());

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 
 namespace sprig::data {
 
@@ -44,13 +45,10 @@ Result tokenize_record(const std::string& text, bool last_without_newline, const
   Result r;
   json record;
   try {
-    record = json::parse(text);
-  } catch (const json::parse_error& e) {
+    record = parse_json(text);
+  } catch (const std::runtime_error& e) {
     r.error = last_without_newline ? "truncated last line (no newline at the end, not valid JSON)"
-                                   : "malformed JSON near column " + std::to_string(e.byte);
-    return r;
-  } catch (const json::exception& e) {
-    r.error = std::string("invalid JSON (") + e.what() + ")";
+                                   : e.what();
     return r;
   }
   if (!record.is_object()) {

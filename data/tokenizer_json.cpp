@@ -11,6 +11,7 @@
 
 #include "data/tokenizer_impl.h"
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 
 namespace sprig::data {
 
@@ -250,8 +251,8 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& where) 
   const Problem fail{where};
   json root;
   try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
+    root = parse_json(text);
+  } catch (const std::runtime_error& e) {
     fail(std::string("not valid JSON (") + e.what() + ")");
   }
   if (!root.is_object()) fail("expected a JSON object at the top level");

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "tensor/input_file.h"
+#include "tensor/json_text.h"
 #include "tensor/storage.h"
 
 namespace sprig {
@@ -91,15 +93,16 @@ WeightFiles::WeightFiles(const std::string& dir) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   std::vector<std::string> paths;
+  // Both: which one holds the model is a guess (a stale single file beside new shards, or the
+  // reverse), so neither is read.
+  if (fs::exists(index) && fs::exists(single))
+    throw std::runtime_error(dir +
+                             " holds both model.safetensors and model.safetensors.index.json: "
+                             "which is the model is ambiguous; remove the stale one");
   if (fs::exists(index)) {
-    std::ifstream in(index);
-    json j;
-    try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      throw std::runtime_error(index.string() + ": is not valid JSON (" + e.what() + ")");
-    }
-    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+    check_input_file(index.string(), "a shard index");
+    const json j = read_json_file(index.string());
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw std::runtime_error(index.string() + ": has no \"weight_map\" object");
     std::map<std::string, std::string> shard_of;
     for (const auto& [name, file] : j["weight_map"].items()) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 #include "tensor/names.h"
 
 namespace sprig {
@@ -304,15 +305,8 @@ std::vector<ParameterPart> QwenConfig::parameter_parts(bool embeddings) const {
 
 QwenConfig QwenConfig::load(const std::string& path) {
   check_input_file(path, "a model config (config.json)");
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open the model config");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, std::string("is not valid JSON: ") + e.what());
-  }
-  return from_json(j, path);
+  if (!std::ifstream(path)) fail(path, "cannot open the model config");
+  return from_json(read_json_file(path), path);
 }
 
 json QwenConfig::to_json() const {

@@ -11,6 +11,7 @@
 #include "autograd/functions.h"
 #include "nn/checkpoint.h"
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 
 namespace sprig::speculative {
 
@@ -394,15 +395,8 @@ bool is_draft_dir(const std::string& dir) {
 DraftConfig load_draft_config(const std::string& dir) {
   const std::string path = model_config_path(dir);
   check_input_file(path, "a draft config (config.json)");
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open the draft's config");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(path + ": is not valid JSON (" + e.what() + ")");
-  }
-  return DraftConfig::from_json(j, path);
+  if (!std::ifstream(path)) throw std::runtime_error(path + ": cannot open the draft's config");
+  return DraftConfig::from_json(read_json_file(path), path);
 }
 
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {

@@ -1,6 +1,8 @@
 #include "tensor/json_text.h"
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -13,12 +15,14 @@ std::string json_error_text(const json::exception& e) {
   std::string text = e.what();
   if (text.rfind("[json.exception.", 0) == 0 && text.find("] ") != std::string::npos)
     text = text.substr(text.find("] ") + 2);
-  // "parse error at line 1, column 25: syntax error while parsing value - unexpected end of
-  // input; ..." -> "malformed JSON at line 1, column 25: unexpected end of input; ..."
+  // "parse error at line 2, column 25: syntax error while parsing value - unexpected end of
+  // input; ..." -> "malformed JSON at line 2, column 25: unexpected end of input; ..." (on line
+  // 1, "at column 25")
   const std::string parse_error = "parse error at ";
   if (text.rfind(parse_error, 0) == 0) {
     const size_t colon = text.find(": "), dash = text.find(" - ");
-    const std::string where = text.substr(parse_error.size(), colon - parse_error.size());
+    std::string where = text.substr(parse_error.size(), colon - parse_error.size());
+    if (where.rfind("line 1, ", 0) == 0) where = where.substr(8);  // one line: a JSONL record
     const std::string what = dash != std::string::npos    ? text.substr(dash + 3)
                              : colon != std::string::npos ? text.substr(colon + 2)
                                                           : text;
@@ -38,8 +42,9 @@ json parse_json(std::string_view text) {
     const size_t line_start = before.rfind('\n');
     const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
     const size_t column = nul - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
-    throw std::runtime_error("a NUL byte at line " + std::to_string(line) + ", column " +
-                             std::to_string(column) + " (JSON is text)");
+    throw std::runtime_error("a NUL byte at " +
+                             (line > 1 ? "line " + std::to_string(line) + ", " : std::string()) +
+                             "column " + std::to_string(column) + " (JSON is text)");
   }
   // The keys seen in each open object, by depth.
   std::vector<std::set<std::string>> keys;
@@ -63,6 +68,17 @@ json parse_json(std::string_view text) {
   if (!duplicate.empty())
     throw std::runtime_error("key \"" + duplicate + "\" appears twice in one object");
   return j;
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open it");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return parse_json(text);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": is not valid JSON: " + e.what());
+  }
 }
 
 }  // namespace sprig

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "tensor/input_file.h"
+#include "tensor/json_text.h"
 
 namespace sprig::tools {
 
@@ -36,9 +37,9 @@ int64_t for_each_record(
     const std::string where = path + ":" + std::to_string(line_no);
     nlohmann::json record;
     try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(where + ": malformed JSON (" + std::string(e.what()) + ")" +
+      record = parse_json(line);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(where + ": " + e.what() +
                                (in.eof() ? "; the last line looks truncated" : ""));
     }
     if (!record.is_object()) throw std::runtime_error(where + ": a record must be a JSON object");

@@ -4,9 +4,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <new>
 
 #include "attention/cudnn/sdpa.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/json_text.h"
 #include "tools/commands.h"
 
 namespace {
@@ -109,6 +111,13 @@ int main(int argc, char** argv) {
     std::cerr << "sprig: [" << (where.empty() ? "sprig" : where) << "] " << e.what()
               << " (see sprig " << (where.empty() ? "" : where + " ") << "--help)\n";
     return 2;
+  } catch (const nlohmann::json::exception& e) {  // reading a value of the wrong type, unchecked
+    std::cerr << "sprig: unexpected JSON: " << sprig::json_error_text(e) << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {  // a size no check estimated in advance
+    std::cerr << "sprig: out of memory: the sizes asked for need more memory than this machine "
+                 "can give\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "sprig: " << e.what() << "\n";
     return 1;

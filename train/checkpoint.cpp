@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "nn/checkpoint.h"
+#include "tensor/json_text.h"
 #include "tensor/safetensors.h"
 
 namespace sprig {
@@ -206,10 +207,8 @@ std::optional<LoadedCheckpoint> CheckpointManager::load_latest(
   ck.dir = dir.string();
   try {
     for (const std::string& n : names) ck.payload.tensors[n] = read_all(dir / (n + ".safetensors"));
-    std::ifstream config(dir / "config.json");
-    ck.payload.config = json::parse(config);
-    std::ifstream state(dir / "trainer_state.json");
-    ck.payload.state = json::parse(state);
+    ck.payload.config = read_json_file((dir / "config.json").string());
+    ck.payload.state = read_json_file((dir / "trainer_state.json").string());
     if (fs::exists(dir / "config.resolved.yaml"))
       ck.payload.resolved_config = read_text(dir / "config.resolved.yaml");
   } catch (const std::exception& e) {

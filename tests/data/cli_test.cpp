@@ -155,7 +155,7 @@ const BadFile kBadFiles[] = {
     {"pack --mode sft --seq-len 8",
      {R"({"input_ids": [1], "labels": [1]})", R"({"input_ids": [1, 2,})"},
      2,
-     "malformed JSON near column"},
+     "malformed JSON at column 21: unexpected '}'"},
     {"pack --mode dflash --seq-len 8",
      {R"({"input_ids": [1]})", "", R"({"loss_mask": [1]})"},
      3,

@@ -96,10 +96,14 @@ TEST(Readers, DocumentErrors) {
             "FILE:1: \"loss_mask\"[0] = 2 is not 0 or 1");
   EXPECT_EQ(document_error("[1, 2]\n"), "FILE:1: expected a JSON object, got array");
   EXPECT_EQ(document_error("{\"input_ids\": [1]}\n{\"input_ids\": [1,}\n"),
-            "FILE:2: malformed JSON near column 18");
+            "FILE:2: malformed JSON at column 18: unexpected '}'; expected '[', '{', or a literal");
   EXPECT_EQ(document_error("{\"input_ids\": [1e99999]}\n"),
-            "FILE:1: invalid JSON ([json.exception.out_of_range.406] number overflow parsing "
-            "'1e99999')");
+            "FILE:1: the number 1e99999 is out of range");
+  // Strict: a key twice (the last would win silently) and a NUL byte (the line would end there).
+  EXPECT_EQ(document_error("{\"input_ids\": [1], \"input_ids\": [2, 3]}\n"),
+            "FILE:1: key \"input_ids\" appears twice in one object");
+  EXPECT_EQ(document_error(std::string("{\"input_ids\": [1]}\0{\"input_ids\": [2]}\n", 38)),
+            "FILE:1: a NUL byte at column 19 (JSON is text)");
   EXPECT_EQ(document_error("{\"input_ids\": [1]}\n{\"input_ids\": [2"),
             "FILE:2: truncated last line (no newline at the end, not valid JSON)");
   EXPECT_EQ(document_error("{\"input_ids\": [1], \"labels\": [2]}\n", 0, TargetForm::loss_mask),

@@ -185,7 +185,9 @@ TEST_F(TokenizeCli, OutputFeedsTheTrainersAndGenerateSpeaksText) {
 TEST_F(TokenizeCli, BadRecordsStopWithFileLineAndReason) {
   const std::string chat = R"({"messages": [{"role": "user", "content": "x"}, )";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {text_record("ok") + "{\"text\": \n", "in.jsonl:2: malformed JSON near column 10"},
+      {text_record("ok") + "{\"text\": \n",
+       "in.jsonl:2: malformed JSON at column 10: unexpected end of input; expected '[', "
+       "'{', or a literal"},
       {text_record("ok") + "{\"text\": \"cut",
        "in.jsonl:2: truncated last line (no newline at "
        "the end, not valid JSON)"},

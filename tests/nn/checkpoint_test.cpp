@@ -108,6 +108,13 @@ TEST(Checkpoint, ConvertsShardedInput) {
   const auto single = load_qwen(testing::kGoldenDir + "qwen3_tiny");
   for (const auto& [name, t] : single->state_dict())
     EXPECT_EQ(testing::max_abs_diff(sharded->state_dict().at(name), t), 0.0) << name;
+  // A single file beside the shards: which one is the model is a guess, so neither is read.
+  testing::fs::copy_file(testing::kGoldenDir + "qwen3_tiny/model.safetensors",
+                         root + "/hf/model.safetensors");
+  EXPECT_EQ(convert_error(root + "/hf", root + "/both"),
+            root +
+                "/hf holds both model.safetensors and model.safetensors.index.json: which is "
+                "the model is ambiguous; remove the stale one");
 }
 
 TEST(Checkpoint, ShardIndexMustMatchTheShards) {

@@ -372,6 +372,17 @@ TEST(QwenConfig, LoadNamesTheFile) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()).rfind(path + ": is not valid JSON: ", 0), 0u) << e.what();
   }
+  // A key twice: the reader would keep one silently (which one differs between libraries).
+  std::ofstream(path) << "{\"model_type\": \"qwen2\",\n \"max_position_embeddings\": 128,\n "
+                         "\"max_position_embeddings\": 4}";
+  try {
+    QwenConfig::load(path);
+    ADD_FAILURE() << "accepted a key twice";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path +
+                                         ": is not valid JSON: key \"max_position_embeddings\" "
+                                         "appears twice in one object");
+  }
   std::ofstream(path) << qwen3_config().dump();
   EXPECT_EQ(QwenConfig::load(path).head_dim, 128);
   std::filesystem::remove(path);

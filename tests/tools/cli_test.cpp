@@ -324,8 +324,13 @@ TEST_F(SprigCli, BadRecordsStopAtFileAndLine) {
       {good + "[1, 2]\n", file + ":2: a record must be a JSON object"},
       {good + "{\"input_id\": [1, 2]}\n",
        file + ":2: unknown key \"input_id\" (did you mean \"input_ids\"?)"},
-      {good + "{\"input_ids\": [1, 2,]}\n" + good, file + ":2: malformed JSON ("},
-      {good + good + "{\"input_ids\": [1, 2", file + ":3: malformed JSON ("},
+      {good + "{\"input_ids\": [1, 2,]}\n" + good,
+       file + ":2: malformed JSON at column 21: unexpected ']'; expected '[', '{', or a literal"},
+      {good + good + "{\"input_ids\": [1, 2", file + ":3: malformed JSON at column 20: "},
+      {good + "{\"input_ids\": [1, 2], \"input_ids\": [3]}\n",
+       file + ":2: key \"input_ids\" appears twice in one object"},
+      {good + std::string("{\"input_ids\": [1, 2]}\0\n", 23) + good,
+       file + ":2: a NUL byte at column 22 (JSON is text)"},
   };
   for (const auto& [text, message] : cases) {
     const RunResult r = score(text);

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "tensor/input_file.h"
@@ -131,9 +132,30 @@ void make_paths_absolute(YAML::Node node, const std::filesystem::path& base) {
     absolute(node);
 }
 
-DataConfig load_data_config(const std::string& path) {
-  YAML::Node root;
+namespace {
+
+// Refuses a key twice in any mapping under `node` (`prefix`: the dotted path to it).
+void check_unique_keys(const YAML::Node& node, const std::string& prefix, const std::string& path) {
+  if (node.IsSequence())
+    for (const YAML::Node& item : node) check_unique_keys(item, prefix, path);
+  if (!node.IsMap()) return;
+  std::map<std::string, int> line_of;
+  for (const auto& entry : node) {
+    const std::string key = prefix + entry.first.Scalar();
+    const int line = entry.first.Mark().line + 1;
+    if (const auto [it, first] = line_of.emplace(key, line); !first)
+      throw std::invalid_argument("[config] " + path + ":" + std::to_string(line) + ": " + key +
+                                  " appears twice (also on line " + std::to_string(it->second) +
+                                  ")");
+    check_unique_keys(entry.second, key + ".", path);
+  }
+}
+
+}  // namespace
+
+YAML::Node load_yaml_file(const std::string& path) {
   check_input_file(path, "a config file (YAML)", "[config] ");
+  YAML::Node root;
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
@@ -142,6 +164,12 @@ DataConfig load_data_config(const std::string& path) {
     throw std::invalid_argument("[config] " + path + ":" + std::to_string(e.mark.line + 1) + ": " +
                                 e.msg);
   }
+  check_unique_keys(root, "", path);
+  return root;
+}
+
+DataConfig load_data_config(const std::string& path) {
+  YAML::Node root = load_yaml_file(path);
   try {
     const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
     if (root.IsMap() && root["data"].IsMap())

@@ -54,6 +54,11 @@ struct DataConfig {
 void check_known_key(const std::string& key, const std::vector<std::string>& keys,
                      const std::string& prefix);
 
+// The YAML file at `path`, parsed, with no key twice in any mapping (YAML readers keep one of the
+// two silently): std::invalid_argument "[config] <path>:11: train.max_steps appears twice (also on
+// line 10)", or "[config] <path>:3: <the parser's message>". Every config file is read by this.
+YAML::Node load_yaml_file(const std::string& path);
+
 // Makes the path, or the list of paths, at `node` absolute against `base` (a relative path in a
 // config file means one beside the file, wherever the command runs). Anything but strings is left
 // for the reader to refuse.

@@ -12,7 +12,6 @@
 #include <type_traits>
 
 #include "data/config.h"
-#include "tensor/input_file.h"
 #include "train/checkpoint.h"
 
 namespace sprig {
@@ -353,15 +352,7 @@ bool is_draft_recipe(RecipeKind kind) { return kind != RecipeKind::sft; }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               RecipeKind kind) {
-  YAML::Node root;
-  check_input_file(path, "a config file (YAML)", "[config] ");
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    fail("cannot open " + path);
-  } catch (const YAML::ParserException& e) {
-    fail(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
+  YAML::Node root = data::load_yaml_file(path);
   try {
     if (!root.IsMap()) fail("the config must be a mapping");
     make_config_paths_absolute(root, std::filesystem::absolute(path).parent_path());

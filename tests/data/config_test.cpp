@@ -115,6 +115,10 @@ TEST(DataConfig, Errors) {
   EXPECT_EQ(config_error("data: [1, 2]\n"), "[config] data: must be a mapping of keys to values");
   EXPECT_THROW(load_data_config("/nonexistent/config.yaml"), std::invalid_argument);
   EXPECT_THROW(parse("data: {train: [a, b\n"), std::invalid_argument);  // YAML syntax error
+  // A key twice: refused with both lines (a YAML reader would keep the first silently).
+  const std::string twice = config_error("data:\n  train: d.jsonl\n  seq_len: 8\n  seq_len: 16\n");
+  EXPECT_TRUE(twice.starts_with("[config] ")) << twice;
+  EXPECT_TRUE(twice.ends_with(":4: data.seq_len appears twice (also on line 3)")) << twice;
 }
 
 }  // namespace

@@ -187,6 +187,12 @@ TEST(TrainConfig, BadValuesNameTheKey) {
   EXPECT_TRUE(
       contains(invalid_argument_message([] { load_train_config("/nonexistent/c.yaml", {}); }),
                "[config] cannot open /nonexistent/c.yaml"));
+  // A key twice, in a section or at the top: YAML readers keep one silently.
+  EXPECT_EQ(load_error(std::string(kMinimal) + "train:\n  max_steps: 3\n  max_steps: 5\n"),
+            "[config] " + (config_dir() / "c.yaml") +
+                ":6: train.max_steps appears twice (also on line 5)");
+  EXPECT_TRUE(contains(load_error(std::string(kMinimal) + "seed: 1\nseed: 2\n"),
+                       "seed appears twice (also on line"));
 }
 
 // Every number is finite and in its range, checked where the config is read; nothing is clamped.

@@ -46,6 +46,23 @@ std::string written(const YAML::Node& n) {
   return out.c_str();
 }
 
+// A value as it compares: numbers by value ("0.90000000000000002", "0.9" and "9e-1" alike),
+// lists element by element, anything else as written.
+std::string compared(const YAML::Node& node) {
+  if (node.IsSequence()) {
+    std::string out = "[";
+    for (const auto& item : node) out += (out.size() > 1 ? ", " : "") + compared(item);
+    return out + "]";
+  }
+  if (node.IsScalar()) {
+    const std::string& text = node.Scalar();
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size()) return shortest(v);
+  }
+  return written(node);
+}
+
 // The valid keys of each section (the data section is checked by data/config.h).
 const std::map<std::string, std::vector<std::string>>& schema() {
   static const std::map<std::string, std::vector<std::string>> s = {
@@ -189,16 +206,17 @@ void follow_runs_to_their_latest(YAML::Node& root) {
   }
 }
 
-// Whether `message` names `key` or a key under it ("train.max_step" is not "train.max_steps").
-bool names_key(const std::string& message, const std::string& key) {
+// Where `message` first names `key` or a key under it ("train.max_step" is not
+// "train.max_steps"), or npos.
+size_t where_named(const std::string& message, const std::string& key) {
   const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1)) {
     const size_t end = at + key.size();
     if ((at == 0 || !(word(message[at - 1]) || message[at - 1] == '.')) &&
         (end == message.size() || !word(message[end])))
-      return true;
+      return at;
   }
-  return false;
+  return std::string::npos;
 }
 
 // The draft: keys only one draft recipe reads.
@@ -213,6 +231,38 @@ const std::vector<std::pair<const char*, RecipeKind>>& recipe_keys() {
       {"kd_temperature", RecipeKind::jetspec},
       {"kd_chunk_size", RecipeKind::jetspec}};
   return keys;
+}
+
+// With draft.init the draft's shape is its own config's: a shape key given as well must agree with
+// it, and the resolved config records the values the draft has (never one that was not used).
+void adopt_init_shape(YAML::Node& root, RecipeKind kind) {
+  if (!present(root["draft"]) || !present(root["draft"]["init"])) return;
+  const std::string init = get<std::string>(root, "draft", "init", "");
+  const speculative::DraftConfig from = speculative::load_draft_config(init);
+  const auto adopt = [&](const char* key, YAML::Node used) {
+    const YAML::Node given = root["draft"][key];
+    if (used.IsSequence()) used.SetStyle(YAML::EmitterStyle::Flow);
+    if (present(given) && compared(given) != compared(used))
+      fail(std::string("draft.") + key + " " + written(given) + " differs from draft.init " + init +
+           "'s " + written(used) +
+           ": leave it out (the draft's own config holds), or train a fresh draft without "
+           "draft.init");
+    root["draft"][key] = used;
+  };
+  adopt("mask_token_id", YAML::Node(from.mask_token_id));
+  adopt("num_layers", YAML::Node(from.layers.num_hidden_layers));
+  adopt("block_size", YAML::Node(from.block_size));
+  adopt("target_layer_ids", YAML::Node(from.target_layer_ids));
+  adopt("num_attention_heads", YAML::Node(from.layers.num_attention_heads));
+  adopt("num_key_value_heads", YAML::Node(from.layers.num_key_value_heads));
+  adopt("head_dim", YAML::Node(from.layers.head_dim));
+  adopt("sliding_window", YAML::Node(from.sliding_window));
+  if (kind == RecipeKind::domino && from.domino) {  // another kind: refused with the draft
+    adopt("emb_dim", YAML::Node(from.domino->emb_dim));
+    adopt("gru_hidden_dim", YAML::Node(from.domino->gru_hidden_dim));
+    adopt("pure_draft_prefix_len", YAML::Node(from.domino->pure_draft_prefix_len));
+    adopt("shift_label", YAML::Node(from.domino->shift_label));
+  }
 }
 
 // target: and draft: of sprig train dflash|domino|jetspec.
@@ -234,6 +284,7 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
     fail(
         "give exactly one of target.path (the frozen target: an HF directory or a sprig "
         "checkpoint) or target.config (a fresh target from a config.json)");
+  adopt_init_shape(root, kind);
   if (!present(root["draft"]) || !present(root["draft"]["mask_token_id"]))
     fail(
         "draft.mask_token_id is required: the token every non-anchor slot shows (an id of the "
@@ -420,8 +471,14 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     if (c.max_consecutive_skips < 0)
       fail("train.max_consecutive_skips must be >= 0, got " +
            written(root["train"]["max_consecutive_skips"]));
-    if (c.max_steps < 0 || c.num_epochs <= 0 || c.grad_accumulation_steps <= 0)
-      fail("train.max_steps must be >= 0, train.num_epochs and train.grad_accumulation_steps > 0");
+    if (c.max_steps < 0)
+      fail("train.max_steps must be >= 0 (0: train.num_epochs), got " +
+           written(root["train"]["max_steps"]));
+    if (c.num_epochs <= 0)
+      fail("train.num_epochs must be >= 1, got " + written(root["train"]["num_epochs"]));
+    if (c.grad_accumulation_steps <= 0)
+      fail("train.grad_accumulation_steps must be >= 1, got " +
+           written(root["train"]["grad_accumulation_steps"]));
     if (!(c.max_grad_norm >= 0))
       fail("train.max_grad_norm must be >= 0 (0: no clipping), got " +
            written(root["train"]["max_grad_norm"]));
@@ -485,11 +542,19 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.resolved_yaml = YAML::Dump(root) + "\n";
     return c;
   } catch (const std::invalid_argument& e) {
-    // Said where the offending value came from: an override, else the file.
+    // Said where the offending value came from: the override of the key the message names first
+    // (the last of that key's, the one in effect), else the file.
     const std::string message = e.what();
+    const std::string* source = nullptr;
+    size_t first = std::string::npos;
     for (const std::string& o : overrides)
-      if (names_key(message, o.substr(0, o.find('='))))
-        throw std::invalid_argument(message + " (from the command line: --" + o + ")");
+      if (const size_t at = where_named(message, o.substr(0, o.find('=')));
+          at <= first && at != std::string::npos) {
+        first = at;
+        source = &o;
+      }
+    if (source != nullptr)
+      throw std::invalid_argument(message + " (from the command line: --" + *source + ")");
     throw std::invalid_argument(message + " (in " + path + ")");
   }
 }
@@ -503,23 +568,6 @@ std::string with_override(const std::string& resolved_yaml, const std::string& o
 namespace {
 
 // Every leaf of a config as "a.b" -> its value in one line (a list is one leaf).
-// A value as it compares: numbers by value ("0.90000000000000002", "0.9" and "9e-1" alike),
-// lists element by element, anything else as written.
-std::string compared(const YAML::Node& node) {
-  if (node.IsSequence()) {
-    std::string out = "[";
-    for (const auto& item : node) out += (out.size() > 1 ? ", " : "") + compared(item);
-    return out + "]";
-  }
-  if (node.IsScalar()) {
-    const std::string& text = node.Scalar();
-    double v = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec == std::errc() && end == text.data() + text.size()) return shortest(v);
-  }
-  return written(node);
-}
-
 // Each leaf by its dotted key: the value as written, and as it compares.
 void flatten(const YAML::Node& node, const std::string& prefix,
              std::map<std::string, std::pair<std::string, std::string>>& out) {

@@ -171,8 +171,6 @@ TEST(TrainConfig, BadValuesNameTheKey) {
                        "model.dtype must be auto, bf16 or f32, got 'f16'"));
   EXPECT_TRUE(contains(load_error(kMinimal, {"train.loss_normalization=sum"}),
                        "train.loss_normalization must be mean or tokens, got 'sum'"));
-  EXPECT_TRUE(contains(load_error(kMinimal, {"train.grad_accumulation_steps=0"}),
-                       "train.grad_accumulation_steps > 0"));
   EXPECT_TRUE(contains(load_error(kMinimal, {"scheduler.min_lr_ratio=1.5"}),
                        "scheduler.min_lr_ratio must be in [0, 1]"));
   EXPECT_TRUE(contains(load_error(kMinimal, {"run_dir="}), "run_dir is required"));
@@ -282,6 +280,9 @@ TEST(TrainConfig, OutOfRangeValuesNameTheKeyAndTheValue) {
        "checkpoint.every_steps must be >= 0 (0: only the final checkpoint), got -5"},
       {"checkpoint.keep_last=0", "checkpoint.keep_last must be >= 1, got 0"},
       {"log.every_steps=0", "log.every_steps must be >= 1, got 0"},
+      {"train.num_epochs=0", "train.num_epochs must be >= 1, got 0"},
+      {"train.max_steps=-3", "train.max_steps must be >= 0 (0: train.num_epochs), got -3"},
+      {"train.grad_accumulation_steps=0", "train.grad_accumulation_steps must be >= 1, got 0"},
       {"val.every_steps=-2", "val.every_steps must be >= 0 (0: only after the last step), got -2"},
   };
   for (const auto& [override_text, message] : cases) {
@@ -291,6 +292,10 @@ TEST(TrainConfig, OutOfRangeValuesNameTheKeyAndTheValue) {
     EXPECT_TRUE(contains(error, "(from the command line: --" + override_text + ")"))
         << override_text;
   }
+  // Several overrides: the one of the key the message is about, not the first given.
+  EXPECT_TRUE(contains(load_error(kMinimal, {"train.max_steps=1", "train.num_epochs=0"}),
+                       "train.num_epochs must be >= 1, got 0 (from the command line: "
+                       "--train.num_epochs=0)"));
   const std::string in_file = load_error(std::string(kMinimal) + "log: {every_steps: 0}\n");
   EXPECT_TRUE(contains(
       in_file, "log.every_steps must be >= 1, got 0 (in " + (config_dir() / "c.yaml") + ")"))

@@ -280,6 +280,27 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
       RecipeKind::domino));
   EXPECT_TRUE(contains(init, "is a dflash draft: a Domino recipe needs"));
   EXPECT_FALSE(testing::fs::exists(dir / "run"));
+  // From a draft, its shape holds: a shape key given as well must agree (refused naming both
+  // values), and the resolved config records the draft's values, not the defaults.
+  const std::string from = latest_checkpoint(dir / "plain");
+  const speculative::DraftConfig plain = speculative::load_draft_config(from);
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"block_size", "8"}, {"num_layers", "3"}, {"mask_token_id", "5"}})
+    EXPECT_EQ(config_error({"draft.init=" + from, "draft." + key + "=" + value}),
+              "[config] draft." + key + " " + value + " differs from draft.init " + from + "'s " +
+                  (key == "block_size"   ? std::to_string(plain.block_size)
+                   : key == "num_layers" ? std::to_string(plain.layers.num_hidden_layers)
+                                         : std::to_string(plain.mask_token_id)) +
+                  ": leave it out (the draft's own config holds), or train a fresh draft without "
+                  "draft.init (from the command line: --draft." +
+                  key + "=" + value + ")");
+  const TrainConfig adopted = testing::tiny_dflash_config(
+      dir, {"draft.init=" + from, "draft.block_size=" + std::to_string(plain.block_size)});
+  EXPECT_EQ(adopted.dflash.draft.num_layers, plain.layers.num_hidden_layers);
+  EXPECT_TRUE(contains(adopted.resolved_yaml,
+                       "num_layers: " + std::to_string(plain.layers.num_hidden_layers)))
+      << adopted.resolved_yaml;
+  EXPECT_TRUE(contains(adopted.resolved_yaml, "target_layer_ids: [1]")) << adopted.resolved_yaml;
 }
 
 TEST(DFlashTrain, PaddedRowsTrainToo) {

@@ -44,7 +44,9 @@ struct DataConfig {
   bool supervise_first_token = false;
   uint64_t seed = 0;
 
-  ReadOptions read_options() const { return {vocab_size, eot_id, skip_bad_records}; }
+  ReadOptions read_options() const {
+    return {vocab_size, eot_id, skip_bad_records, supervise_first_token};
+  }
   PackOptions pack_options() const { return {packing, seq_len, drop_long_samples, max_packs}; }
 };
 

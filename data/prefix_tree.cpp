@@ -43,6 +43,13 @@ void check_policy_values(const RolloutGroup& group) {
 
 }  // namespace
 
+void check_first_tokens_predictable(const RolloutGroup& group) {
+  if (group.prompt_ids.empty())
+    fail(
+        "a group without a prompt has no position to predict its completions' first tokens from: "
+        "supervise_first_token cannot apply (give the prompt, or leave supervise_first_token off)");
+}
+
 Document fold(const RolloutGroup& group, int32_t ignore_index) {
   if (group.completions.empty()) fail("a rollout group needs at least one completion");
   size_t total = group.prompt_ids.size();

@@ -27,6 +27,10 @@ struct RolloutGroup {
 // log-probs do not match the completions (or are not finite, or a log-prob is positive).
 Document fold(const RolloutGroup& group, int32_t ignore_index = kIgnoreIndex);
 
+// supervise_first_token scores each completion's first token from the group's last prompt
+// position: a group without a prompt has none, so it throws std::invalid_argument for one.
+void check_first_tokens_predictable(const RolloutGroup& group);
+
 // Positions of a folded group's tokens into out[0 .. sum(node_lengths)): prompt 0..P-1, every
 // completion restarts at P (so RoPE sees prompt ++ completion).
 void write_tree_positions(const std::vector<int32_t>& node_lengths, int64_t* out);

@@ -149,7 +149,8 @@ Document parse_document(const json& record, TargetForm form, int64_t vocab_size)
   return doc;
 }
 
-Document parse_rollout(const json& record, int64_t vocab_size) {
+Document parse_rollout(const json& record, const ReadOptions& options) {
+  const int64_t vocab_size = options.vocab_size;
   check_keys(record, {"prompt_ids", "completions", "advantages", "old_logprobs"});
   RolloutGroup group;
   group.prompt_ids = ids_field(field(record, "prompt_ids"), quoted("prompt_ids"), vocab_size);
@@ -169,6 +170,7 @@ Document parse_rollout(const json& record, int64_t vocab_size) {
       group.old_logprobs.push_back(to_floats(
           lp, quoted("old_logprobs") + "[" + std::to_string(group.old_logprobs.size()) + "]"));
   }
+  if (options.supervise_first_token) check_first_tokens_predictable(group);
   return fold(group);
 }
 
@@ -278,7 +280,7 @@ void read_documents(const std::string& path, TargetForm form, const ReadOptions&
 void read_rollouts(const std::string& path, const ReadOptions& options, BadRecords& bad,
                    const DocumentSink& sink) {
   read_jsonl(path, options, bad, sink,
-             [&](const json& record) { return parse_rollout(record, options.vocab_size); });
+             [&](const json& record) { return parse_rollout(record, options); });
 }
 
 void read_shard(const std::string& path, TargetForm form, const ReadOptions& options,

@@ -33,6 +33,8 @@ struct ReadOptions {
   int64_t vocab_size = 0;         // > 0: every token id must lie in [0, vocab_size)
   int64_t eot_id = -1;            // token shards: the end-of-text id between documents
   bool skip_bad_records = false;  // skip and count bad records instead of stopping
+  // Rollouts: every group must have a prompt to predict its completions' first tokens from.
+  bool supervise_first_token = false;
 };
 
 // Bad records skipped under skip_bad_records: how many, and the first few messages.

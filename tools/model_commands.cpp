@@ -100,7 +100,8 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   ProgressLine progress;
   PositionLimit positions(config.max_position_embeddings, options.strict_positions, "score");
   for_each_record(input, [&](const json& rec, const std::string& where) {
-    const data::Batch batch = parse_score_record(rec, config.vocab_size, where);
+    const data::Batch batch =
+        parse_score_record(rec, config.vocab_size, where, options.supervise_first_token);
     const int64_t T = batch.seq_len();
     const data::ScoredTokens scored = data::scored_tokens(batch, options.supervise_first_token);
     out_bytes += static_cast<size_t>(options.logprobs ? 2 * T : T * config.vocab_size) * 4;

@@ -12,11 +12,12 @@ using json = nlohmann::json;
 
 namespace {
 
-// A non-empty list of token ids in [0, vocab).
+// A list of token ids in [0, vocab), non-empty unless `may_be_empty`.
 std::vector<int32_t> id_list(const json& j, const char* what, int64_t vocab,
-                             const std::string& where) {
-  if (!j.is_array() || j.empty())
-    throw std::runtime_error(where + ": \"" + what + "\" must be a non-empty list of token ids");
+                             const std::string& where, bool may_be_empty = false) {
+  if (!j.is_array() || (j.empty() && !may_be_empty))
+    throw std::runtime_error(where + ": \"" + what + "\" must be a " +
+                             (may_be_empty ? "" : "non-empty ") + "list of token ids");
   std::vector<int32_t> ids;
   for (const json& v : j) {
     if (!v.is_number_integer())
@@ -32,7 +33,8 @@ std::vector<int32_t> id_list(const json& j, const char* what, int64_t vocab,
 
 }  // namespace
 
-data::Batch parse_score_record(const json& rec, int64_t vocab, const std::string& where) {
+data::Batch parse_score_record(const json& rec, int64_t vocab, const std::string& where,
+                               bool supervise_first_token) {
   for (const auto& entry : rec.items())
     if (const std::string why = unknown_record_key(
             entry.key(), {"input_ids", "documents", "prompt_ids", "completions"});
@@ -64,11 +66,17 @@ data::Batch parse_score_record(const json& rec, int64_t vocab, const std::string
       corpus.docs.push_back(sequence(id_list(d, "documents", vocab, where)));
   } else if (rec.contains("prompt_ids") && rec.contains("completions")) {
     data::RolloutGroup group;
-    group.prompt_ids = id_list(rec["prompt_ids"], "prompt_ids", vocab, where);
+    // An empty prompt folds as training folds it: completions as independent sequences.
+    group.prompt_ids = id_list(rec["prompt_ids"], "prompt_ids", vocab, where, true);
     if (!rec["completions"].is_array() || rec["completions"].empty())
       throw std::runtime_error(where + ": \"completions\" must be a non-empty list of id lists");
     for (const json& c : rec["completions"])
       group.completions.push_back(id_list(c, "completions", vocab, where));
+    try {
+      if (supervise_first_token) data::check_first_tokens_predictable(group);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(where + ": " + e.what());
+    }
     corpus.docs.push_back(data::fold(group));
     corpus.folded = true;
   } else {

@@ -13,7 +13,10 @@
 
 namespace sprig::tools {
 
+// One record of `sprig score` as a batch of one row; `supervise_first_token`: a rollout group
+// needs a prompt (data::check_first_tokens_predictable). Throws std::runtime_error prefixed by
+// `where` (file:line).
 data::Batch parse_score_record(const nlohmann::json& record, int64_t vocab_size,
-                               const std::string& where);
+                               const std::string& where, bool supervise_first_token);
 
 }  // namespace sprig::tools

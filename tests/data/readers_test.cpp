@@ -164,6 +164,25 @@ TEST(Readers, RolloutsFoldedWithErrors) {
   EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": [[2], []]}\n"),
             ":1: [fold] completion 1 is empty");
   EXPECT_EQ(error("{\"prompt_ids\": [1]}\n"), ":1: missing \"completions\"");
+  // Without a prompt a group folds (each completion alone), unless its first tokens are to be
+  // supervised: no position predicts them.
+  const std::string no_prompt = "{\"prompt_ids\": [], \"completions\": [[2, 3]]}\n";
+  EXPECT_EQ(error(no_prompt), "");
+  {
+    TempFile g(no_prompt);
+    BadRecords unused;
+    ReadOptions first;
+    first.supervise_first_token = true;
+    try {
+      read_rollouts(g.path(), first, unused, [](Document&&) {});
+      ADD_FAILURE() << "an empty prompt with supervise_first_token was read";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).substr(g.path().size()),
+                ":1: [fold] a group without a prompt has no position to predict its completions' "
+                "first tokens from: supervise_first_token cannot apply (give the prompt, or leave "
+                "supervise_first_token off)");
+    }
+  }
   EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": [[2]], \"advantage\": [1.0]}\n"),
             ":1: unknown key \"advantage\" (did you mean \"advantages\"?)");
   EXPECT_EQ(error("{\"prompt_ids\": [1], \"completions\": 3}\n"),

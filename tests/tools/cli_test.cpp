@@ -168,6 +168,31 @@ TEST_F(SprigCli, FoldedRolloutsScoreLikeEachCompletionAlone) {
   }
 }
 
+// A rollout without a prompt scores as training folds it, each completion as its own sequence;
+// --supervise-first-token cannot apply to it (no position predicts a first token) and says so.
+TEST_F(SprigCli, AnEmptyPromptScoresEachCompletionAloneAndCannotSuperviseItsFirstToken) {
+  testing::write_text(dir + "/records.jsonl",
+                      "{\"prompt_ids\": [], \"completions\": [[3, 4, 5], [6, 7]]}\n"
+                      "{\"input_ids\": [3, 4, 5]}\n{\"input_ids\": [6, 7]}\n");
+  const std::string command = "score --device cpu --model " + model + " --input " + dir +
+                              "/records.jsonl --logprobs --overwrite --out " + logits_path;
+  const RunResult r = run_sprig(command, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const SafetensorsFile out(logits_path);
+  EXPECT_EQ(out.load("0.lengths").to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+  const Tensor folded = out.load("0.logprobs");
+  EXPECT_TRUE(testing::all_close(folded.select(0, 0).narrow(0, 0, 2),
+                                 out.load("1.logprobs").select(0, 0), 1e-5, 1e-5));
+  EXPECT_TRUE(testing::all_close(folded.select(0, 1).narrow(0, 0, 1),
+                                 out.load("2.logprobs").select(0, 0), 1e-5, 1e-5));
+  const RunResult first = run_sprig(command + " --supervise-first-token", dir);
+  EXPECT_EQ(first.exit_code, 1);
+  EXPECT_EQ(first.err, "sprig: " + dir +
+                           "/records.jsonl:1: [fold] a group without a prompt has no position to "
+                           "predict its completions' first tokens from: supervise_first_token "
+                           "cannot apply (give the prompt, or leave supervise_first_token off)\n");
+}
+
 // `score --logprobs`: one folded forward gives each completion token's log-prob (and entropy) as
 // scoring prompt ++ completion alone does; lengths count C_j tokens with the first one supervised,
 // C_j - 1 without.

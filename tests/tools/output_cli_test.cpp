@@ -110,8 +110,8 @@ TEST_F(OutputCli, ScoreChecksItsOutputBeforeScoring) {
       {"{\"input_ids\": [1, 2], \"documents\": [[1]]}",
        ":1: a record holds one layout: \"input_ids\", \"documents\", or \"prompt_ids\" with "
        "\"completions\", not several"},
-      {"{\"prompt_ids\": [], \"completions\": [[1, 2]]}",
-       ":1: \"prompt_ids\" must be a non-empty list of token ids"},
+      {"{\"prompt_ids\": [1], \"completions\": []}",
+       ":1: \"completions\" must be a non-empty list of id lists"},
       {"{\"input_ids\": [1e99999]}", ":1: the number 1e99999 is out of range"},
   };
   for (const auto& [record, message] : bad) {

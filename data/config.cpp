@@ -87,7 +87,8 @@ DataConfig parse_data_config(const YAML::Node& root) {
   c.packing = packing_from_name(value_or<std::string>(data, "packing", "fold"));
   check_format_packing(c.format, c.packing);
   c.seq_len = value_or<int64_t>(data, "seq_len", 0);
-  if (c.seq_len <= 0) fail("data.seq_len is required and must be positive");
+  if (!present(data["seq_len"])) fail("data.seq_len is required (tokens per row)");
+  if (c.seq_len <= 0) fail("data.seq_len must be positive, got " + std::to_string(c.seq_len));
   c.micro_batch_size = value_or<int64_t>(data, "micro_batch_size", 1);
   if (c.micro_batch_size <= 0)
     fail("data.micro_batch_size must be positive, got " + std::to_string(c.micro_batch_size));
@@ -105,7 +106,8 @@ DataConfig parse_data_config(const YAML::Node& root) {
   c.shuffle = value_or<bool>(data, "shuffle", true);
   c.drop_long_samples = value_or<bool>(data, "drop_long_samples", true);
   c.max_packs = value_or<int64_t>(data, "max_packs", 0);
-  if (c.max_packs < 0) fail("data.max_packs must be positive, got " + std::to_string(c.max_packs));
+  if (c.max_packs < 0)
+    fail("data.max_packs must be >= 0 (0: all), got " + std::to_string(c.max_packs));
   if (const YAML::Node rollouts = data["rollouts"]; present(rollouts)) {
     if (c.format != DataFormat::rollouts)
       fail(std::string("data.rollouts applies to format rollouts, not ") + format_name(c.format));

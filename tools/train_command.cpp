@@ -85,7 +85,13 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
       overrides.push_back(o);
       resume_command += " " + shell_word("--" + o);
     }
-    TrainConfig config = load_train_config(opt->config, overrides, kind);
+    TrainConfig config;
+    try {
+      config = load_train_config(opt->config, overrides, kind);
+    } catch (const OverrideError& e) {  // a usage error: what the command line says is wrong
+      const std::string message = e.what(), tag = "[config] ";
+      throw CLI::ValidationError(message.rfind(tag, 0) == 0 ? message.substr(tag.size()) : message);
+    }
     config.allow_config_change = opt->allow_config_change;
     // Before anything touches CUDA: a rank selects its device.
     const std::unique_ptr<Communicator> comm =

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <type_traits>
@@ -142,6 +143,11 @@ T get(YAML::Node& root, const std::string& section, const char* key, T fallback)
   try {
     value = sec[key].as<T>();
   } catch (const YAML::Exception&) {
+    if constexpr (std::is_same_v<T, bool>)
+      fail(name + " must be true or false, got " + written(sec[key]));
+    if constexpr (std::is_integral_v<T>)
+      fail(name + " must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) +
+           ", " + std::to_string(std::numeric_limits<T>::max()) + "], got " + written(sec[key]));
     fail(name + " has an invalid value '" + YAML::Dump(sec[key]) + "'");
   }
   bool finite = true;
@@ -269,6 +275,12 @@ void adopt_init_shape(YAML::Node& root, RecipeKind kind) {
 void parse_dflash(YAML::Node& root, TrainConfig& c) {
   DFlashConfig& d = c.dflash;
   const RecipeKind kind = c.recipe;
+  // draft.<key> (`value`) at least `min`; `note` says what the limit means.
+  const auto at_least = [&](const char* key, int64_t value, int64_t min, const char* note = "") {
+    if (value < min)
+      fail(std::string("draft.") + key + " must be >= " + std::to_string(min) + note + ", got " +
+           written(root["draft"][key]));
+  };
   for (const auto& [key, owner] : recipe_keys())
     if (owner != kind && present(root["draft"]) && root["draft"][key].IsDefined())
       fail(std::string("draft.") + key + " is a setting of sprig train " + recipe_name(owner) +
@@ -331,9 +343,9 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
     o.domino = h;
     d.lambda_base_start = get<double>(root, "draft", "lambda_base_start", 1.0);
     d.lambda_base_decay_ratio = get<double>(root, "draft", "lambda_base_decay_ratio", 0.5);
-    if (h.emb_dim < 1 || h.gru_hidden_dim < 1)
-      fail("draft.emb_dim and draft.gru_hidden_dim must be >= 1");
-    if (h.pure_draft_prefix_len < 0) fail("draft.pure_draft_prefix_len must be >= 0");
+    at_least("emb_dim", h.emb_dim, 1);
+    at_least("gru_hidden_dim", h.gru_hidden_dim, 1);
+    at_least("pure_draft_prefix_len", h.pure_draft_prefix_len, 0);
     if (d.lambda_base_start < 0 || d.lambda_base_start > 1)
       fail("draft.lambda_base_start must be in [0, 1] (the base loss's share at step 0), got " +
            written(root["draft"]["lambda_base_start"]));
@@ -351,15 +363,20 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
     if (!(d.kd_temperature >= 0.01 && d.kd_temperature <= 100))
       fail("draft.kd_temperature must be in [0.01, 100], got " +
            written(root["draft"]["kd_temperature"]));
-    if (d.kd_chunk_size < 0) fail("draft.kd_chunk_size must be >= 0 (0: automatic)");
+    at_least("kd_chunk_size", d.kd_chunk_size, 0, " (0: automatic)");
   }
   d.prefix_weight_base = get<double>(root, "draft", "prefix_weight_base", 0.9);
   d.init = get<std::string>(root, "draft", "init", "");
-  if (o.mask_token_id < 0) fail("draft.mask_token_id must be >= 0");
-  if (o.num_layers < 1) fail("draft.num_layers must be >= 1");
-  if (o.block_size < 2) fail("draft.block_size must be >= 2, got " + std::to_string(o.block_size));
-  if (d.num_anchors < 1) fail("draft.num_anchors must be >= 1");
-  if (o.sliding_window < 0) fail("draft.sliding_window must be >= 0 (0: none)");
+  at_least("mask_token_id", o.mask_token_id, 0);
+  at_least("num_layers", o.num_layers, 1);
+  at_least("block_size", o.block_size, 2);
+  at_least("num_anchors", d.num_anchors, 1);
+  at_least("sliding_window", o.sliding_window, 0, " (0: none)");
+  for (const auto& [key, value] :
+       {std::pair<const char*, int64_t>{"num_attention_heads", o.num_attention_heads},
+        {"num_key_value_heads", o.num_key_value_heads},
+        {"head_dim", o.head_dim}})
+    at_least(key, value, 0, " (0: the target's)");
   if (!(d.prefix_weight_base > 0 && d.prefix_weight_base <= 100))
     fail("draft.prefix_weight_base must be in (0, 100], got " +
          written(root["draft"]["prefix_weight_base"]));
@@ -554,7 +571,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
         source = &o;
       }
     if (source != nullptr)
-      throw std::invalid_argument(message + " (from the command line: --" + *source + ")");
+      throw OverrideError(message + " (from the command line: --" + *source + ")");
     throw std::invalid_argument(message + " (in " + path + ")");
   }
 }

@@ -127,10 +127,17 @@ struct ConfigChange {
 // attention.backend (the same attention on other kernels).
 std::vector<ConfigChange> config_changes(const std::string& before, const std::string& after);
 
+// What load_train_config throws when the offending value came from an override: the command line
+// is wrong (a usage error), not the file.
+struct OverrideError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // Loads `path`, applies overrides ("a.b=value", value parsed as YAML), validates everything for
 // the recipe `kind` (whose defaults differ: dflash trains with betas (0.9, 0.95), lr 6e-4 and a
 // warmup ratio of 0.05, as the reference's draft recipes). Throws std::invalid_argument with one
-// sentence naming the key (and the file).
+// sentence naming the key and where its value came from ("(in FILE)"), or OverrideError
+// ("(from the command line: --a.b=value)").
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               RecipeKind kind = RecipeKind::sft);
 

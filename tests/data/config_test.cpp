@@ -93,7 +93,9 @@ TEST(DataConfig, Errors) {
   EXPECT_EQ(config_error("data: {seq_len: 16, packing: sft}\n"),
             "[config] data.train is required (a path or a list of paths)");
   EXPECT_EQ(config_error("data: {train: d.jsonl, packing: sft}\n"),
-            "[config] data.seq_len is required and must be positive");
+            "[config] data.seq_len is required (tokens per row)");
+  EXPECT_EQ(config_error("data: {train: d.jsonl, packing: sft, seq_len: 0}\n"),
+            "[config] data.seq_len must be positive, got 0");
   EXPECT_EQ(config_error("data: {train: d.jsonl, seq_len: many, packing: sft}\n"),
             "[config] data.seq_len must be an integer, got 'many'");
   EXPECT_EQ(config_error("data: {train: d.jsonl, seq_len: 8}\n"),

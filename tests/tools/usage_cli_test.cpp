@@ -146,10 +146,10 @@ TEST(UsageCli, ConfigPathsAreTheFilesAndOverridesTakeASpace) {
 
   const CliRun bad = run_sprig("train sft -c " + config_dir + "/tiny_sft.yaml --train.max_step 2",
                                tmp.path, elsewhere);
-  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.exit_code, 2);  // the command line is wrong: a usage error
   EXPECT_EQ(bad.err,
-            "sprig: [config] unknown key train.max_step (did you mean train.max_steps?) (from the "
-            "command line: --train.max_step=2)\n");
+            "sprig: [train sft] unknown key train.max_step (did you mean train.max_steps?) (from "
+            "the command line: --train.max_step=2) (see sprig train sft --help)\n");
   const CliRun dangling =
       run_sprig("train sft -c " + config_dir + "/tiny_sft.yaml --train.max_steps", tmp.path);
   EXPECT_EQ(dangling.exit_code, 2);

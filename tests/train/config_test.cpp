@@ -159,7 +159,18 @@ TEST(TrainConfig, UnknownKeysSuggestTheClosestInEverySection) {
 
 TEST(TrainConfig, BadValuesNameTheKey) {
   EXPECT_TRUE(contains(load_error(kMinimal, {"train.max_steps=abc"}),
-                       "train.max_steps has an invalid value 'abc'"));
+                       "train.max_steps must be an integer in [-9223372036854775808, "
+                       "9223372036854775807], got abc"));
+  // Seeds span [0, 2^64): -1 and 2^64 are out of it, said with the range.
+  for (const char* seed : {"-1", "18446744073709551616", "1.5"})
+    EXPECT_TRUE(contains(load_error(kMinimal, {std::string("seed=") + seed}),
+                         std::string("[config] seed must be an integer in [0, "
+                                     "18446744073709551615], got ") +
+                             seed + " (from the command line: --seed=" + seed + ")"))
+        << seed;
+  EXPECT_EQ(load(kMinimal, {"seed=18446744073709551615"}).seed, UINT64_MAX);
+  // An override's error is the command line's: a usage error of its own type.
+  EXPECT_THROW(load(kMinimal, {"seed=-1"}), OverrideError);
   EXPECT_TRUE(contains(load_error(kMinimal, {"optimizer.betas=[0.9]"}),
                        "optimizer.betas must be a list of two numbers"));
   EXPECT_TRUE(contains(load_error(kMinimal, {"optimizer.lr=0"}), "optimizer.lr must be positive"));

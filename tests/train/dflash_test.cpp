@@ -212,8 +212,19 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
   };
   EXPECT_TRUE(
       contains(config_error({"draft.block_size=1"}), "draft.block_size must be >= 2, got 1"));
-  EXPECT_TRUE(
-      contains(config_error({"draft.mask_token_id=-1"}), "draft.mask_token_id must be >= 0"));
+  // Every size names its key and its value; the attention shape's 0 means the target's.
+  for (const auto& [override_text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"draft.mask_token_id=-1", "draft.mask_token_id must be >= 0, got -1"},
+           {"draft.num_layers=0", "draft.num_layers must be >= 1, got 0"},
+           {"draft.num_anchors=0", "draft.num_anchors must be >= 1, got 0"},
+           {"draft.sliding_window=-2", "draft.sliding_window must be >= 0 (0: none), got -2"},
+           {"draft.num_attention_heads=-3",
+            "draft.num_attention_heads must be >= 0 (0: the target's), got -3"},
+           {"draft.head_dim=-1", "draft.head_dim must be >= 0 (0: the target's), got -1"}})
+    EXPECT_TRUE(
+        contains(config_error({override_text}),
+                 "[config] " + message + " (from the command line: --" + override_text + ")"))
+        << config_error({override_text});
   EXPECT_TRUE(contains(config_error({"draft.loss_type=mse"}), "mse"));
   EXPECT_TRUE(contains(config_error({"model.path=/x"}), "not model:"));
   // Each recipe's own keys belong to it; Domino and JetSpec take the dflash loss only.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -80,6 +81,9 @@ class Fields {
   static int64_t to_int(const json& v, const char* key) {
     if (!v.is_number_integer())
       bad(std::string("field \"") + key + "\" must hold integers, got " + v.dump());
+    // Read as int64_t, JSON's unsigned integers past 2^63 would wrap to negative values.
+    if (v.is_number_unsigned() && v.get<uint64_t>() > std::numeric_limits<int64_t>::max())
+      bad(std::string("field \"") + key + "\" = " + v.dump() + " does not fit in 64 bits");
     return v.get<int64_t>();
   }
   static std::vector<int64_t> to_ints(const json& list, const char* key) {

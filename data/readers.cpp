@@ -51,10 +51,12 @@ std::vector<int32_t> to_ints(const json& value, const std::string& name, bool al
       continue;
     }
     if (!v.is_number_integer()) throw BadRecord(entry + " is not an integer: " + v.dump());
-    const int64_t x = v.get<int64_t>();
+    // Compared in double, which holds every 32-bit integer exactly (read as int64_t, JSON's
+    // unsigned integers past 2^63 would wrap to negative values).
+    const double x = v.get<double>();
     if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
-      throw BadRecord(entry + " = " + std::to_string(x) + " does not fit in 32 bits");
-    out.push_back(static_cast<int32_t>(x));
+      throw BadRecord(entry + " = " + v.dump() + " does not fit in 32 bits");
+    out.push_back(v.get<int32_t>());
   }
   return out;
 }

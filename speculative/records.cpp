@@ -1,5 +1,6 @@
 #include "speculative/records.h"
 
+#include <limits>
 #include <stdexcept>
 
 #include "tensor/names.h"
@@ -30,6 +31,10 @@ struct RecordParser {
     std::vector<int64_t> out;
     for (const json& v : j) {
       if (!v.is_number_integer()) fail("\"" + what + "\" holds a non-integer " + v.dump());
+      // Read as int64_t, JSON's unsigned integers past 2^63 would wrap to negative values.
+      if (v.is_number_unsigned() && v.get<uint64_t>() > std::numeric_limits<int64_t>::max())
+        fail("\"" + what + "\"[" + std::to_string(out.size()) + "] = " + v.dump() +
+             " does not fit in 64 bits");
       out.push_back(v.get<int64_t>());
     }
     return out;

@@ -293,7 +293,17 @@ void add_data_command(CLI::App& app) {
   pack->add_flag("--skip-bad-records", pack_args->skip_bad_records,
                  "skip bad records (counted and reported) instead of stopping at the first");
   add_overwrite_flag(pack, pack_args->overwrite);
-  pack->callback([pack_args] { run_pack(*pack_args); });
+  pack->callback([pack, pack_args] {
+    const PackArgs& a = *pack_args;
+    if (pack->count("--eot-id") && a.format != "shards")
+      throw CLI::ValidationError("--eot-id applies to --format shards, not --format " + a.format);
+    // dflash and padded truncate a long document instead.
+    if (pack->count("--drop-long-samples") &&
+        target_form(packing_from_name(a.mode)) == TargetForm::loss_mask)
+      throw CLI::ValidationError("--drop-long-samples applies to --mode sft and bfd, not --mode " +
+                                 a.mode + ", which truncates documents longer than --seq-len");
+    run_pack(a);
+  });
 
   auto fold_args = std::make_shared<FoldArgs>();
   CLI::App* fold = data->add_subcommand(

@@ -281,7 +281,14 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   add_strict_positions_flag(cmd, o->strict_positions);
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);
-  cmd->callback([o] { run_eval(*o); });
+  cmd->callback([o, cmd] {
+    if (o->kind == DraftKind::dflash && cmd->count("--prefix-weight-base") &&
+        o->loss_type != "variable_prefix")
+      throw CLI::ValidationError(
+          "--prefix-weight-base applies to --loss-type variable_prefix, not --loss-type " +
+          o->loss_type);
+    run_eval(*o);
+  });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -18,6 +19,7 @@
 #include "speculative/draft.h"
 #include "speculative/serving.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/json_text.h"
 #include "tensor/names.h"
 #include "tensor/storage.h"
 #include "tools/commands.h"
@@ -92,7 +94,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   const Device device = model->head_weight().device();
   NoGradGuard no_grad;
   std::vector<SafetensorsEntry> entries;
-  int64_t records = 0;
+  int64_t records = 0, rollouts = 0;
   double nll_sum = 0;
   int64_t nll_count = 0;
   size_t out_bytes = 0;
@@ -103,6 +105,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
     const data::Batch batch =
         parse_score_record(rec, config.vocab_size, where, options.supervise_first_token);
     const int64_t T = batch.seq_len();
+    rollouts += !batch.groups.empty();
     const data::ScoredTokens scored = data::scored_tokens(batch, options.supervise_first_token);
     out_bytes += static_cast<size_t>(options.logprobs ? 2 * T : T * config.vocab_size) * 4;
     if (out_bytes > available / 2)
@@ -144,6 +147,11 @@ void run_score(const std::string& model_dir, const std::string& input, const std
   std::cout << "records: " << records << "\nscored tokens: " << nll_count
             << "\nmean next-token NLL: " << nll_sum / static_cast<double>(nll_count) << "\n"
             << (options.logprobs ? "log-probs" : "logits") << " written to " << out.path() << "\n";
+  // Known only once every record is scored: a warning, as the scores are right either way.
+  if (options.supervise_first_token && rollouts == 0)
+    std::cerr << "sprig: [score] warning: --supervise-first-token applies to rollout records "
+                 "(prompt_ids with completions); "
+              << input << " has none\n";
 }
 
 std::vector<int64_t> parse_id_csv(const std::string& s) {
@@ -193,11 +201,36 @@ std::string tokenizer_source(const std::string& src, const std::string& given) {
   return recorded_target(src);
 }
 
+// One past the largest id of a vocab.json or added_tokens.json, {"token": id, ...}.
+int64_t id_count(const std::string& file) {
+  const json tokens = read_json_file(file);
+  if (!tokens.is_object())
+    throw std::runtime_error("[convert] " + file +
+                             " must be a JSON object of token ids, {\"token\": id, ...}");
+  int64_t count = 0;
+  for (const auto& [token, id] : tokens.items()) {
+    // Read as uint64_t, a negative id wraps past 2^31 (and 2^64 - 1 stays itself).
+    if (!id.is_number_integer() || id.get<uint64_t>() > std::numeric_limits<int32_t>::max())
+      throw std::runtime_error("[convert] " + file + ": " + json(token).dump() + " maps to " +
+                               id.dump() + ", not a token id (an integer in [0, 2^31))");
+    count = std::max(count, id.get<int64_t>() + 1);
+  }
+  return count;
+}
+
 // The tokenizer a draft ships with is its target's: it must load, and name no id past the
-// draft's vocabulary (engines index the draft's embedding and head with its ids).
+// draft's vocabulary (engines index the draft's embedding and head with its ids). Without a
+// tokenizer.json, engines take the ids of vocab.json and added_tokens.json.
 void check_tokenizer_fits(const std::string& dir, int64_t vocab_size) {
-  if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / "tokenizer.json")) return;
-  const int64_t ids = data::Tokenizer::load(dir).vocab_size();
+  const std::filesystem::path path(dir);
+  int64_t ids = 0;
+  if (std::filesystem::is_regular_file(path / "tokenizer.json")) {
+    ids = data::Tokenizer::load(dir).vocab_size();
+  } else {
+    for (const char* name : {"vocab.json", "added_tokens.json"})
+      if (std::filesystem::is_regular_file(path / name))
+        ids = std::max(ids, id_count((path / name).string()));
+  }
   if (ids > vocab_size)
     throw std::runtime_error("[convert] the tokenizer of " + dir + " has " + std::to_string(ids) +
                              " ids, past the draft's vocabulary of " + std::to_string(vocab_size) +

@@ -22,11 +22,11 @@ std::vector<int32_t> id_list(const json& j, const char* what, int64_t vocab,
   for (const json& v : j) {
     if (!v.is_number_integer())
       throw std::runtime_error(where + ": \"" + what + "\" holds a non-integer " + v.dump());
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= vocab)
-      throw std::runtime_error(where + ": token id " + std::to_string(id) + " in \"" + what +
+    // Read as uint64_t, a negative id wraps past any vocabulary (and 2^64 - 1 stays itself).
+    if (v.get<uint64_t>() >= static_cast<uint64_t>(vocab))
+      throw std::runtime_error(where + ": token id " + v.dump() + " in \"" + what +
                                "\" is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    ids.push_back(static_cast<int32_t>(id));  // vocab fits 32 bits
+    ids.push_back(v.get<int32_t>());  // vocab fits 32 bits
   }
   return ids;
 }

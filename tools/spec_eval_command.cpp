@@ -58,11 +58,11 @@ void run_spec_eval(const SpecEvalOptions& o) {
     for (const json& v : rec["prompt_ids"]) {
       if (!v.is_number_integer())
         throw std::runtime_error(where + ": \"prompt_ids\" holds a non-integer " + v.dump());
-      const int64_t id = v.get<int64_t>();
-      if (id < 0 || id >= vocab)
-        throw std::runtime_error(where + ": prompt id " + std::to_string(id) +
+      // Read as uint64_t, a negative id wraps past any vocabulary (and 2^64 - 1 stays itself).
+      if (v.get<uint64_t>() >= static_cast<uint64_t>(vocab))
+        throw std::runtime_error(where + ": prompt id " + v.dump() +
                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-      prompt.push_back(id);
+      prompt.push_back(v.get<int64_t>());
     }
     const std::string what = where + ": decoding a " + std::to_string(prompt.size()) +
                              "-token prompt with --max-new-tokens " +

@@ -91,6 +91,11 @@ TEST(MaskIo, BadSpecs) {
   EXPECT_EQ(message(R"({"kind": "causal"})"), "[mask] missing field \"length\"");
   EXPECT_EQ(message(R"({"kind": "causal", "length": 2.5})"),
             "[mask] field \"length\" must hold integers, got 2.5");
+  // Printed as written: read as int64, 2^64 - 1 would be -1 (and 2^63 would be -2^63).
+  EXPECT_EQ(message(R"({"kind": "causal", "length": 18446744073709551615})"),
+            "[mask] field \"length\" = 18446744073709551615 does not fit in 64 bits");
+  EXPECT_EQ(message(R"({"kind": "documents", "seq_lens": [1, 9223372036854775808]})"),
+            "[mask] field \"seq_lens\" = 9223372036854775808 does not fit in 64 bits");
   EXPECT_EQ(message(R"({"kind": "documents", "seq_lens": 4})"),
             "[mask] field \"seq_lens\" must be a list");
   EXPECT_EQ(message(R"({"kind": "prefix_tree", "node_lengths": [1], "sample_paths": [0]})"),

@@ -5,6 +5,8 @@
 // bad options get a clear message; --help lists the options.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "data/config.h"
 #include "data/loader.h"
 #include "tests/data/cli_util.h"
@@ -273,6 +275,47 @@ TEST_F(DataCli, BadOptionsGetAClearMessage) {
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(path("out.jsonl")));
   }
+}
+
+// An option the chosen mode ignores is a usage error naming the mode it applies to, and writes
+// nothing; in that mode it does its work.
+TEST_F(DataCli, PackRefusesOptionsItsModeIgnores) {
+  const std::string docs = write("docs.jsonl", "{\"input_ids\": [1, 2, 3, 4, 5, 6]}\n");
+  const std::string out = " --out " + path("out.jsonl");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--mode sft --eot-id 0", "--eot-id applies to --format shards, not --format documents"},
+      {"--mode dflash --drop-long-samples false",
+       "--drop-long-samples applies to --mode sft and bfd, not --mode dflash, which truncates "
+       "documents longer than --seq-len"},
+      {"--mode padded --drop-long-samples true",
+       "--drop-long-samples applies to --mode sft and bfd, not --mode padded, which truncates "
+       "documents longer than --seq-len"},
+  };
+  for (const auto& [args, message] : cases) {
+    SCOPED_TRACE(args);
+    const CliRun r = sprig_data("pack --input " + docs + " --seq-len 4 " + args + out);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "sprig: [data pack] " + message + " (see sprig data pack --help)\n");
+    EXPECT_FALSE(std::filesystem::exists(path("out.jsonl")));
+  }
+  // sft drops a document longer than S by default, and refuses it under --drop-long-samples false.
+  const CliRun refused = sprig_data("pack --input " + docs + " --seq-len 4 --mode sft " +
+                                    "--drop-long-samples false" + out);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("has 5 tokens, more than seq_len 4"), std::string::npos)
+      << refused.err;
+  // Shards: end-of-text id 0 splits 1 2 0 3 0 into two documents, one row each under padded.
+  std::string shard(256 * 4 + 5 * 4, '\0');
+  const int32_t header[] = {20240520, 2, 5};
+  const uint32_t tokens[] = {1, 2, 0, 3, 0};
+  std::memcpy(shard.data(), header, sizeof header);
+  std::memcpy(shard.data() + 256 * 4, tokens, sizeof tokens);
+  std::string summary;
+  const std::vector<json> rows =
+      pack(write("tokens.bin", shard), "padded", 3, "--format shards --eot-id 0", summary);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["input_ids"], json({1, 2, 0}));
+  EXPECT_EQ(rows[1]["input_ids"], json({3, 0, 0}));
 }
 
 TEST_F(DataCli, HelpListsEachSubcommandsOptions) {

@@ -90,6 +90,15 @@ TEST(Readers, DocumentErrors) {
             "FILE:1: \"input_ids\"[0] = -3 is not a token id (negative)");
   EXPECT_EQ(document_error("{\"input_ids\": [1], \"labels\": [-5]}\n"),
             "FILE:1: \"labels\"[0] = -5 is not a token id (negative)");
+  // Printed as written, the 32-bit range exactly: read as int64, 2^64 - 1 would be -1.
+  EXPECT_EQ(document_error("{\"input_ids\": [1, 18446744073709551615]}\n", /*vocab_size=*/10),
+            "FILE:1: \"input_ids\"[1] = 18446744073709551615 does not fit in 32 bits");
+  EXPECT_EQ(document_error("{\"input_ids\": [2147483648]}\n"),
+            "FILE:1: \"input_ids\"[0] = 2147483648 does not fit in 32 bits");
+  EXPECT_EQ(document_error("{\"input_ids\": [1], \"labels\": [-2147483649]}\n"),
+            "FILE:1: \"labels\"[0] = -2147483649 does not fit in 32 bits");
+  EXPECT_EQ(document_error("{\"input_ids\": [2147483647]}\n", /*vocab_size=*/10),
+            "FILE:1: \"input_ids\"[0] = 2147483647 is not a token id in [0, 10)");
   EXPECT_EQ(document_error("{\"input_ids\": [1], \"labels\": [1, 2]}\n"),
             "FILE:1: \"labels\" has 2 entries but \"input_ids\" has 1");
   EXPECT_EQ(document_error("{\"input_ids\": [1], \"loss_mask\": [2]}\n"),

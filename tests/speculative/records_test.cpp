@@ -59,6 +59,14 @@ TEST(DraftRecords, BadRecordsNameTheProblem) {
             "f:7: \"keep\" holds a non-bool 1");
   EXPECT_EQ(error(R"({"documents": [[1, 2]]})"), "f:7: documents[0]. needs \"input_ids\"");
   EXPECT_EQ(error("[1, 2]"), "f:7: a record must be a JSON object");
+  // Printed as written: read as int64, 2^64 - 1 would be -1.
+  EXPECT_EQ(error(R"({"input_ids": [1, 18446744073709551615]})"),
+            "f:7: \"input_ids\"[1] = 18446744073709551615 does not fit in 64 bits");
+  EXPECT_EQ(error(R"({"documents": [{"input_ids": [9223372036854775807]}]})"),
+            "f:7: \"documents[0].input_ids\"[0] = 9223372036854775807 is not a token id in [0, "
+            "10)");
+  EXPECT_EQ(error(R"({"input_ids": [1, 2, 3], "anchors": [0, 9223372036854775808]})"),
+            "f:7: \"anchors\"[1] = 9223372036854775808 does not fit in 64 bits");
 }
 
 }  // namespace

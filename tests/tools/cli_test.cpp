@@ -193,6 +193,29 @@ TEST_F(SprigCli, AnEmptyPromptScoresEachCompletionAloneAndCannotSuperviseItsFirs
                            "cannot apply (give the prompt, or leave supervise_first_token off)\n");
 }
 
+// --supervise-first-token changes rollout records only: on a file without one, scoring warns (the
+// scores are those without it); where a rollout is scored, it says nothing.
+TEST_F(SprigCli, SuperviseFirstTokenWarnsWhenNoRecordIsARollout) {
+  const std::string records = dir + "/records.jsonl";
+  const std::string command = "score --device cpu --model " + model + " --input " + records +
+                              " --logprobs --overwrite --out " + logits_path +
+                              " --supervise-first-token";
+  testing::write_text(records, "{\"input_ids\": [3, 4, 5]}\n{\"documents\": [[6, 7], [8, 9]]}\n");
+  const RunResult r = run_sprig(command, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "scored 1 records\nscored 2 records\nsprig: [score] warning: --supervise-first-token "
+            "applies to rollout records (prompt_ids with completions); " +
+                records + " has none\n");
+  EXPECT_TRUE(exists(logits_path));
+  testing::write_text(records,
+                      "{\"input_ids\": [3, 4, 5]}\n"
+                      "{\"prompt_ids\": [3], \"completions\": [[4, 5]]}\n");
+  const RunResult rollout = run_sprig(command, dir);
+  ASSERT_EQ(rollout.exit_code, 0) << rollout.err;
+  EXPECT_EQ(rollout.err, "scored 1 records\nscored 2 records\n");
+}
+
 // `score --logprobs`: one folded forward gives each completion token's log-prob (and entropy) as
 // scoring prompt ++ completion alone does; lengths count C_j tokens with the first one supervised,
 // C_j - 1 without.
@@ -340,6 +363,10 @@ TEST_F(SprigCli, BadRecordsStopAtFileAndLine) {
            "vocabulary [0, " + std::to_string(vocab) + ")"},
       {good + "\n{\"documents\": [[1], [-1]]}\n",
        file + ":3: token id -1 in \"documents\" is outside the vocabulary [0, " +
+           std::to_string(vocab) + ")"},
+      // As written: read as int64, 2^64 - 1 would be -1.
+      {good + "{\"input_ids\": [1, 18446744073709551615]}\n",
+       file + ":2: token id 18446744073709551615 in \"input_ids\" is outside the vocabulary [0, " +
            std::to_string(vocab) + ")"},
       {good + "{\"input_ids\": []}\n",
        file + ":2: \"input_ids\" must be a non-empty list of token ids"},

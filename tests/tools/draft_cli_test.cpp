@@ -211,6 +211,72 @@ TEST_F(DraftCli, EvalRefusesNonFiniteOptions) {
   }
 }
 
+// --prefix-weight-base weighs the sampled prefix lengths of the variable-prefix loss: with the
+// dflash loss, which samples none, it is a usage error.
+TEST_F(DraftCli, EvalRefusesThePrefixWeightBaseOfTheDflashLoss) {
+  const std::string record =
+      R"({"input_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]})"
+      "\n";
+  for (const char* args :
+       {"--prefix-weight-base 0.5", "--loss-type dflash --prefix-weight-base 1"}) {
+    const CliRun r = eval(record, args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err,
+              "sprig: [eval dflash] --prefix-weight-base applies to --loss-type variable_prefix, "
+              "not --loss-type dflash (see sprig eval dflash --help)\n")
+        << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  const CliRun ok = eval(record, "--loss-type variable_prefix --prefix-weight-base 0.5");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// Without a tokenizer.json, engines take the ids of vocab.json and added_tokens.json: their
+// largest must fit the draft's vocabulary of 96, and each must be a JSON object of ids.
+TEST_F(DraftCli, ConvertChecksTheIdsOfVocabJsonAndAddedTokensJson) {
+  const std::string tokens = dir + "/tokens";
+  fs::create_directories(tokens);
+  const auto convert = [&](const std::string& vocab, const std::string& added) {
+    testing::write_text(tokens + "/vocab.json", vocab);
+    fs::remove(tokens + "/added_tokens.json");
+    if (!added.empty()) testing::write_text(tokens + "/added_tokens.json", added);
+    fs::remove_all(dir + "/out");
+    return run_sprig("convert --to-hf " + kGoldenDir + "dflash_tiny --out " + dir +
+                         "/out --tokenizer-from " + tokens,
+                     dir);
+  };
+  const CliRun fits = convert(R"({"a": 0, "b": 94})", R"({"<end>": 95})");
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("tokenizer files from " + tokens + ": vocab.json added_tokens.json"),
+            std::string::npos)
+      << fits.out;
+  const std::string vocab = tokens + "/vocab.json";
+  const std::string misfit = "[convert] the tokenizer of " + tokens +
+                             " has 97 ids, past the draft's vocabulary of 96: a draft ships with "
+                             "its target's tokenizer";
+  const std::string not_an_id = ", not a token id (an integer in [0, 2^31))";
+  struct Case {
+    std::string vocab, added, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"a": 0, "b": 94})", R"({"<end>": 96})", misfit},
+           {R"({"a": 0, "b": 96})", "", misfit},
+           {R"({"a": 0, "b": 18446744073709551615})", "",
+            "[convert] " + vocab + ": \"b\" maps to 18446744073709551615" + not_an_id},
+           {R"({"a": 0, "b": -1})", "", "[convert] " + vocab + ": \"b\" maps to -1" + not_an_id},
+           {R"({"a": 0, "b": 1.0})", "", "[convert] " + vocab + ": \"b\" maps to 1.0" + not_an_id},
+           {R"(["a", "b"])", "",
+            "[convert] " + vocab + " must be a JSON object of token ids, {\"token\": id, ...}"},
+           {R"({"a": 0, "a": 1})", "",
+            vocab + ": is not valid JSON: key \"a\" appears twice in one object"},
+       }) {
+    const CliRun r = convert(c.vocab, c.added);
+    EXPECT_EQ(r.exit_code, 1) << c.vocab;
+    EXPECT_EQ(r.err, "sprig: " + c.message + "\n");
+    EXPECT_FALSE(fs::exists(dir + "/out")) << c.vocab;
+  }
+}
+
 // The positions rule (max_position_embeddings 128): two packed 70-token documents restart their
 // positions and pass silently; one 130-token sequence warns, or is refused under
 // --strict-positions before any output.

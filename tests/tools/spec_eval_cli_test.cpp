@@ -150,6 +150,15 @@ TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(":1: prompt id 96 is outside the vocabulary [0, 96)"), std::string::npos)
       << r.err;
+  // As written: read as int64, 2^64 - 1 would be -1.
+  r = spec_eval("{\"prompt_ids\": [1, 18446744073709551615]}\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(":1: prompt id 18446744073709551615 is outside the vocabulary [0, 96)"),
+            std::string::npos)
+      << r.err;
+  r = spec_eval("{\"prompt_ids\": [1, -1]}\n");
+  EXPECT_NE(r.err.find(":1: prompt id -1 is outside the vocabulary [0, 96)"), std::string::npos)
+      << r.err;
   r = spec_eval("{\"prompt_ids\": [1]}\n", "--block-size 9 --max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,

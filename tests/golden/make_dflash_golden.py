@@ -5,6 +5,9 @@ An independent float64 PyTorch implementation of the DFlash draft objective (doc
 §7-§9): hidden-state capture on the existing tests/golden/qwen3_tiny target (read only), the draft
 forward, block inputs and positions, the DFlash mask, block targets, the decay-weighted DFlash and
 variable-prefix losses, accuracy and acceptance length. Anchors and prefix lengths are given.
+The "yarn" case gives target and draft YaRN positions (the "yarn" case of
+rope_expected.safetensors): they rotate by the frequencies and cos/sin scale transformers computed
+there, at the context's and the blocks' positions.
 
 Writes:
     tests/golden/dflash_tiny/{config.json, model.safetensors}   random draft, F32, HF names
@@ -44,14 +47,21 @@ DRAFT_CFG = {
 }
 
 
-def load_f32_safetensors(path):
-    """u64 little-endian header length, JSON header, raw little-endian data (F32 only here)."""
+def safetensors_metadata(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n)).get("__metadata__", {})
+
+
+def load_f32_safetensors(path, names=None):
+    """u64 little-endian header length, JSON header, raw little-endian data (F32 only here);
+    `names`: only those tensors."""
     with open(path, "rb") as f:
         data = f.read()
     n = struct.unpack("<Q", data[:8])[0]
     header, base, out = json.loads(data[8:8 + n]), 8 + n, {}
     for name, info in header.items():
-        if name == "__metadata__":
+        if name == "__metadata__" or (names is not None and name not in names):
             continue
         assert info["dtype"] == "F32", (name, info["dtype"])
         a, b = info["data_offsets"]
@@ -86,9 +96,22 @@ def make_draft_params(cfg, gen):
     return p
 
 
-def layer(cfg, p, pre, h, ctx, pos_q, pos_k, allowed):
+def scaled_rope(inv_freq, scale):
+    """A rotation by transformers' frequencies and cos/sin scale (rope_expected.safetensors)."""
+    def rotate(x, pos):
+        freqs = pos.to(torch.float32)[..., None] * inv_freq  # fp32, as HF
+        emb = torch.cat([freqs, freqs], dim=-1)
+        cos = (emb.cos() * scale).to(x.dtype)[:, :, None, :]
+        sin = (emb.sin() * scale).to(x.dtype)[:, :, None, :]
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+    return rotate
+
+
+def layer(cfg, p, pre, h, ctx, pos_q, pos_k, allowed, rot=None):
     """One Qwen3 decoder layer. Queries come from norm(h) [B, Q, H]; keys and values from
-    [ctx | norm(h)] (ctx None: plain self-attention, the target). allowed [B, Q, KV] bool."""
+    [ctx | norm(h)] (ctx None: plain self-attention, the target). allowed [B, Q, KV] bool.
+    rot(x, pos) rotates queries and keys (None: the default rope with rope_theta)."""
     B, Q, _ = h.shape
     nH, nKV, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg)
     eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
@@ -97,8 +120,9 @@ def layer(cfg, p, pre, h, ctx, pos_q, pos_k, allowed):
     q = (x @ p[pre + "self_attn.q_proj.weight"].T).view(B, Q, nH, D)
     k = (src @ p[pre + "self_attn.k_proj.weight"].T).view(B, -1, nKV, D)
     v = (src @ p[pre + "self_attn.v_proj.weight"].T).view(B, -1, nKV, D)
-    q = rope(rms_norm(q, p[pre + "self_attn.q_norm.weight"], eps), pos_q, theta)
-    k = rope(rms_norm(k, p[pre + "self_attn.k_norm.weight"], eps), pos_k, theta)
+    rot = rot or (lambda t, pos: rope(t, pos, theta))
+    q = rot(rms_norm(q, p[pre + "self_attn.q_norm.weight"], eps), pos_q)
+    k = rot(rms_norm(k, p[pre + "self_attn.k_norm.weight"], eps), pos_k)
     k, v = k.repeat_interleave(nH // nKV, dim=2), v.repeat_interleave(nH // nKV, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(D)
     s = s.masked_fill(~allowed[:, None], float("-inf"))
@@ -115,14 +139,14 @@ def doc_ids(seq_lens, S):
     return (ends[:, :, None] <= torch.arange(S)[None, None, :]).sum(1)
 
 
-def target_hidden(cfg, p, ids, pos, doc):
+def target_hidden(cfg, p, ids, pos, doc, rot=None):
     """Residual stream after each decoder layer in TARGET_LAYER_IDS (HF hidden_states[i + 1]),
     concatenated on features -> [B, S, L*H]; document block-causal mask (doc all 0: causal)."""
     S = ids.shape[1]
     allowed = torch.ones(S, S, dtype=torch.bool).tril() & (doc[:, :, None] == doc[:, None, :])
     x, caps = p["model.embed_tokens.weight"][ids], []
     for i in range(cfg["num_hidden_layers"]):
-        x = layer(cfg, p, f"model.layers.{i}.", x, None, pos, pos, allowed)
+        x = layer(cfg, p, f"model.layers.{i}.", x, None, pos, pos, allowed, rot)
         caps.append(x)
     return torch.cat([caps[i] for i in TARGET_LAYER_IDS], dim=-1), x
 
@@ -164,12 +188,12 @@ def block_targets(ids, loss_mask, anchors, keep, bs):
     return tgt, keep[..., None].double() * (idx < S).double() * lm.double()
 
 
-def draft_forward(cfg, p, tp, hidden, noise_ids, full_pos, allowed):
+def draft_forward(cfg, p, tp, hidden, noise_ids, full_pos, allowed, rot=None):
     eps, S = cfg["rms_norm_eps"], hidden.shape[1]
     ctx = rms_norm(hidden @ p["fc.weight"].T, p["hidden_norm.weight"], eps)  # once, every layer
     h = tp["model.embed_tokens.weight"][noise_ids]
     for i in range(cfg["num_hidden_layers"]):
-        h = layer(cfg, p, f"layers.{i}.", h, ctx, full_pos[:, S:], full_pos, allowed)
+        h = layer(cfg, p, f"layers.{i}.", h, ctx, full_pos[:, S:], full_pos, allowed, rot)
     return rms_norm(h, p["norm.weight"], eps) @ tp["lm_head.weight"].T
 
 
@@ -230,7 +254,7 @@ def self_test():
     assert noise.tolist() == [[[3, 4, 5, MASK], [MASK] * 4]]
 
 
-def run_case(name, tcfg, tp, dp, inputs, loss_type):
+def run_case(name, tcfg, tp, dp, inputs, loss_type, rot=None):
     ids, loss_mask, anchors, keep = (inputs[k] for k in ["input_ids", "loss_mask", "anchors",
                                                          "keep"])
     prefix = inputs.get("prefix_lengths") if loss_type == "variable_prefix" else None
@@ -239,8 +263,8 @@ def run_case(name, tcfg, tp, dp, inputs, loss_type):
     ctx_pos = inputs["position_ids"] if packed else torch.arange(S).expand(B, S)
     doc = doc_ids(inputs["seq_lens"], S) if packed else torch.zeros(B, S, dtype=torch.long)
     with torch.no_grad():
-        hidden, last = target_hidden(tcfg, tp, ids, ctx_pos, doc)
-        if not packed:  # the capture path reproduces make_qwen_golden's target forward
+        hidden, last = target_hidden(tcfg, tp, ids, ctx_pos, doc, rot)
+        if not packed and rot is None:  # the capture path reproduces make_qwen_golden's forward
             ref = forward(tcfg, tp, ids, ctx_pos)
             mine = rms_norm(last, tp["model.norm.weight"], tcfg["rms_norm_eps"])
             assert torch.allclose(mine @ tp["lm_head.weight"].T, ref, rtol=0, atol=1e-12)
@@ -255,7 +279,7 @@ def run_case(name, tcfg, tp, dp, inputs, loss_type):
     assert not bmask[~keep.bool()].any()  # a dropped block is never supervised
 
     params = {k: v.float().double().requires_grad_() for k, v in dp.items()}
-    logits = draft_forward(DRAFT_CFG, params, tp, hidden, noise, full_pos, allowed)
+    logits = draft_forward(DRAFT_CFG, params, tp, hidden, noise, full_pos, allowed, rot)
     out = loss_and_metrics(logits.view(B, N, BS, V), tgt, bmask, GAMMA, prefix)
     grads = torch.autograd.grad(out["loss"], list(params.values()))
     res = {f"{name}.{k}": v for k, v in inputs.items()}
@@ -304,6 +328,12 @@ def main():
     prefix = dict(unpacked, prefix_lengths=i64([[2, 3, 2], [3, 2, 3]]))
 
     dflash = "dflash: slots 1..bs-1, loss = sum(nll*w*m)/(sum(w*m)+1e-6), w = exp(-(k-1)/gamma)"
+    # YaRN as transformers computed it for the tiny Qwen3 (make_rope_golden.py's "yarn" case).
+    rope_file = os.path.join(HERE, "rope_expected.safetensors")
+    rope_cases = json.loads(safetensors_metadata(rope_file)["cases"])
+    rope_tensors = load_f32_safetensors(rope_file, {"yarn.inv_freq", "yarn.attention_scaling"})
+    yarn = scaled_rope(rope_tensors["yarn.inv_freq"], rope_tensors["yarn.attention_scaling"][0])
+
     cases = {  # name: (inputs, loss_type, description)
         "unpacked": (unpacked, "dflash", dflash + "; target causal, positions 0..S-1; draft "
                      "positions anchor + k; row 1 block 2 dropped"),
@@ -313,12 +343,18 @@ def main():
         "prefix": (prefix, "variable_prefix", "variable_prefix on the unpacked inputs: slots "
                    "[2, bs), sup = m*(k >= l), w = sup*exp(-(k-l)/gamma), loss = sum(nll*w)/"
                    "(sum(w)+1e-6)"),
+        "yarn": (unpacked, "dflash", "the unpacked case with YaRN rope_parameters on target and "
+                 "draft (transformers' frequencies and cos/sin scale): context positions 0..S-1, "
+                 "block positions anchor + k"),
     }
     expected, meta = {}, {}
     for name, (inputs, loss_type, text) in cases.items():
-        expected.update(run_case(name, tcfg, tp, dp, inputs, loss_type))
+        expected.update(run_case(name, tcfg, tp, dp, inputs, loss_type,
+                                 yarn if name == "yarn" else None))
         meta[name] = {"loss_type": loss_type, "gamma": GAMMA, "block_size": BS,
                       "mask_token_id": MASK, "target_layer_ids": TARGET_LAYER_IDS, "about": text}
+        if name == "yarn":
+            meta[name]["rope_parameters"] = rope_cases["yarn"]["rope_parameters"]
     meta = {"cases": json.dumps(meta), "target": "qwen3_tiny", "draft": "dflash_tiny",
             "grads": "grad.<param>: d loss / d param (the micro-batch mean), float64"}
     save_safetensors(os.path.join(HERE, "dflash_tiny_expected.safetensors"), expected, meta)

@@ -1,7 +1,8 @@
 // The DFlash golden-parity check shared by the CPU (f64, f32) and GPU (bf16) tests: the draft
 // written by tests/golden/make_dflash_golden.py and its target qwen3_tiny, loaded through the real
 // readers, run on the fixture's rows and anchors, and compared with PyTorch's f64 loss, metrics,
-// logits and every draft parameter's gradient.
+// logits and every draft parameter's gradient. A case with rope_parameters (YaRN) runs target and
+// draft with them.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "nn/checkpoint.h"
 #include "speculative/dflash.h"
+#include "tests/nn/checkpoint_fixtures.h"
 #include "tests/nn/golden_check.h"
 
 namespace sprig::testing {
@@ -71,12 +73,29 @@ inline DFlashGoldenCase load_dflash_case(const SafetensorsFile& f, const std::st
   return c;
 }
 
+// The golden model directory `model`, or a copy in `dir` whose config.json has the case's
+// rope_parameters when it gives some.
+inline std::string golden_with_rope(const std::string& model, const nlohmann::json& meta,
+                                    const std::string& dir) {
+  if (!meta.contains("rope_parameters")) return kGolden + model;
+  const std::string copy = dir + "/" + model;
+  fs::copy(kGolden + model, copy, fs::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(read_text(copy + "/config.json"));
+  config.erase("rope_theta");
+  config["rope_parameters"] = meta["rope_parameters"];
+  write_text(copy + "/config.json", config.dump());
+  return copy;
+}
+
 inline void check_dflash_golden(const std::string& name, Device device, DType dtype,
                                 GoldenTolerance tol) {
   SafetensorsFile expected(kGolden + "dflash_tiny_expected.safetensors");
   const DFlashGoldenCase c = load_dflash_case(expected, name);
-  const speculative::FrozenTarget target(load_qwen(kGolden + "qwen3_tiny"), device, dtype);
-  auto draft = speculative::load_draft(kGolden + "dflash_tiny");
+  const nlohmann::json meta = nlohmann::json::parse(expected.metadata().at("cases")).at(name);
+  const NamedTempDir dir("dflash_golden_" + name);
+  const speculative::FrozenTarget target(load_qwen(golden_with_rope("qwen3_tiny", meta, dir.path)),
+                                         device, dtype);
+  auto draft = speculative::load_draft(golden_with_rope("dflash_tiny", meta, dir.path));
   draft->to(device, dtype);
 
   Tensor logits;

@@ -1,6 +1,7 @@
 // DFlash draft training against PyTorch (tests/golden/make_dflash_golden.py): unpacked rows,
-// packed rows (two documents, per-document positions and context), and the variable-prefix loss,
-// each in f64 (the semantics, to rounding) and f32 (the precision training runs at).
+// packed rows (two documents, per-document positions and context), the variable-prefix loss, and
+// YaRN positions on target and draft (transformers' frequencies and scale), each in f64 (the
+// semantics, to rounding) and f32 (the precision training runs at).
 #include "tests/speculative/dflash_golden_check.h"
 
 namespace sprig::testing {
@@ -18,12 +19,18 @@ TEST(DFlashGolden, PackedF64) { check_dflash_golden("packed", Device::cpu(), DTy
 TEST(DFlashGolden, VariablePrefixF64) {
   check_dflash_golden("prefix", Device::cpu(), DType::f64, kF64);
 }
+TEST(DFlashGolden, YarnPositionsF64) {
+  check_dflash_golden("yarn", Device::cpu(), DType::f64, kF64);
+}
 TEST(DFlashGolden, UnpackedF32) {
   check_dflash_golden("unpacked", Device::cpu(), DType::f32, kF32);
 }
 TEST(DFlashGolden, PackedF32) { check_dflash_golden("packed", Device::cpu(), DType::f32, kF32); }
 TEST(DFlashGolden, VariablePrefixF32) {
   check_dflash_golden("prefix", Device::cpu(), DType::f32, kF32);
+}
+TEST(DFlashGolden, YarnPositionsF32) {
+  check_dflash_golden("yarn", Device::cpu(), DType::f32, kF32);
 }
 
 }  // namespace

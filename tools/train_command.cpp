@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "tools/commands.h"
+#include "tools/overrides.h"
 #include "train/communicator.h"
 #include "train/draft.h"
 #include "train/sft.h"
@@ -62,29 +63,14 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
   cmd->allow_extras();
   cmd->callback([cmd, opt, name, kind, run] {
     std::vector<std::string> overrides;
+    try {
+      overrides = parse_overrides(cmd->remaining());
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(e.what());
+    }
     std::string resume_command =
         std::string("sprig train ") + name + " -c " + shell_word(opt->config);
-    // Overrides: --section.key=value, or --section.key value.
-    const std::vector<std::string> extras = cmd->remaining();
-    for (size_t i = 0; i < extras.size(); ++i) {
-      std::string o = extras[i];
-      if (o.rfind("--", 0) != 0 || o.size() == 2)
-        throw CLI::ValidationError("unexpected argument '" + o +
-                                   "' (overrides look like --section.key=value)");
-      o = o.substr(2);
-      if (o.find('=') == std::string::npos) {
-        if (i + 1 == extras.size() || extras[i + 1].rfind("--", 0) == 0)
-          throw CLI::ValidationError("override --" + o + " has no value (--" + o + "=value or --" +
-                                     o + " value)");
-        o += "=" + extras[++i];
-      }
-      // An empty value would read as YAML's null, silently the key's default ("null" says that).
-      if (o.find_first_not_of(" \t", o.find('=') + 1) == std::string::npos)
-        throw CLI::ValidationError("override --" + o + " has no value (--" +
-                                   o.substr(0, o.find('=')) + "=value; null for none)");
-      overrides.push_back(o);
-      resume_command += " " + shell_word("--" + o);
-    }
+    for (const std::string& o : overrides) resume_command += " " + shell_word("--" + o);
     TrainConfig config;
     try {
       config = load_train_config(opt->config, overrides, kind);
@@ -96,6 +82,9 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
     // Before anything touches CUDA: a rank selects its device.
     const std::unique_ptr<Communicator> comm =
         launch_communicator(resolve_device(config.device).is_cuda());
+    if (comm->rank() == 0)
+      for (const std::string& unused : config.unused)
+        std::cerr << "sprig: [config] warning: " << unused << "\n";
     TrainSummary summary;
     try {
       summary = run(config, opt->resume, {}, *comm);

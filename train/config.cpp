@@ -530,7 +530,8 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
            "product must be below 1");
 
     c.warmup_steps = get<int64_t>(root, "scheduler", "warmup_steps", -1);
-    c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", dflash ? 0.05 : 0.0);
+    const double default_warmup_ratio = dflash ? 0.05 : 0.0;
+    c.warmup_ratio = get<double>(root, "scheduler", "warmup_ratio", default_warmup_ratio);
     c.min_lr_ratio = get<double>(root, "scheduler", "min_lr_ratio", 0.1);
     if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1)
       fail("scheduler.min_lr_ratio must be in [0, 1], got " +
@@ -556,6 +557,18 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     if (c.val_every_steps < 0)
       fail("val.every_steps must be >= 0 (0: only after the last step), got " +
            std::to_string(c.val_every_steps));
+    // Given, but overruled by another setting: said, not silently dropped.
+    if (c.max_steps > 0 && c.num_epochs != 1)
+      c.unused.push_back("train.num_epochs " + std::to_string(c.num_epochs) +
+                         " is not used: train.max_steps " + std::to_string(c.max_steps) +
+                         " sets the run's length");
+    if (c.warmup_steps >= 0 && c.warmup_ratio != default_warmup_ratio)
+      c.unused.push_back("scheduler.warmup_ratio " + written(root["scheduler"]["warmup_ratio"]) +
+                         " is not used: scheduler.warmup_steps " + std::to_string(c.warmup_steps) +
+                         " sets the warmup");
+    if (c.val_every_steps > 0 && c.data.val.empty())
+      fail("val.every_steps " + std::to_string(c.val_every_steps) +
+           " applies when data.val names the validation data; there is none");
     c.resolved_yaml = YAML::Dump(root) + "\n";
     return c;
   } catch (const std::invalid_argument& e) {

@@ -106,6 +106,9 @@ struct TrainConfig {
   int64_t val_every_steps = 0;  // 0: no validation during training (only at the end if val set)
 
   std::string resolved_yaml;  // the config after overrides and defaults, as the run records it
+  // Settings given but not used, each a sentence (e.g. train.num_epochs beside train.max_steps);
+  // the command prints them.
+  std::vector<std::string> unused;
   // Not a config key: `sprig train --allow-config-change` lets a resume continue with settings that
   // differ from the checkpoint's (the trainer prints them).
   bool allow_config_change = false;

@@ -120,10 +120,23 @@ TEST(TrainConfig, DefaultsFillEveryAbsentKey) {
   EXPECT_EQ(c.val_every_steps, 0);
 }
 
+// A setting another one overrules is said, once, not dropped silently.
+TEST(TrainConfig, SettingsAnotherOverrulesAreListedAsUnused) {
+  EXPECT_TRUE(load(kMinimal, {"train.max_steps=5"}).unused.empty());
+  EXPECT_EQ(load(kMinimal, {"train.max_steps=5", "train.num_epochs=3", "scheduler.warmup_steps=2",
+                            "scheduler.warmup_ratio=0.2"})
+                .unused,
+            (std::vector<std::string>{
+                "train.num_epochs 3 is not used: train.max_steps 5 sets the run's length",
+                "scheduler.warmup_ratio 0.2 is not used: scheduler.warmup_steps 2 sets the "
+                "warmup"}));
+}
+
 TEST(TrainConfig, OverridesReplaceAddAndTakeLists) {
   const TrainConfig c =
-      load(kMinimal, {"train.max_steps=7", "val.every_steps=5", "optimizer.betas=[0.8,0.9]",
-                      "data.seq_len=64", "run_dir=elsewhere", "checkpoint.keep_last=1"});
+      load(kMinimal, {"train.max_steps=7", "val.every_steps=5", "data.val=v.jsonl",
+                      "optimizer.betas=[0.8,0.9]", "data.seq_len=64", "run_dir=elsewhere",
+                      "checkpoint.keep_last=1"});
   EXPECT_EQ(c.max_steps, 7);
   EXPECT_EQ(c.val_every_steps, 5);  // a section the file does not have
   EXPECT_EQ(c.optimizer.beta1, 0.8);
@@ -295,6 +308,8 @@ TEST(TrainConfig, OutOfRangeValuesNameTheKeyAndTheValue) {
       {"train.max_steps=-3", "train.max_steps must be >= 0 (0: train.num_epochs), got -3"},
       {"train.grad_accumulation_steps=0", "train.grad_accumulation_steps must be >= 1, got 0"},
       {"val.every_steps=-2", "val.every_steps must be >= 0 (0: only after the last step), got -2"},
+      {"val.every_steps=3",
+       "val.every_steps 3 applies when data.val names the validation data; there is none"},
   };
   for (const auto& [override_text, message] : cases) {
     const std::string error = load_error(kMinimal, {override_text});

@@ -6,7 +6,8 @@ Each seed exercises a different part of its format:
   fuzz_safetensors   every dtype, metadata, a scalar, an empty tensor, padding, no tensors
   fuzz_readers       first byte = the reader and options (see fuzz_readers.cpp), then the file:
                      documents (loss_mask and labels forms), rollouts, token shards of both widths
-  fuzz_train_config  first byte = the recipe (fuzz_train_config.cpp), then YAML, "%%", overrides
+  fuzz_train_config  first byte = the recipe (fuzz_train_config.cpp), then YAML, "%%", the
+                     command line's overrides, a word a line (--a.b=value, or --a.b and value)
   fuzz_mask_spec     every spec kind with its optional fields
   fuzz_qwen_config   Qwen2 and Qwen3 config.json files, rope_parameters, sliding-window layers
   fuzz_draft_config  DFlash, JetSpec and Domino drafts' config.json, sliding-window layers; a plain
@@ -107,12 +108,13 @@ def train_config_seeds():
                 b"scheduler: {warmup_ratio: 0.1, min_lr_ratio: 0.0}\n")
     return {
         "sft.yaml": b"0" + sft,
-        "sft_overrides.yaml": b"0" + sft + b"%%\ntrain.max_steps=7\noptimizer.betas=[0.8, 0.9]\n"
-                                           b"log.every_steps=2\ncheckpoint.keep_last=1\n",
+        "sft_overrides.yaml": b"0" + sft + b"%%\n--train.max_steps=7\n--optimizer.betas\n"
+                                           b"[0.8, 0.9]\n--log.every_steps=2\n--seed\n5\n"
+                                           b"--checkpoint.keep_last=1\n",
         "rollouts.yaml": b"0" + rollouts,
-        "dflash.yaml": b"1" + dflash + b"%%\ndraft.loss_type=dflash\n",
-        "domino.yaml": b"2" + dflash + b"%%\ndraft.emb_dim=8\ndraft.gru_hidden_dim=8\n",
-        "jetspec.yaml": b"3" + dflash + b"%%\ndraft.kd_temperature=2.0\n",
+        "dflash.yaml": b"1" + dflash + b"%%\n--draft.loss_type=dflash\n",
+        "domino.yaml": b"2" + dflash + b"%%\n--draft.emb_dim=8\n--draft.gru_hidden_dim\n8\n",
+        "jetspec.yaml": b"3" + dflash + b"%%\n--draft.kd_temperature=2.0\n",
     }
 
 

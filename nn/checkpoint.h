@@ -92,14 +92,15 @@ ConvertedModel convert_checkpoint(const std::string& in_dir, const std::string& 
                                   bool overwrite = false,
                                   std::optional<DType> dtype = std::nullopt);
 
-// The dtype of a model's stored weights: that of `tensor`, the embedding by default.
-DType stored_dtype(const WeightFiles& weights,
-                   const std::string& tensor = "model.embed_tokens.weight");
+// The tensor whose dtype stands for a model's stored weights: the embedding.
+inline constexpr const char* kEmbeddingWeight = "model.embed_tokens.weight";
+
+// The dtype of a model's stored weights: that of `tensor`.
+DType stored_dtype(const WeightFiles& weights, const std::string& tensor = kEmbeddingWeight);
 
 // A config.json whose declared dtype is not its weights' (`tensor`'s) gets one warning on stderr:
 // the weights load as stored, and an export labels them so.
 void warn_on_dtype_mismatch(const WeightFiles& weights, const QwenConfig& config,
-                            const std::string& dir,
-                            const std::string& tensor = "model.embed_tokens.weight");
+                            const std::string& dir, const std::string& tensor = kEmbeddingWeight);
 
 }  // namespace sprig

@@ -23,6 +23,8 @@ class PositionLimit {
   void check(int64_t end, const std::string& what);
   // How many checks passed the limit (each is warned about only once).
   int64_t exceeded() const { return exceeded_; }
+  // Whether check(end) is the first past the limit: the one that warns.
+  bool first_past(int64_t end) const { return end > max_ && exceeded_ == 0; }
 
  private:
   int64_t max_;

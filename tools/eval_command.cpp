@@ -134,9 +134,7 @@ void run_eval(const EvalOptions& o) {
     ++index;
     DraftRecord r = parse_draft_record(rec, vocab, bs, where);
     const int64_t end = r.rows.packed() ? positions_end(r.rows.position_ids) : r.rows.seq_len();
-    if (end > target.config().max_position_embeddings && positions.exceeded() == 0)
-      progress.finish();  // the one warning's own line
-    positions.check(end, where);
+    check_positions(positions, progress, end, where);
     if (r.prefix_lengths.defined() && !variable_prefix)
       throw std::runtime_error(where + ": \"prefix_lengths\" need --loss-type variable_prefix");
     Anchors anchors;

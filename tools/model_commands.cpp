@@ -113,10 +113,7 @@ void run_score(const std::string& model_dir, const std::string& input, const std
           where + ": the " + (options.logprobs ? "log-probs" : "logits") + " would hold " +
           std::to_string(out_bytes >> 20) + " MiB by this record, over half the " +
           std::to_string(available >> 20) + " MiB of memory available: split the input");
-    const int64_t end = positions_end(batch.position_ids);
-    if (end > config.max_position_embeddings && positions.exceeded() == 0)
-      progress.finish();  // the one warning's own line
-    positions.check(end, where);
+    check_positions(positions, progress, positions_end(batch.position_ids), where);
     const Var hidden = model->hidden(batch_input(batch, config, device));
     Tensor entropy;
     const Tensor nll =

@@ -11,6 +11,8 @@
 #include <iostream>
 #include <string>
 
+#include "nn/positions.h"
+
 namespace sprig::tools {
 
 class ProgressLine {
@@ -49,5 +51,13 @@ class ProgressLine {
   std::string pending_;  // a log's update not yet written
   std::chrono::steady_clock::time_point last_;
 };
+
+// positions.check(end, what), its one warning on a line of its own (the progress line ended
+// first).
+inline void check_positions(PositionLimit& positions, ProgressLine& progress, int64_t end,
+                            const std::string& what) {
+  if (positions.first_past(end)) progress.finish();
+  positions.check(end, what);
+}
 
 }  // namespace sprig::tools

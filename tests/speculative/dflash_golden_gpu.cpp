@@ -1,4 +1,5 @@
-// The DFlash golden cases on the GPU in bf16 (the training precision there) and f32.
+// The DFlash golden cases (YaRN positions included) on the GPU in bf16 (the training precision
+// there) and f32.
 #include "tests/speculative/dflash_golden_check.h"
 
 namespace sprig::testing {
@@ -9,14 +10,14 @@ constexpr GoldenTolerance kF32{1e-3, 1e-4, 1e-2};
 
 TEST(DFlashGoldenGpu, EveryCaseBf16) {
   SPRIG_REQUIRE_CUDA();
-  for (const char* name : {"unpacked", "packed", "prefix"}) {
+  for (const char* name : {"unpacked", "packed", "prefix", "yarn"}) {
     check_dflash_golden(name, Device::cuda(), DType::bf16, kBf16);
   }
 }
 
 TEST(DFlashGoldenGpu, EveryCaseF32) {
   SPRIG_REQUIRE_CUDA();
-  for (const char* name : {"unpacked", "packed", "prefix"}) {
+  for (const char* name : {"unpacked", "packed", "prefix", "yarn"}) {
     check_dflash_golden(name, Device::cuda(), DType::f32, kF32);
   }
 }

@@ -112,17 +112,21 @@ TEST(NonFiniteGuard, NonFiniteGradientsSkipUpdatesAndAreCounted) {
   EXPECT_EQ(logged_skips, (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
-TEST(NonFiniteGuard, NonFiniteLossesStopTheRun) {
-  TempDir dir;
-  // A starting checkpoint whose final norm is finite but so large that the logits overflow: every
-  // loss is non-finite (a checkpoint holding NaN itself is refused when it loads).
+// A starting checkpoint in `dir` whose final norm is finite but so large that the logits overflow:
+// every loss is non-finite (a checkpoint holding NaN itself is refused when it loads).
+std::string overflowing_model(const TempDir& dir) {
   Generator gen(1);
   QwenForCausalLM model(QwenConfig::load(testing::source_path("train/configs/tiny_qwen3.json")),
                         gen);
   model.model.norm->weight.value().fill_(3e38);
   save_qwen(model, dir / "nan_model");
+  return dir / "nan_model";
+}
+
+TEST(NonFiniteGuard, NonFiniteLossesStopTheRun) {
+  TempDir dir;
   const TrainConfig config = testing::tiny_config(
-      dir, with(kGuardOverrides, {"model={path: " + (dir / "nan_model") + "}"}));
+      dir, with(kGuardOverrides, {"model={path: " + overflowing_model(dir) + "}"}));
   const auto [losses, message] = run_until_stopped(config);
   EXPECT_EQ(message,
             "[train] steps 1 to 4 had a non-finite loss or gradient (4 in a row, more than "
@@ -138,13 +142,8 @@ TEST(NonFiniteGuard, NonFiniteLossesStopTheRun) {
 // A run that ends with every step skipped fails, and writes no checkpoint.
 TEST(NonFiniteGuard, ARunWhoseEveryStepWasSkippedFails) {
   TempDir dir;
-  Generator gen(1);
-  QwenForCausalLM model(QwenConfig::load(testing::source_path("train/configs/tiny_qwen3.json")),
-                        gen);
-  model.model.norm->weight.value().fill_(3e38);
-  save_qwen(model, dir / "nan_model");
-  const TrainConfig config =
-      testing::tiny_config(dir, {"train.max_steps=2", "model={path: " + (dir / "nan_model") + "}"});
+  const TrainConfig config = testing::tiny_config(
+      dir, {"train.max_steps=2", "model={path: " + overflowing_model(dir) + "}"});
   EXPECT_EQ(train_error(config),
             "[train] every step of this run (1 to 2) had a non-finite loss or gradient and was "
             "skipped: nothing was trained, and no checkpoint is written; no step of this run "

@@ -1,9 +1,11 @@
 #include "speculative/dflash.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include "autograd/functions.h"
+#include "speculative/draft_kind.h"
 
 namespace sprig::speculative {
 
@@ -62,6 +64,73 @@ double dflash_flops(const FrozenTarget& target, const DFlashDraft& draft, int64_
                  6.0 * static_cast<double>(draft.num_parameters()) * slots + 4.0 * head * slots;
   if (teacher_logits) flops += 2.0 * head * context;
   return flops;
+}
+
+namespace {
+
+// DFlash's objective: the decay-weighted block cross-entropy (loss_type dflash), or the
+// variable-prefix loss over prefix lengths drawn with weights prefix_weight_base^l
+// (docs/semantics.md §9.1-§9.3).
+class DFlashObjective : public DraftObjective {
+ public:
+  explicit DFlashObjective(const DraftSettings& s)
+      : settings_(s),
+        options_{loss_type_from_name(s.word("loss_type", "dflash")),
+                 s.number("loss_decay_gamma", 7.0)},
+        prefix_weight_base_(s.number("prefix_weight_base", 0.9)) {}
+
+  void complete(const DraftConfig& draft, DraftBatch& batch, Generator& gen) const override {
+    if (options_.type != DraftLossType::variable_prefix) {
+      if (batch.prefix_lengths.defined())
+        throw std::invalid_argument("\"prefix_lengths\" need " + settings_.named("loss_type") +
+                                    " variable_prefix");
+      return;
+    }
+    if (!batch.prefix_lengths.defined())
+      batch.prefix_lengths = sample_prefix_lengths(batch.rows.rows(), batch.anchors.blocks(),
+                                                   draft.block_size, prefix_weight_base_, gen);
+  }
+  DraftLoss loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftBatch& batch,
+                 Tensor* logits) const override {
+    return dflash_loss(target, draft, batch.rows, batch.anchors, options_, batch.prefix_lengths,
+                       logits);
+  }
+
+ private:
+  DraftSettings settings_;
+  ObjectiveOptions options_;
+  double prefix_weight_base_;
+};
+
+class DFlash : public DraftKind {
+ public:
+  std::string_view name() const override { return "dflash"; }
+  std::string_view train_help() const override {
+    return "Train a DFlash speculative-decoding draft on a frozen target's hidden states "
+           "(target: and draft: sections; data packed by dflash or padded)";
+  }
+  std::string_view eval_help() const override {
+    return "Teacher-forced DFlash draft evaluation: loss, accuracy and acceptance length per "
+           "record (one JSON line each, then {\"aggregate\": ...}), with logits and gradients on "
+           "request";
+  }
+  bool is_kind_of(const DraftConfig& c) const override { return !c.causal && !c.domino; }
+  std::string_view requirement() const override {
+    return "a DFlash recipe needs a bidirectional draft without a correction head";
+  }
+  double mean_denominator(double loss_weight) const override {
+    return weighted_mean_denominator(loss_weight);
+  }
+  std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
+    return std::make_unique<DFlashObjective>(s);
+  }
+};
+
+}  // namespace
+
+const DraftKind& dflash_kind() {
+  static const DFlash kind;
+  return kind;
 }
 
 }  // namespace sprig::speculative

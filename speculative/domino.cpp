@@ -6,6 +6,7 @@
 
 #include "autograd/functions.h"
 #include "nn/loss.h"
+#include "speculative/draft_kind.h"
 
 namespace sprig::speculative {
 
@@ -84,7 +85,7 @@ Var domino_head_loss(const Var& hidden, const Var& head, const Var& features, co
 DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftRows& rows,
                       const Anchors& anchors, const DominoOptions& o, Tensor* logits) {
   const DraftConfig& c = draft.config();
-  check_draft_kind(c, DraftKind::domino, "the draft");
+  check_draft_kind(c, domino_kind(), "the draft");
   const DominoHeadConfig& head_config = *c.domino;
   const bool shift = head_config.shift_label;
   const BlockForward f =
@@ -142,26 +143,31 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
     mix[R + i] = (1.0 - o.lambda_base) * weights[i];
   }
   DraftLoss out;
-  out.kind = DraftKind::domino;
   out.sum = sum_all(ce * Var(Tensor::from_vector(mix, {2, R}).to(ce.dtype()).to(device)));
 
   DraftMetrics& m = out.metrics;
   const std::vector<double> losses = ce.value().to(Device::cpu(), DType::f64).to_vector<double>();
   const std::vector<int64_t> base = base_pred.to_vector<int64_t>();
   const std::vector<int64_t> final = final_pred.to_vector<int64_t>();
+  double base_loss_sum = 0, final_loss_sum = 0, base_correct_tokens = 0;
   for (size_t i = 0; i < static_cast<size_t>(R); ++i) {
     m.loss_weight += weights[i];
-    m.base_loss_sum += weights[i] * losses[i];
-    m.final_loss_sum += weights[i] * losses[R + i];
+    base_loss_sum += weights[i] * losses[i];
+    final_loss_sum += weights[i] * losses[R + i];
     m.valid_tokens += valid[i];
     m.correct_tokens += valid[i] && final[i] == truth[i];
-    m.base_correct_tokens += valid[i] && base[i] == truth[i];
+    base_correct_tokens += valid[i] && base[i] == truth[i];
   }
   const Acceptance accepted = acceptance(final, truth, valid, K);
   m.accept_len_sum = accepted.accept_len_sum;
   m.valid_blocks = accepted.valid_blocks;
-  m.base_accept_len_sum = acceptance(base, truth, valid, K).accept_len_sum;
-  m.lambda_base = o.lambda_base;
+  m.micro_batches = 1;
+  m.extra = {{"final_loss_sum", final_loss_sum},
+             {"base_loss_sum", base_loss_sum},
+             {"base_correct_tokens", base_correct_tokens},
+             {"base_accept_len_sum", acceptance(base, truth, valid, K).accept_len_sum},
+             {"lambda_base_sum", o.lambda_base}};
+  out.denominator = weighted_mean_denominator(m.loss_weight);
 
   if (logits) {
     NoGradGuard no_grad;
@@ -174,6 +180,70 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
     *logits = all.to(Device::cpu(), DType::f32);
   }
   return out;
+}
+
+namespace {
+
+// Domino's objective: gamma-decayed slot weights, and the mix of the corrected and base losses at
+// lambda_base (fixed, or from the curriculum of lambda_base_start and lambda_base_decay_ratio
+// once a run steps).
+class DominoObjective : public DraftObjective {
+ public:
+  explicit DominoObjective(const DraftSettings& s)
+      : gamma_(s.number("loss_decay_gamma", 7.0)),
+        lambda_base_(s.number("lambda_base", 0.0)),
+        start_(s.number("lambda_base_start", 1.0)),
+        decay_ratio_(s.number("lambda_base_decay_ratio", 0.5)) {}
+
+  void begin_step(int64_t step, int64_t total_steps) override {
+    lambda_base_ = domino_lambda_base(step, total_steps, start_, decay_ratio_);
+  }
+  DraftLoss loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftBatch& batch,
+                 Tensor* logits) const override {
+    return domino_loss(target, draft, batch.rows, batch.anchors, {gamma_, lambda_base_}, logits);
+  }
+
+ private:
+  double gamma_, lambda_base_, start_, decay_ratio_;
+};
+
+class Domino : public DraftKind {
+ public:
+  std::string_view name() const override { return "domino"; }
+  std::string_view train_help() const override {
+    return "Train a Domino draft: the DFlash backbone plus a GRU correction head, the loss mixing "
+           "corrected and base logits by a decaying lambda_base (same sections as dflash, with "
+           "draft.emb_dim, gru_hidden_dim, shift_label, lambda_base_start, ...)";
+  }
+  std::string_view eval_help() const override {
+    return "Teacher-forced Domino draft evaluation: DFlash's metrics on the corrected logits, "
+           "plus final_loss, base_loss and the base logits' accuracy and acceptance length "
+           "(i.logits are the corrected logits)";
+  }
+  bool is_kind_of(const DraftConfig& c) const override { return c.domino.has_value(); }
+  std::string_view requirement() const override {
+    return "a Domino recipe needs dflash_config.projector_type domino (prefix_gru and embed_proj)";
+  }
+  double mean_denominator(double loss_weight) const override {
+    return weighted_mean_denominator(loss_weight);
+  }
+  std::vector<DraftRatio> extra_ratios() const override {
+    return {{"final_loss", "final_loss_sum", "loss_weight"},
+            {"base_loss", "base_loss_sum", "loss_weight"},
+            {"base_accuracy", "base_correct_tokens", "valid_tokens"},
+            {"base_accept_len", "base_accept_len_sum", "valid_blocks"},
+            {"lambda_base", "lambda_base_sum", "micro_batches"}};
+  }
+  std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
+    return std::make_unique<DominoObjective>(s);
+  }
+};
+
+}  // namespace
+
+const DraftKind& domino_kind() {
+  static const Domino kind;
+  return kind;
 }
 
 }  // namespace sprig::speculative

@@ -45,14 +45,6 @@ std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t dra
   return ids;
 }
 
-const char* draft_kind_name(DraftKind kind) {
-  return kind == DraftKind::dflash ? "dflash" : kind == DraftKind::domino ? "domino" : "jetspec";
-}
-
-DraftKind DraftConfig::kind() const {
-  return domino ? DraftKind::domino : causal ? DraftKind::jetspec : DraftKind::dflash;
-}
-
 int64_t DraftConfig::context_width() const {
   return static_cast<int64_t>(target_layer_ids.size()) * layers.hidden_size;
 }
@@ -372,17 +364,6 @@ void check_draft_fits(const DraftConfig& d, const QwenConfig& target, const std:
          std::to_string(d.num_target_layers) + " layers, not this one's " +
          std::to_string(target.hidden_size) + ", " + std::to_string(target.vocab_size) + " and " +
          std::to_string(target.num_hidden_layers));
-}
-
-void check_draft_kind(const DraftConfig& d, DraftKind kind, const std::string& label) {
-  if (d.kind() == kind) return;
-  const char* why =
-      kind == DraftKind::domino
-          ? "a Domino recipe needs dflash_config.projector_type domino (prefix_gru and embed_proj)"
-      : kind == DraftKind::jetspec
-          ? "a JetSpec recipe needs an in-block causal draft (is_causal true)"
-          : "a DFlash recipe needs a bidirectional draft without a correction head";
-  fail(label + " is a " + draft_kind_name(d.kind()) + " draft: " + why);
 }
 
 bool is_draft_dir(const std::string& dir) {

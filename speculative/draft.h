@@ -40,10 +40,7 @@ struct DominoHeadConfig {
   bool operator==(const DominoHeadConfig&) const = default;
 };
 
-// The three drafts of the DFlash family, told apart by their config: a Domino head, in-block
-// causal attention (JetSpec), or neither (DFlash).
-enum class DraftKind { dflash, domino, jetspec };
-const char* draft_kind_name(DraftKind kind);
+class DraftKind;  // speculative/draft_kind.h
 
 struct DraftConfig {
   QwenConfig layers;  // the draft's Qwen3 layers: num_hidden_layers is the draft's depth
@@ -55,7 +52,9 @@ struct DraftConfig {
   int64_t sliding_window = 0;              // 0: the draft's layers attend over all of the context
   std::optional<DominoHeadConfig> domino;  // Domino drafts only
 
-  DraftKind kind() const;
+  // Its kind (speculative/draft_kind.h), told by its config: a Domino head, in-block causal
+  // attention (JetSpec), or neither (DFlash).
+  const DraftKind& kind() const;
   int64_t context_width() const;  // fc's input: len(target_layer_ids) * hidden_size
   // Throws "[draft] ..." for a block size below 2 or above max_position_embeddings, a mask token
   // outside the vocabulary, target layer ids outside [0, num_target_layers), or a Domino head
@@ -125,8 +124,6 @@ class DFlashDraft : public Module {
 // Throws "[draft] <label> drafts for a target of ..." unless `draft` fits `target`: the same hidden
 // size (the draft reads its embedding and head), vocabulary and number of layers.
 void check_draft_fits(const DraftConfig& draft, const QwenConfig& target, const std::string& label);
-// Throws "[draft] <label> is a <kind> draft, ..." unless `draft` is of `kind`.
-void check_draft_kind(const DraftConfig& draft, DraftKind kind, const std::string& label);
 
 // A draft directory: config.json in the serving layout and model.safetensors (single or sharded).
 // load_draft_config reads and checks the config alone. load_draft loads the draft in f32 on the

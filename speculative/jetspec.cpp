@@ -7,13 +7,14 @@
 
 #include "autograd/functions.h"
 #include "nn/loss.h"
+#include "speculative/draft_kind.h"
 
 namespace sprig::speculative {
 
 DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftRows& rows,
                        const Anchors& anchors, const JetSpecOptions& o, Tensor* logits) {
   const DraftConfig& c = draft.config();
-  check_draft_kind(c, DraftKind::jetspec, "the draft");
+  check_draft_kind(c, jetspec_kind(), "the draft");
   if (!(o.temperature > 0))
     throw std::invalid_argument("[jetspec] kd_temperature must be positive, got " +
                                 std::to_string(o.temperature));
@@ -52,7 +53,6 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   const Var kl = linear_kl_div(student, f.head, teacher, o.temperature, o.chunk_rows, teacher_index,
                                &student_pred);
   DraftLoss out;
-  out.kind = DraftKind::jetspec;
   out.sum = sum_all(kl) * (o.temperature * o.temperature);
 
   // Accuracy and acceptance against the teacher's argmax (its first maximum).
@@ -71,9 +71,60 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   const Acceptance accepted = acceptance(grid_pred, grid_truth, valid, K);
   m.accept_len_sum = accepted.accept_len_sum;
   m.valid_blocks = accepted.valid_blocks;
+  m.micro_batches = 1;
+  out.denominator = jetspec_kind().mean_denominator(m.loss_weight);
 
   if (logits) *logits = slot_logits(hidden, f.head).to(Device::cpu(), DType::f32);
   return out;
+}
+
+namespace {
+
+// JetSpec's objective: T^2 times the forward KL at kd_temperature T, in chunks of kd_chunk_size
+// rows (0: automatic).
+class JetSpecObjective : public DraftObjective {
+ public:
+  explicit JetSpecObjective(const DraftSettings& s)
+      : options_{s.number("kd_temperature", 1.0),
+                 static_cast<int64_t>(s.number("kd_chunk_size", 0))} {}
+
+  DraftLoss loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftBatch& batch,
+                 Tensor* logits) const override {
+    return jetspec_loss(target, draft, batch.rows, batch.anchors, options_, logits);
+  }
+  bool reads_teacher_logits() const override { return true; }
+
+ private:
+  JetSpecOptions options_;
+};
+
+class JetSpec : public DraftKind {
+ public:
+  std::string_view name() const override { return "jetspec"; }
+  std::string_view train_help() const override {
+    return "Train a JetSpec draft: in-block causal attention, distilled from the target's logits "
+           "by forward KL (same sections as dflash, with draft.kd_temperature)";
+  }
+  std::string_view eval_help() const override {
+    return "Teacher-forced JetSpec draft evaluation: the forward KL to the target's logits, "
+           "accuracy and acceptance length against the target's argmax";
+  }
+  bool is_kind_of(const DraftConfig& c) const override { return c.causal && !c.domino; }
+  std::string_view requirement() const override {
+    return "a JetSpec recipe needs an in-block causal draft (is_causal true)";
+  }
+  // Its loss_weight counts slots: a mean over them.
+  double mean_denominator(double loss_weight) const override { return std::max(loss_weight, 1.0); }
+  std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
+    return std::make_unique<JetSpecObjective>(s);
+  }
+};
+
+}  // namespace
+
+const DraftKind& jetspec_kind() {
+  static const JetSpec kind;
+  return kind;
 }
 
 }  // namespace sprig::speculative

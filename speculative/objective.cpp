@@ -21,25 +21,25 @@ const char* loss_type_name(DraftLossType type) {
   return type == DraftLossType::dflash ? "dflash" : "variable_prefix";
 }
 
+double DraftMetrics::sum(const std::string& name) const {
+  const std::pair<const char*, double> common[] = {
+      {"loss_weight", loss_weight},       {"valid_tokens", valid_tokens},
+      {"correct_tokens", correct_tokens}, {"accept_len_sum", accept_len_sum},
+      {"valid_blocks", valid_blocks},     {"micro_batches", micro_batches}};
+  for (const auto& [key, value] : common)
+    if (name == key) return value;
+  const auto it = extra.find(name);
+  return it == extra.end() ? 0.0 : it->second;
+}
+
 void DraftMetrics::add(const DraftMetrics& o) {
   loss_weight += o.loss_weight;
   valid_tokens += o.valid_tokens;
   correct_tokens += o.correct_tokens;
   accept_len_sum += o.accept_len_sum;
   valid_blocks += o.valid_blocks;
-  base_correct_tokens += o.base_correct_tokens;
-  base_accept_len_sum += o.base_accept_len_sum;
-  final_loss_sum += o.final_loss_sum;
-  base_loss_sum += o.base_loss_sum;
-  lambda_base += o.lambda_base;
-}
-
-double draft_mean_denominator(DraftKind kind, double loss_weight) {
-  return kind == DraftKind::jetspec ? std::max(loss_weight, 1.0) : loss_weight + 1e-6;
-}
-
-double DraftLoss::value() const {
-  return sum.value().item() / draft_mean_denominator(kind, metrics.loss_weight);
+  micro_batches += o.micro_batches;
+  for (const auto& [name, value] : o.extra) extra[name] += value;
 }
 
 Acceptance acceptance(const std::vector<int64_t>& pred, const std::vector<int64_t>& target,
@@ -121,6 +121,8 @@ DraftLoss draft_loss(const Var& hidden, const Var& head, const Blocks& blocks,
   const Acceptance a = acceptance(pred, truth, valid, K);
   m.accept_len_sum = a.accept_len_sum;
   m.valid_blocks = a.valid_blocks;
+  m.micro_batches = 1;
+  out.denominator = weighted_mean_denominator(m.loss_weight);
 
   if (logits) *logits = slot_logits(hidden, head).to(Device::cpu(), DType::f32);
   return out;

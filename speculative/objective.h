@@ -4,7 +4,10 @@
 // never held for the whole micro-batch.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "autograd/var.h"
@@ -22,34 +25,33 @@ struct ObjectiveOptions {
   double gamma = 7.0;  // decay of the slot weights, exp(-d / gamma); <= 0: no decay
 };
 
-// The sums of one micro-batch (validation and logging windows add them up).
+// The sums of one micro-batch (validation and logging windows add them up): those every kind has,
+// and a kind's own (Domino's base-logit metrics) by name.
 struct DraftMetrics {
   double loss_weight = 0;  // sum of the supervised slots' weights (the loss divides by it)
   double valid_tokens = 0, correct_tokens = 0;  // supervised slots, those the draft gets right
   double accept_len_sum = 0, valid_blocks = 0;  // acceptance lengths (+1 bonus) of blocks with
                                                 // a supervised slot, and their count
-  // Domino only: the base (uncorrected) logits' correct slots and acceptance lengths, and the
-  // weighted cross-entropy sums of the corrected and the base logits, whose mix is the loss.
-  double base_correct_tokens = 0, base_accept_len_sum = 0;
-  double final_loss_sum = 0, base_loss_sum = 0;
-  double lambda_base = 0;  // the mix's weight of the base loss
+  double micro_batches = 0;                     // 1 per loss
+  std::map<std::string, double> extra;          // a kind's own sums
 
   double accuracy() const { return correct_tokens / std::max(valid_tokens, 1.0); }
   double accept_len() const { return accept_len_sum / std::max(valid_blocks, 1.0); }
-  void add(const DraftMetrics& other);  // sums every field (lambda_base too)
+  // A sum by name: a common field's ("valid_tokens") or a kind's own (0 when absent).
+  double sum(const std::string& name) const;
+  void add(const DraftMetrics& other);  // sums every field
 };
-
-// What a draft loss's mean divides its sum by: loss_weight + 1e-6 as the reference's DFlash and
-// Domino losses do, max(loss_weight, 1) for JetSpec, whose loss_weight counts slots.
-double draft_mean_denominator(DraftKind kind, double loss_weight);
 
 struct DraftLoss {
   Var sum;  // 0-dim: the weighted sum of the supervised slots' losses
   DraftMetrics metrics;
-  DraftKind kind = DraftKind::dflash;
-  // The micro-batch's loss, sum / draft_mean_denominator(kind, loss_weight).
-  double value() const;
+  double denominator = 1;  // what the mean divides by: the kind's mean_denominator(loss_weight)
+  double value() const { return sum.value().item() / denominator; }  // the micro-batch's loss
+  Var mean() const { return sum * (1.0 / denominator); }
 };
+
+// The denominator of the DFlash and Domino losses: loss_weight + 1e-6, as the reference's.
+inline double weighted_mean_denominator(double loss_weight) { return loss_weight + 1e-6; }
 
 // Acceptance over blocks of `slots` predictions: a slot is fine when its prediction is right or it
 // is not supervised; a block accepts the fine slots before the first wrong one, counting only the

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "nn/checkpoint.h"
+#include "speculative/draft_kind.h"
 #include "tensor/output.h"
 
 namespace sprig::speculative {
@@ -45,7 +46,7 @@ ServingEngine serving_engine_from_name(const std::string& name) {
 }
 
 DraftConfig exported_config(const DraftConfig& draft, const ServingExport& how) {
-  const std::string kind = draft_kind_name(draft.kind());
+  const std::string kind = std::string(draft.kind().name());
   if (how.drop_correction_head && !draft.domino)
     fail("--drop-correction-head: this is a " + kind +
          " draft; only a Domino draft has a correction head");

@@ -16,7 +16,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
-#include "speculative/domino.h"
+#include "speculative/draft_kind.h"
 #include "tensor/random.h"
 #include "tools/spec_eval.h"
 #include "tools/viz/plot.h"
@@ -245,9 +245,8 @@ double draft_accept_len(const speculative::FrozenTarget& target,
     rows.input_ids = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
     rows.loss_mask = Tensor::ones(rows.input_ids.shape(), DType::i64);
     const Anchors anchors = sample_anchors(rows, draft.config().block_size, 8, gen);
-    const DraftMetrics m = draft.config().kind() == DraftKind::domino
-                               ? domino_loss(target, draft, rows, anchors, {}).metrics
-                               : dflash_loss(target, draft, rows, anchors, {}).metrics;
+    const DraftMetrics m =
+        draft.config().kind().objective({})->loss(target, draft, {rows, anchors, {}}).metrics;
     sum.accept_len_sum += m.accept_len_sum;
     sum.valid_blocks += m.valid_blocks;
   }

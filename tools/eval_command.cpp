@@ -10,8 +10,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/positions.h"
-#include "speculative/domino.h"
-#include "speculative/jetspec.h"
+#include "speculative/draft_kind.h"
 #include "speculative/records.h"
 #include "tensor/input_file.h"
 #include "tensor/storage.h"
@@ -28,7 +27,8 @@ using json = nlohmann::json;
 using namespace speculative;
 
 struct EvalOptions {
-  DraftKind kind = DraftKind::dflash;
+  const DraftKind* kind = nullptr;
+  DraftSettings settings;  // the objective's, as given on the command line
   std::string target, draft, input, out;
   bool grads = false, overwrite = false, strict_positions = false;
   uint64_t seed = 0;
@@ -41,8 +41,9 @@ struct EvalOptions {
   std::string device = "auto", dtype = "f32";
 };
 
-// A record's metrics; `records` (> 0 for an aggregate) divides Domino's summed lambda_base.
-json metrics_json(double loss, const DraftMetrics& m, DraftKind kind, double records = 1) {
+// A record's metrics, or their aggregate: the common ones, the kind's own sums, and its ratios
+// (one over loss_weight divides as the loss does, by the kind's mean_denominator).
+json metrics_json(double loss, const DraftMetrics& m, const DraftKind& kind) {
   json j = {{"loss", loss},
             {"loss_weight", m.loss_weight},
             {"accuracy", m.accuracy()},
@@ -51,23 +52,19 @@ json metrics_json(double loss, const DraftMetrics& m, DraftKind kind, double rec
             {"accept_len", m.accept_len()},
             {"accept_len_sum", m.accept_len_sum},
             {"valid_blocks", m.valid_blocks}};
-  if (kind == DraftKind::domino) {
-    const double denominator = draft_mean_denominator(kind, m.loss_weight);
-    j["final_loss"] = m.final_loss_sum / denominator;
-    j["base_loss"] = m.base_loss_sum / denominator;
-    j["base_accuracy"] = m.base_correct_tokens / std::max(m.valid_tokens, 1.0);
-    j["base_correct_tokens"] = m.base_correct_tokens;
-    j["base_accept_len"] = m.base_accept_len_sum / std::max(m.valid_blocks, 1.0);
-    j["base_accept_len_sum"] = m.base_accept_len_sum;
-    j["lambda_base"] = m.lambda_base / std::max(records, 1.0);
-  }
+  for (const auto& [name, value] : m.extra) j[name] = value;
+  for (const DraftRatio& r : kind.extra_ratios())
+    j[r.name] =
+        m.sum(r.numerator) / (r.denominator == "loss_weight" ? kind.mean_denominator(m.loss_weight)
+                                                             : std::max(m.sum(r.denominator), 1.0));
   return j;
 }
 
 // The sums validation combines (docs/semantics.md §9.7): the loss weighted by loss_weight, the
 // ratios from their summed numerators and denominators.
 struct Totals {
-  DraftKind kind = DraftKind::dflash;
+  explicit Totals(const DraftKind& k) : kind(k) {}
+  const DraftKind& kind;
   double weighted_loss = 0;
   DraftMetrics sums;
   int64_t records = 0, skipped = 0;
@@ -78,8 +75,7 @@ struct Totals {
     ++records;
   }
   json to_json() const {
-    json j = metrics_json(weighted_loss / std::max(sums.loss_weight, 1.0), sums, kind,
-                          static_cast<double>(records));
+    json j = metrics_json(weighted_loss / std::max(sums.loss_weight, 1.0), sums, kind);
     j["records"] = records;
     j["skipped_records"] = skipped;
     return j;
@@ -102,23 +98,10 @@ void run_eval(const EvalOptions& o) {
   const FrozenTarget target(load_qwen(o.target), device, dtype);
   std::unique_ptr<DFlashDraft> draft = load_draft(o.draft);
   check_draft_fits(draft->config(), target.config(), "--draft " + o.draft);
-  check_draft_kind(draft->config(), o.kind, "--draft " + o.draft);
+  check_draft_kind(draft->config(), *o.kind, "--draft " + o.draft);
   draft->to(device, dtype);
   draft->train(false);
-  const ObjectiveOptions objective{loss_type_from_name(o.loss_type), o.gamma};
-  const bool variable_prefix = objective.type == DraftLossType::variable_prefix;
-  // The record's loss under the draft's objective.
-  const auto loss_of = [&](const DraftRows& rows, const Anchors& anchors, const Tensor& prefix,
-                           Tensor* logits) {
-    switch (o.kind) {
-      case DraftKind::domino:
-        return domino_loss(target, *draft, rows, anchors, {o.gamma, o.lambda_base}, logits);
-      case DraftKind::jetspec:
-        return jetspec_loss(target, *draft, rows, anchors, {o.kd_temperature, 0}, logits);
-      case DraftKind::dflash: break;
-    }
-    return dflash_loss(target, *draft, rows, anchors, objective, prefix, logits);
-  };
+  const std::unique_ptr<DraftObjective> objective = o.kind->objective(o.settings);
   const int64_t bs = draft->config().block_size, vocab = target.config().vocab_size;
   Generator gen(o.seed);
   PositionLimit positions(target.config().max_position_embeddings, o.strict_positions, "eval");
@@ -126,8 +109,7 @@ void run_eval(const EvalOptions& o) {
   std::vector<SafetensorsEntry> entries;
   size_t out_bytes = 0;
   const size_t available = cpu_memory_available();
-  Totals totals;
-  totals.kind = o.kind;
+  Totals totals(*o.kind);
   int64_t index = -1;
   ProgressLine progress;
   const auto evaluate = [&](const json& rec, const std::string& where) {
@@ -135,14 +117,13 @@ void run_eval(const EvalOptions& o) {
     DraftRecord r = parse_draft_record(rec, vocab, bs, where);
     const int64_t end = r.rows.packed() ? positions_end(r.rows.position_ids) : r.rows.seq_len();
     check_positions(positions, progress, end, where);
-    if (r.prefix_lengths.defined() && !variable_prefix)
-      throw std::runtime_error(where + ": \"prefix_lengths\" need --loss-type variable_prefix");
-    Anchors anchors;
+    DraftBatch batch{std::move(r.rows), {}, r.prefix_lengths};
+    Anchors& anchors = batch.anchors;
     if (r.anchors) {
       anchors = *r.anchors;
     } else {
       try {
-        anchors = sample_anchors(r.rows, bs, o.num_anchors, gen);
+        anchors = sample_anchors(batch.rows, bs, o.num_anchors, gen);
       } catch (const NoValidAnchors&) {
         std::cout << json{{"record", index}, {"skipped", "no valid anchor"}}.dump() << "\n";
         ++totals.skipped;
@@ -154,9 +135,11 @@ void run_eval(const EvalOptions& o) {
       std::cout << json{{"record", index}, {"skipped", "no supervised slot"}}.dump() << "\n";
       ++totals.skipped;
     };
-    Tensor prefix = r.prefix_lengths;
-    if (variable_prefix && !prefix.defined())
-      prefix = sample_prefix_lengths(1, anchors.blocks(), bs, o.prefix_weight_base, gen);
+    try {
+      objective->complete(draft->config(), batch, gen);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(where + ": " + e.what());
+    }
 
     if (out) {  // what this record adds to the file, before computing it
       out_bytes += static_cast<size_t>(anchors.blocks() * bs * vocab) * sizeof(float);
@@ -173,7 +156,7 @@ void run_eval(const EvalOptions& o) {
     try {
       std::optional<NoGradGuard> no_grad;
       if (!o.grads) no_grad.emplace();
-      loss = loss_of(r.rows, anchors, prefix, &logits);
+      loss = objective->loss(target, *draft, batch, &logits);
     } catch (const NoValidAnchors&) {
       skip_unsupervised();
       return;
@@ -184,19 +167,20 @@ void run_eval(const EvalOptions& o) {
     }
     if (o.grads) {
       draft->zero_grad();
-      (loss.sum * (1.0 / draft_mean_denominator(o.kind, loss.metrics.loss_weight))).backward();
+      loss.mean().backward();
       for (const auto& [name, p] : draft->named_parameters())
         entries.push_back({key + "grad." + name, p.grad().to(Device::cpu(), DType::f32)});
     }
     totals.add(loss);
-    json j = metrics_json(loss.value(), loss.metrics, o.kind);
+    json j = metrics_json(loss.value(), loss.metrics, *o.kind);
     j["record"] = index;
     std::cout << j.dump() << "\n" << std::flush;
     if (!out) return;
     entries.push_back({key + "logits", logits});
     entries.push_back({key + "anchors", anchors.anchors.reshape({anchors.blocks()})});
     entries.push_back({key + "keep", anchors.keep.reshape({anchors.blocks()})});
-    if (prefix.defined()) entries.push_back({key + "prefix_lengths", prefix.reshape({-1})});
+    if (batch.prefix_lengths.defined())
+      entries.push_back({key + "prefix_lengths", batch.prefix_lengths.reshape({-1})});
     for (const auto& [name, value] : j.items())
       if (name != "record")
         entries.push_back({key + name, Tensor::scalar(value.get<double>(), DType::f64)});
@@ -222,10 +206,11 @@ void run_eval(const EvalOptions& o) {
 }
 
 // One draft recipe's subcommand: the shared options, and those of its objective.
-void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
+void add_draft_eval(CLI::App* eval, const DraftKind& kind) {
   const auto o = std::make_shared<EvalOptions>();
-  o->kind = kind;
-  CLI::App* cmd = eval->add_subcommand(draft_kind_name(kind), help);
+  o->kind = &kind;
+  const std::string_view name = kind.name();
+  CLI::App* cmd = eval->add_subcommand(std::string(name), std::string(kind.eval_help()));
   cmd->add_option("--target", o->target,
                   "The frozen target: HF directory or sprig checkpoint; a run directory: its "
                   "latest checkpoint")
@@ -250,7 +235,7 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
                 "parameter (f32, serving-layout names)");
   add_int_option(cmd, "--seed", o->seed, "Seed of the sampled anchors and prefix lengths")
       ->capture_default_str();
-  if (kind == DraftKind::dflash) {
+  if (name == "dflash") {
     cmd->add_option("--loss-type", o->loss_type, "dflash or variable_prefix")
         ->check(CLI::IsMember({"dflash", "variable_prefix"}))
         ->capture_default_str();
@@ -259,16 +244,16 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
         ->check(kPositive)
         ->capture_default_str();
   }
-  if (kind != DraftKind::jetspec)
+  if (name != "jetspec")
     cmd->add_option("--gamma", o->gamma, "Decay of the slot weights, exp(-d/gamma); <= 0: none")
         ->check(kFinite)
         ->capture_default_str();
-  if (kind == DraftKind::domino)
+  if (name == "domino")
     cmd->add_option("--lambda-base", o->lambda_base,
                     "Weight of the base logits' loss in loss = (1 - l) final + l base")
         ->check(kUnitInterval)
         ->capture_default_str();
-  if (kind == DraftKind::jetspec)
+  if (name == "jetspec")
     cmd->add_option("--kd-temperature", o->kd_temperature,
                     "Temperature T of the forward KL (the loss is T^2 KL)")
         ->check(kPositive)
@@ -280,11 +265,18 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);
   cmd->callback([o, cmd] {
-    if (o->kind == DraftKind::dflash && cmd->count("--prefix-weight-base") &&
-        o->loss_type != "variable_prefix")
+    const CLI::Option* weight_base = cmd->get_option_no_throw("--prefix-weight-base");
+    if (weight_base && weight_base->count() && o->loss_type != "variable_prefix")
       throw CLI::ValidationError(
           "--prefix-weight-base applies to --loss-type variable_prefix, not --loss-type " +
           o->loss_type);
+    // Each kind reads its own.
+    o->settings.command_line = true;
+    o->settings.words = {{"loss_type", o->loss_type}};
+    o->settings.numbers = {{"loss_decay_gamma", o->gamma},
+                           {"prefix_weight_base", o->prefix_weight_base},
+                           {"lambda_base", o->lambda_base},
+                           {"kd_temperature", o->kd_temperature}};
     run_eval(*o);
   });
 }
@@ -293,19 +285,9 @@ void add_draft_eval(CLI::App* eval, DraftKind kind, const std::string& help) {
 
 void add_eval_command(CLI::App& app) {
   CLI::App* eval =
-      app.add_subcommand("eval", "Evaluate a trained model (recipes: dflash, domino, jetspec)");
+      app.add_subcommand("eval", "Evaluate a trained model (recipes: " + draft_kind_names() + ")");
   eval->require_subcommand(1);
-  add_draft_eval(eval, DraftKind::dflash,
-                 "Teacher-forced DFlash draft evaluation: loss, accuracy and acceptance length per "
-                 "record (one JSON line each, then {\"aggregate\": ...}), with logits and "
-                 "gradients on request");
-  add_draft_eval(eval, DraftKind::domino,
-                 "Teacher-forced Domino draft evaluation: DFlash's metrics on the corrected "
-                 "logits, plus final_loss, base_loss and the base logits' accuracy and "
-                 "acceptance length (i.logits are the corrected logits)");
-  add_draft_eval(eval, DraftKind::jetspec,
-                 "Teacher-forced JetSpec draft evaluation: the forward KL to the target's "
-                 "logits, accuracy and acceptance length against the target's argmax");
+  for (const DraftKind* kind : draft_kinds()) add_draft_eval(eval, *kind);
 }
 
 }  // namespace sprig::tools

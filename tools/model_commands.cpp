@@ -17,6 +17,7 @@
 #include "nn/generate.h"
 #include "nn/positions.h"
 #include "speculative/draft.h"
+#include "speculative/draft_kind.h"
 #include "speculative/serving.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/json_text.h"
@@ -246,9 +247,9 @@ void convert_draft(const std::string& src, const std::string& out, DType dtype,
   const speculative::SavedDraft saved =
       speculative::save_draft(*draft, out, dtype, tokenizer, overwrite, how);
   const std::vector<std::string>& copied = saved.tokenizer_files;
-  std::cout << "wrote " << out << ": " << speculative::draft_kind_name(exported.kind())
-            << " draft, " << speculative::serving_engine_name(how.engine) << " layout, "
-            << saved.tensors << " " << dtype_name(dtype) << " tensors";
+  std::cout << "wrote " << out << ": " << exported.kind().name() << " draft, "
+            << speculative::serving_engine_name(how.engine) << " layout, " << saved.tensors << " "
+            << dtype_name(dtype) << " tensors";
   if (copied.empty()) {
     std::cout << "; no tokenizer files" << (tokenizer.empty() ? "" : " in " + tokenizer);
   } else {

@@ -7,9 +7,7 @@
 #include <string>
 
 #include "nn/generate.h"
-#include "speculative/dflash.h"
-#include "speculative/domino.h"
-#include "speculative/jetspec.h"
+#include "speculative/draft_kind.h"
 
 namespace sprig::tools {
 
@@ -47,11 +45,8 @@ std::optional<DraftMetrics> teacher_forced(const FrozenTarget& target, const DFl
     const Anchors anchors =
         at.empty() ? sample_anchors(rows, draft.config().block_size, num_anchors, gen)
                    : Anchors{Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)};
-    switch (draft.config().kind()) {
-      case DraftKind::domino: return domino_loss(target, draft, rows, anchors, {}).metrics;
-      case DraftKind::jetspec: return jetspec_loss(target, draft, rows, anchors, {}).metrics;
-      case DraftKind::dflash: return dflash_loss(target, draft, rows, anchors, {}).metrics;
-    }
+    // The kind's objective with its defaults.
+    return draft.config().kind().objective({})->loss(target, draft, {rows, anchors, {}}).metrics;
   } catch (const NoValidAnchors&) {
   }
   return std::nullopt;
@@ -204,7 +199,8 @@ void SpecEvaluator::print_header(std::FILE* out) const {
   std::fprintf(out,
                "spec-eval: %s draft, block %lld (%lld drafts per step), up to %lld new tokens per "
                "prompt, %s\n",
-               draft_kind_name(draft_.config().kind()), static_cast<long long>(block_size_),
+               std::string(draft_.config().kind().name()).c_str(),
+               static_cast<long long>(block_size_),
                static_cast<long long>(drafts_per_block(draft_.config(), block_size_)),
                static_cast<long long>(settings_.max_new_tokens), target_.device().str().c_str());
   std::fprintf(out, "%6s %6s %6s %8s %8s %10s %10s %8s %8s\n", "prompt", "tokens", "steps", "tau",

@@ -6,6 +6,7 @@
 #include <functional>
 #include <iostream>
 
+#include "speculative/draft_kind.h"
 #include "tools/commands.h"
 #include "tools/overrides.h"
 #include "train/communicator.h"
@@ -43,14 +44,15 @@ std::string shell_word(const std::string& arg) {
 }
 
 // One recipe's subcommand: the config, its overrides and --resume.
-void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind kind, TrainFn run) {
+void add_recipe(CLI::App* train, const std::string& name, const std::string& help, RecipeKind kind,
+                TrainFn run) {
   struct Options {
     std::string config;
     bool resume = false, allow_config_change = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = train->add_subcommand(
-      name, std::string(help) +
+      name, help +
                 ". Any config key can be overridden as --section.key=value (e.g. "
                 "--train.max_steps=10). SIGINT or SIGTERM stops the run at the next step "
                 "boundary, writes a checkpoint there, prints the command that continues it and "
@@ -68,8 +70,7 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
-    std::string resume_command =
-        std::string("sprig train ") + name + " -c " + shell_word(opt->config);
+    std::string resume_command = "sprig train " + name + " -c " + shell_word(opt->config);
     for (const std::string& o : overrides) resume_command += " " + shell_word("--" + o);
     TrainConfig config;
     try {
@@ -107,24 +108,15 @@ void add_recipe(CLI::App* train, const char* name, const char* help, RecipeKind 
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  CLI::App* train =
-      app.add_subcommand("train", "Train a model (recipes: sft, dflash, domino, jetspec)");
+  CLI::App* train = app.add_subcommand(
+      "train", "Train a model (recipes: sft, " + speculative::draft_kind_names() + ")");
   train->require_subcommand(1);
   add_recipe(train, "sft", "Next-token SFT on packed documents or folded shared-prefix rollouts",
              RecipeKind::sft, train_sft);
-  add_recipe(train, "dflash",
-             "Train a DFlash speculative-decoding draft on a frozen target's hidden states "
-             "(target: and draft: sections; data packed by dflash or padded)",
-             RecipeKind::dflash, train_draft);
-  add_recipe(train, "domino",
-             "Train a Domino draft: the DFlash backbone plus a GRU correction head, the loss "
-             "mixing corrected and base logits by a decaying lambda_base (same sections as "
-             "dflash, with draft.emb_dim, gru_hidden_dim, shift_label, lambda_base_start, ...)",
-             RecipeKind::domino, train_draft);
-  add_recipe(train, "jetspec",
-             "Train a JetSpec draft: in-block causal attention, distilled from the target's "
-             "logits by forward KL (same sections as dflash, with draft.kd_temperature)",
-             RecipeKind::jetspec, train_draft);
+  for (const speculative::DraftKind* kind : speculative::draft_kinds()) {
+    const std::string name(kind->name());
+    add_recipe(train, name, std::string(kind->train_help()), draft_recipe(name), train_draft);
+  }
 }
 
 }  // namespace sprig::tools

@@ -418,6 +418,12 @@ const char* recipe_name(RecipeKind kind) {
 
 bool is_draft_recipe(RecipeKind kind) { return kind != RecipeKind::sft; }
 
+RecipeKind draft_recipe(const std::string& kind_name) {
+  for (const RecipeKind kind : {RecipeKind::dflash, RecipeKind::domino, RecipeKind::jetspec})
+    if (kind_name == recipe_name(kind)) return kind;
+  throw std::invalid_argument("[train] no recipe for the draft kind " + kind_name);
+}
+
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               RecipeKind kind) {
   YAML::Node root = data::load_yaml_file(path);

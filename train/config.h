@@ -32,6 +32,7 @@ namespace sprig {
 enum class RecipeKind { sft, dflash, domino, jetspec };
 const char* recipe_name(RecipeKind kind);
 bool is_draft_recipe(RecipeKind kind);
+RecipeKind draft_recipe(const std::string& kind_name);  // the recipe of a draft kind's name
 
 // The sections of `sprig train dflash|domino|jetspec`:
 //   target: {path: ckpt/}            # the frozen target (HF or sprig checkpoint), or

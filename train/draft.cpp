@@ -6,8 +6,8 @@
 #include <string>
 
 #include "nn/checkpoint.h"
-#include "speculative/domino.h"
-#include "speculative/jetspec.h"
+#include "speculative/dflash.h"
+#include "speculative/draft_kind.h"
 #include "train/batch_input.h"
 
 namespace sprig {
@@ -17,10 +17,25 @@ namespace {
 namespace fs = std::filesystem;
 using namespace speculative;
 
-DraftKind draft_kind(RecipeKind recipe) {
-  return recipe == RecipeKind::domino    ? DraftKind::domino
-         : recipe == RecipeKind::jetspec ? DraftKind::jetspec
-                                         : DraftKind::dflash;
+// The kind a draft recipe trains.
+const DraftKind& kind_of(RecipeKind recipe) {
+  const DraftKind* kind = find_draft_kind(recipe_name(recipe));
+  if (!kind)
+    throw std::invalid_argument(std::string("[train] no draft kind ") + recipe_name(recipe));
+  return *kind;
+}
+
+// The settings of the kinds' objectives, as the config gives them.
+DraftSettings objective_settings(const DFlashConfig& d) {
+  DraftSettings s;
+  s.numbers = {{"loss_decay_gamma", d.objective.gamma},
+               {"prefix_weight_base", d.prefix_weight_base},
+               {"lambda_base_start", d.lambda_base_start},
+               {"lambda_base_decay_ratio", d.lambda_base_decay_ratio},
+               {"kd_temperature", d.kd_temperature},
+               {"kd_chunk_size", static_cast<double>(d.kd_chunk_size)}};
+  s.words = {{"loss_type", loss_type_name(d.objective.type)}};
+  return s;
 }
 
 // The draft of draft.init, or a fresh one for the target; either way it must fit the target and
@@ -35,18 +50,18 @@ std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig&
     throw std::runtime_error("draft.init " + d.init + " is not a directory");
   std::unique_ptr<DFlashDraft> draft = load_draft(d.init);
   check_draft_fits(draft->config(), target, "draft.init " + d.init);
-  check_draft_kind(draft->config(), draft_kind(c.recipe), "draft.init " + d.init);
+  check_draft_kind(draft->config(), kind_of(c.recipe), "draft.init " + d.init);
   return draft;
 }
 
-// The block losses of the draft's slots: DFlash's decay-weighted cross-entropy (or the
-// variable-prefix loss), Domino's mix of corrected and base cross-entropies, or JetSpec's forward
-// KL against the target's logits; a micro-batch's mean divides by draft_mean_denominator.
+// The block losses of the draft's slots, by the objective of the recipe's kind
+// (speculative/draft_kind.h); a micro-batch's mean divides by the kind's mean_denominator.
 class DraftRecipe : public Recipe {
  public:
   DraftRecipe(const TrainConfig& c, Device device, const Communicator& comm)
       : c_(c.dflash),
-        kind_(draft_kind(c.recipe)),
+        kind_(kind_of(c.recipe)),
+        objective_(kind_.objective(objective_settings(c.dflash))),
         target_(load_target(c, device)),
         draft_(build_draft(c, target_.config())),
         data_(c.data),
@@ -64,18 +79,12 @@ class DraftRecipe : public Recipe {
 
   Module& trainable() override { return *draft_; }
   const data::DataConfig& data() const override { return data_; }
-  double mean_denominator(double weight) const override {
-    return draft_mean_denominator(kind_, weight);
-  }
+  double mean_denominator(double weight) const override { return kind_.mean_denominator(weight); }
   std::vector<RatioMetric> ratios() const override {
     std::vector<RatioMetric> r = {{"accuracy", "correct_tokens", "valid_tokens"},
                                   {"accept_len", "accept_len_sum", "valid_blocks"}};
-    if (kind_ == DraftKind::domino)
-      r.insert(r.end(), {{"final_loss", "final_loss_sum", "loss_weight"},
-                         {"base_loss", "base_loss_sum", "loss_weight"},
-                         {"base_accuracy", "base_correct_tokens", "valid_tokens"},
-                         {"base_accept_len", "base_accept_len_sum", "valid_blocks"},
-                         {"lambda_base", "lambda_base_sum", "micro_batches"}});
+    for (const DraftRatio& extra : kind_.extra_ratios())
+      r.push_back({extra.name, extra.numerator, extra.denominator});
     return r;
   }
   // The draft's layers run over the anchors' blocks and attend to the context's keys and values;
@@ -97,7 +106,7 @@ class DraftRecipe : public Recipe {
   }
   nlohmann::json checkpoint_metadata() const override {
     const DraftConfig& d = draft_->config();
-    return {{"recipe", draft_kind_name(kind_)},
+    return {{"recipe", kind_.name()},
             {"block_size", d.block_size},
             {"mask_token_id", d.mask_token_id},
             {"target_layer_ids", d.target_layer_ids},
@@ -126,31 +135,19 @@ class DraftRecipe : public Recipe {
   }
   void begin_validation() override { val_gen_ = Generator(val_seed_); }
   void begin_step(int64_t step, int64_t total_steps) override {
-    lambda_base_ =
-        domino_lambda_base(step, total_steps, c_.lambda_base_start, c_.lambda_base_decay_ratio);
+    objective_->begin_step(step, total_steps);
   }
 
   std::optional<MicroBatchLoss> loss(const data::Batch& batch) override {
     Generator& gen = draft_->is_training() ? gen_ : val_gen_;
-    const DraftRows rows = draft_rows(batch, packed_);
-    const int64_t bs = draft_->config().block_size;
-    Anchors anchors;
-    try {
-      anchors = sample_anchors(rows, bs, c_.num_anchors, gen);
-    } catch (const NoValidAnchors&) {
-      return std::nullopt;
-    }
-    Tensor prefix;
-    if (c_.objective.type == DraftLossType::variable_prefix)
-      prefix = sample_prefix_lengths(rows.rows(), anchors.blocks(), bs, c_.prefix_weight_base, gen);
+    const DraftConfig& config = draft_->config();
+    DraftBatch b{draft_rows(batch, packed_), {}, {}};
     DraftLoss l;
     try {
-      l = kind_ == DraftKind::domino
-              ? domino_loss(target_, *draft_, rows, anchors, {c_.objective.gamma, lambda_base_})
-          : kind_ == DraftKind::jetspec
-              ? jetspec_loss(target_, *draft_, rows, anchors, {c_.kd_temperature, c_.kd_chunk_size})
-              : dflash_loss(target_, *draft_, rows, anchors, c_.objective, prefix);
-    } catch (const NoValidAnchors&) {  // JetSpec: blocks without a supervised slot
+      b.anchors = sample_anchors(b.rows, config.block_size, c_.num_anchors, gen);
+      objective_->complete(config, b, gen);
+      l = objective_->loss(target_, *draft_, b);
+    } catch (const NoValidAnchors&) {  // no anchor, or (JetSpec) no supervised slot
       return std::nullopt;
     }
     const DraftMetrics& m = l.metrics;
@@ -158,20 +155,10 @@ class DraftRecipe : public Recipe {
     out.sum = l.sum;
     out.weight = m.loss_weight;
     out.tokens = static_cast<int64_t>(m.valid_tokens);
-    out.flops = dflash_flops(target_, *draft_, rows.rows(), rows.seq_len(), anchors.blocks(),
-                             kind_ == DraftKind::jetspec);
-    out.sums = {{"correct_tokens", m.correct_tokens},
-                {"valid_tokens", m.valid_tokens},
-                {"accept_len_sum", m.accept_len_sum},
-                {"valid_blocks", m.valid_blocks}};
-    if (kind_ == DraftKind::domino)
-      out.sums.insert({{"loss_weight", m.loss_weight},
-                       {"final_loss_sum", m.final_loss_sum},
-                       {"base_loss_sum", m.base_loss_sum},
-                       {"base_correct_tokens", m.base_correct_tokens},
-                       {"base_accept_len_sum", m.base_accept_len_sum},
-                       {"lambda_base_sum", m.lambda_base},
-                       {"micro_batches", 1.0}});
+    out.flops = dflash_flops(target_, *draft_, b.rows.rows(), b.rows.seq_len(), b.anchors.blocks(),
+                             objective_->reads_teacher_logits());
+    for (const RatioMetric& r : ratios())
+      for (const std::string& name : {r.numerator, r.denominator}) out.sums[name] = m.sum(name);
     return out;
   }
 
@@ -194,7 +181,8 @@ class DraftRecipe : public Recipe {
   }
 
   const DFlashConfig& c_;
-  DraftKind kind_;
+  const DraftKind& kind_;
+  std::unique_ptr<DraftObjective> objective_;
   FrozenTarget target_;
   std::unique_ptr<DFlashDraft> draft_;
   data::DataConfig data_;
@@ -204,7 +192,6 @@ class DraftRecipe : public Recipe {
   // afresh each pass): every stream is distinct, and one rank's are seed and seed + 1.
   uint64_t val_seed_;
   std::string target_dir_;  // where the target is, as checkpoints record it
-  double lambda_base_ = 0;  // Domino's curriculum at the current step
 };
 
 }  // namespace

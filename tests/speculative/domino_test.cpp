@@ -93,10 +93,10 @@ TEST(Domino, LambdaMixesTheFinalAndBaseLosses) {
     const Outcome final = run(target, shift, rows, anchors, 0.0);
     const double denominator = base.m.loss_weight + 1e-6;
     // To f32 rounding: the loss sums the weighted rows on the device, the metrics on the host.
-    EXPECT_NEAR(base.loss, base.m.base_loss_sum / denominator, 1e-6 * base.loss);
-    EXPECT_NEAR(final.loss, final.m.final_loss_sum / denominator, 1e-6 * final.loss);
+    EXPECT_NEAR(base.loss, base.m.sum("base_loss_sum") / denominator, 1e-6 * base.loss);
+    EXPECT_NEAR(final.loss, final.m.sum("final_loss_sum") / denominator, 1e-6 * final.loss);
     // The head changes the corrected slots' logits: the two losses differ.
-    EXPECT_GT(std::abs(final.m.final_loss_sum - final.m.base_loss_sum), 1e-3);
+    EXPECT_GT(std::abs(final.m.sum("final_loss_sum") - final.m.sum("base_loss_sum")), 1e-3);
     const Outcome mixed = run(target, shift, rows, anchors, 0.25);
     EXPECT_NEAR(mixed.loss, 0.75 * final.loss + 0.25 * base.loss, 1e-6 * mixed.loss);
     // At lambda 1 the head gets no gradient, at lambda 0 it does.

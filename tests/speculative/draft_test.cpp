@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "speculative/draft_kind.h"
 #include "speculative/serving.h"
 #include "tests/nn/checkpoint_fixtures.h"
 #include "tests/test_util.h"
@@ -181,7 +182,7 @@ TEST(DraftConfig, DominoAndJetSpecServingKeys) {
   DraftOptions o = options();
   o.domino = domino_head();
   const DraftConfig domino = draft_config_for(target_config(), o);
-  EXPECT_EQ(domino.kind(), DraftKind::domino);
+  EXPECT_EQ(domino.kind().name(), "domino");
   const nlohmann::json j = domino.to_json(DType::bf16);
   const nlohmann::json& d = j["dflash_config"];
   EXPECT_EQ(j["architectures"], nlohmann::json({"DFlashDraftModel"}));
@@ -212,7 +213,7 @@ TEST(DraftConfig, DominoAndJetSpecServingKeys) {
   EXPECT_EQ(jet["dflash_config"]["causal"], true);
   EXPECT_EQ(jet["dflash_config"]["causal_head"], true);
   EXPECT_FALSE(jet["dflash_config"].contains("projector_type"));
-  EXPECT_EQ(DraftConfig::from_json(jet, "c").kind(), DraftKind::jetspec);
+  EXPECT_EQ(DraftConfig::from_json(jet, "c").kind().name(), "jetspec");
 }
 
 TEST(DraftConfig, DominoAndProjectorErrors) {
@@ -237,10 +238,10 @@ TEST(DraftConfig, DominoAndProjectorErrors) {
   // A recipe refuses a draft of another kind.
   const DraftConfig plain = draft_config_for(target_config(), options());
   EXPECT_EQ(testing::invalid_argument_message(
-                [&] { check_draft_kind(plain, DraftKind::domino, "draft.init d"); }),
+                [&] { check_draft_kind(plain, domino_kind(), "draft.init d"); }),
             "[draft] draft.init d is a dflash draft: a Domino recipe needs "
             "dflash_config.projector_type domino (prefix_gru and embed_proj)");
-  EXPECT_NO_THROW(check_draft_kind(plain, DraftKind::dflash, "d"));
+  EXPECT_NO_THROW(check_draft_kind(plain, dflash_kind(), "d"));
 }
 
 // A config saved by the reference's JetSpec recipe: dflash_config.causal true, yet the top-level
@@ -253,7 +254,7 @@ TEST(DraftConfig, CausalityFollowsDflashConfigAndDisagreementsAreReported) {
   j["is_causal"] = false;
   j["dflash_config"].erase("causal_head");
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(DraftConfig::from_json(j, "ref/config.json").kind(), DraftKind::jetspec);
+  EXPECT_EQ(DraftConfig::from_json(j, "ref/config.json").kind().name(), "jetspec");
   EXPECT_EQ(::testing::internal::GetCapturedStderr(),
             "ref/config.json: warning: dflash_config.causal is true but the top-level is_causal "
             "is false; loading the draft as in-block causal, as dflash_config.causal says. vLLM "
@@ -262,15 +263,15 @@ TEST(DraftConfig, CausalityFollowsDflashConfigAndDisagreementsAreReported) {
   // Without dflash_config.causal the top-level key decides, and then causal_head.
   j["dflash_config"].erase("causal");
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(DraftConfig::from_json(j, "c").kind(), DraftKind::dflash);
+  EXPECT_EQ(DraftConfig::from_json(j, "c").kind().name(), "dflash");
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   j.erase("is_causal");
   j["dflash_config"]["causal_head"] = true;
-  EXPECT_EQ(DraftConfig::from_json(j, "c").kind(), DraftKind::jetspec);
+  EXPECT_EQ(DraftConfig::from_json(j, "c").kind().name(), "jetspec");
   // causal_head (what JetSpec's engine reads) against the key that decides: reported.
   j["dflash_config"]["causal"] = false;
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(DraftConfig::from_json(j, "c").kind(), DraftKind::dflash);
+  EXPECT_EQ(DraftConfig::from_json(j, "c").kind().name(), "dflash");
   EXPECT_EQ(::testing::internal::GetCapturedStderr(),
             "c: warning: dflash_config.causal_head is true but the draft loads as bidirectional; "
             "JetSpec's engine reads causal_head and would serve it in-block causal\n");
@@ -357,7 +358,7 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
       "without the head), or export with --serve sglang");
   const DraftConfig dropped =
       exported_config(draft_config_for(target_config(), unshifted), {ServingEngine::vllm, true});
-  EXPECT_EQ(dropped.kind(), DraftKind::dflash);
+  EXPECT_EQ(dropped.kind().name(), "dflash");
   const nlohmann::json dj = serving_config(dropped, DType::bf16, ServingEngine::vllm);
   EXPECT_FALSE(dj["dflash_config"].contains("projector_type"));
   EXPECT_FALSE(dj.contains("emb_dim"));
@@ -405,7 +406,7 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
   const nlohmann::json ref = serving_config(jet, DType::f32, ServingEngine::reference);
   EXPECT_EQ(ref["architectures"], nlohmann::json({"Qwen3DFlashDraftModel"}));
   EXPECT_EQ(ref["is_causal"], true);
-  EXPECT_EQ(DraftConfig::from_json(ref, "c").kind(), DraftKind::jetspec);
+  EXPECT_EQ(DraftConfig::from_json(ref, "c").kind().name(), "jetspec");
   EXPECT_THROW(serving_engine_from_name("tgi"), std::invalid_argument);
 }
 
@@ -420,7 +421,7 @@ TEST(DraftFiles, ADroppedHeadLeavesTheDFlashPartBitForBit) {
       save_draft(draft, tmp.path + "/d", DType::f32, {}, false, {ServingEngine::vllm, true});
   EXPECT_EQ(saved.tensors, static_cast<int64_t>(draft.named_parameters().size()) - 4);
   const auto back = load_draft(tmp.path + "/d");
-  EXPECT_EQ(back->config().kind(), DraftKind::dflash);
+  EXPECT_EQ(back->config().kind().name(), "dflash");
   const auto b = back->state_dict();
   for (const auto& [name, t] : draft.state_dict()) {
     if (!b.count(name)) continue;
@@ -447,7 +448,7 @@ TEST(DraftFiles, DominoHeadUnderItsServingNames) {
   EXPECT_EQ(shape("embed_proj.2.weight"), (Shape{40, 6}));       // [V, E]
   save_draft(draft, tmp.path + "/d", DType::f32);
   const auto back = load_draft(tmp.path + "/d");
-  EXPECT_EQ(back->config().kind(), DraftKind::domino);
+  EXPECT_EQ(back->config().kind().name(), "domino");
   const auto a = draft.state_dict(), b = back->state_dict();
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) EXPECT_EQ(testing::max_abs_diff(t, b.at(name)), 0.0) << name;

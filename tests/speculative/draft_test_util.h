@@ -92,10 +92,10 @@ inline void expect_same(const Outcome& a, const Outcome& b) {
                              {x.correct_tokens, y.correct_tokens},
                              {x.accept_len_sum, y.accept_len_sum},
                              {x.valid_blocks, y.valid_blocks},
-                             {x.final_loss_sum, y.final_loss_sum},
-                             {x.base_loss_sum, y.base_loss_sum},
-                             {x.base_correct_tokens, y.base_correct_tokens},
-                             {x.base_accept_len_sum, y.base_accept_len_sum}})
+                             {x.sum("final_loss_sum"), y.sum("final_loss_sum")},
+                             {x.sum("base_loss_sum"), y.sum("base_loss_sum")},
+                             {x.sum("base_correct_tokens"), y.sum("base_correct_tokens")},
+                             {x.sum("base_accept_len_sum"), y.sum("base_accept_len_sum")}})
     EXPECT_EQ(u, v);
   EXPECT_TRUE(bit_identical(a.logits, b.logits));
   ASSERT_EQ(a.grads.size(), b.grads.size());
@@ -142,7 +142,7 @@ void expect_gradients_match(DFlashDraft& draft, LossFn loss, const std::string& 
   draft.zero_grad();
   const DraftLoss l = loss();
   ASSERT_GT(l.metrics.loss_weight, 0) << label;
-  (l.sum * (1.0 / draft_mean_denominator(l.kind, l.metrics.loss_weight))).backward();
+  l.mean().backward();
   for (const auto& [name, p] : draft.named_parameters()) {
     const Tensor numeric = numeric_gradient([&] { return loss().value(); }, p.value());
     EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << label << " " << name;

@@ -4,25 +4,22 @@
 // loss the reference's trainer modules compute on the same rows and anchors.
 #include <gtest/gtest.h>
 
-#include "speculative/domino.h"
-#include "speculative/jetspec.h"
+#include "speculative/draft_kind.h"
 #include "tests/speculative/dflash_golden_check.h"
 
 namespace sprig::testing {
 namespace {
 
-using speculative::DraftKind;
-
-void check_reference_draft(const std::string& kind_name, DraftKind kind) {
+void check_reference_draft(const std::string& kind_name) {
   const std::string dir = kGolden + "reference_drafts/" + kind_name;
   ::testing::internal::CaptureStderr();
   const auto draft = speculative::load_draft(dir);
   const std::string warnings = ::testing::internal::GetCapturedStderr();
-  ASSERT_EQ(draft->config().kind(), kind) << kind_name;
+  ASSERT_EQ(draft->config().kind().name(), kind_name);
   // Only the JetSpec draft's keys disagree (dflash_config.causal true, is_causal false).
   EXPECT_EQ(warnings.find("dflash_config.causal is true but the top-level is_causal is false") !=
                 std::string::npos,
-            kind == DraftKind::jetspec)
+            kind_name == "jetspec")
       << warnings;
   draft->to(Device::cpu(), DType::f64);
 
@@ -34,19 +31,17 @@ void check_reference_draft(const std::string& kind_name, DraftKind kind) {
                                          DType::f64);
   SafetensorsFile expected(kGolden + "reference_drafts_expected.safetensors");
   const nlohmann::json meta = nlohmann::json::parse(expected.metadata().at("cases")).at(kind_name);
-  const double gamma = meta.at("gamma").get<double>();
+  // The case's settings, as the reference's recipe was given them.
+  speculative::DraftSettings settings;
+  settings.numbers["loss_decay_gamma"] = meta.at("gamma").get<double>();
+  for (const char* key : {"lambda_base", "kd_temperature"})
+    if (meta.contains(key) && meta[key].is_number())
+      settings.numbers[key] = meta[key].get<double>();
 
   Tensor logits;
   NoGradGuard no_grad;
-  const speculative::DraftLoss loss =
-      kind == DraftKind::domino
-          ? speculative::domino_loss(target, *draft, rows, anchors,
-                                     {gamma, meta.at("lambda_base").get<double>()}, &logits)
-      : kind == DraftKind::jetspec
-          ? speculative::jetspec_loss(target, *draft, rows, anchors,
-                                      {meta.at("kd_temperature").get<double>(), 0}, &logits)
-          : speculative::dflash_loss(target, *draft, rows, anchors,
-                                     {speculative::DraftLossType::dflash, gamma}, {}, &logits);
+  const speculative::DraftLoss loss = draft->config().kind().objective(settings)->loss(
+      target, *draft, {rows, anchors, {}}, &logits);
   // f64 against the reference's f64 modules (their RoPE tables are f32).
   const double logits_err = relative_error(logits, expected.load(kind_name + ".logits"));
   EXPECT_LE(logits_err, 1e-6) << kind_name;
@@ -56,16 +51,12 @@ void check_reference_draft(const std::string& kind_name, DraftKind kind) {
             << " vs " << want << "\n";
 }
 
-TEST(ReferenceDrafts, DFlashLoadsAndMatchesTheReferenceModule) {
-  check_reference_draft("dflash", DraftKind::dflash);
-}
+TEST(ReferenceDrafts, DFlashLoadsAndMatchesTheReferenceModule) { check_reference_draft("dflash"); }
 
-TEST(ReferenceDrafts, DominoLoadsAndMatchesTheReferenceModule) {
-  check_reference_draft("domino", DraftKind::domino);
-}
+TEST(ReferenceDrafts, DominoLoadsAndMatchesTheReferenceModule) { check_reference_draft("domino"); }
 
 TEST(ReferenceDrafts, JetSpecLoadsAsCausalAndMatchesTheReferenceModule) {
-  check_reference_draft("jetspec", DraftKind::jetspec);
+  check_reference_draft("jetspec");
 }
 
 }  // namespace

@@ -273,7 +273,7 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
       const double t = bench::median_seconds(device, 0, 1, [&] {
         drafts[i].first->zero_grad();
         const DraftLoss l = drafts[i].second();
-        (l.sum * (1.0 / draft_mean_denominator(l.kind, l.metrics.loss_weight))).backward();
+        l.mean().backward();
       });
       if (round < 0) continue;
       samples[i].push_back(t);

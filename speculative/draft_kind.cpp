@@ -1,0 +1,63 @@
+#include "speculative/draft_kind.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace sprig::speculative {
+
+const std::vector<const DraftKind*>& draft_kinds() {
+  static const std::vector<const DraftKind*> kinds = {&dflash_kind(), &domino_kind(),
+                                                      &jetspec_kind()};
+  return kinds;
+}
+
+const DraftKind* find_draft_kind(std::string_view name) {
+  for (const DraftKind* kind : draft_kinds())
+    if (kind->name() == name) return kind;
+  return nullptr;
+}
+
+std::string draft_kind_names() {
+  std::string names;
+  for (const DraftKind* kind : draft_kinds())
+    names += (names.empty() ? "" : ", ") + std::string(kind->name());
+  return names;
+}
+
+const DraftKind& DraftConfig::kind() const {
+  for (const DraftKind* kind : draft_kinds())
+    if (kind->is_kind_of(*this)) return *kind;
+  throw std::logic_error("[draft] a draft config of no kind");  // check() refuses such configs
+}
+
+void check_draft_kind(const DraftConfig& draft, const DraftKind& kind, const std::string& label) {
+  if (kind.is_kind_of(draft)) return;
+  throw std::invalid_argument("[draft] " + label + " is a " + std::string(draft.kind().name()) +
+                              " draft: " + std::string(kind.requirement()));
+}
+
+double DraftSettings::number(const std::string& key, double fallback) const {
+  const auto it = numbers.find(key);
+  return it == numbers.end() ? fallback : it->second;
+}
+
+std::string DraftSettings::word(const std::string& key, const std::string& fallback) const {
+  const auto it = words.find(key);
+  return it == words.end() ? fallback : it->second;
+}
+
+std::string DraftSettings::named(const std::string& key) const {
+  if (!command_line) return "draft." + key;
+  std::string option = "--" + key;
+  std::replace(option.begin(), option.end(), '_', '-');
+  return option;
+}
+
+void DraftObjective::complete(const DraftConfig& /*draft*/, DraftBatch& batch,
+                              Generator& /*gen*/) const {
+  if (batch.prefix_lengths.defined())
+    throw std::invalid_argument(
+        "\"prefix_lengths\" apply to the variable-prefix loss of dflash drafts");
+}
+
+}  // namespace sprig::speculative

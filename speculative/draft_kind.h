@@ -1,0 +1,98 @@
+// Draft kinds as plug-ins (docs/architecture.md, "Adding a draft kind"). A kind is what tells one
+// draft of the DFlash family from another: which draft configs are its own, its objective (one
+// micro-batch's loss and metrics, the draws it needs beyond the anchors, its per-step schedule)
+// and the metrics it reports beside the common ones. Each kind lives in its own file
+// (speculative/dflash.cpp, domino.cpp, jetspec.cpp) and is listed once in the registry
+// (draft_kinds()); the commands reach a kind only through it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "speculative/blocks.h"
+#include "speculative/draft.h"
+#include "speculative/objective.h"
+#include "speculative/target.h"
+
+namespace sprig::speculative {
+
+// The settings of a kind's objective by name, as `sprig train <kind>` reads them from draft: and
+// `sprig eval <kind>` from its options; a kind reads its own and takes its default for any other.
+struct DraftSettings {
+  std::map<std::string, double> numbers;     // e.g. loss_decay_gamma, kd_temperature
+  std::map<std::string, std::string> words;  // e.g. loss_type
+  bool command_line = false;                 // given as --options (else as draft: keys)
+
+  double number(const std::string& key, double fallback) const;
+  std::string word(const std::string& key, const std::string& fallback) const;
+  // How the user wrote `key`: "--loss-type" on the command line, else "draft.loss_type".
+  std::string named(const std::string& key) const;
+};
+
+// One micro-batch: rows, the blocks' anchors and, for the objectives that draw them, prefix
+// lengths (B, N).
+struct DraftBatch {
+  DraftRows rows;
+  Anchors anchors;
+  Tensor prefix_lengths;
+};
+
+// A kind's objective with its settings, for one run or one evaluation.
+class DraftObjective {
+ public:
+  virtual ~DraftObjective() = default;
+  // The schedule: called before each optimizer step with the steps taken and their total.
+  virtual void begin_step(int64_t /*step*/, int64_t /*total_steps*/) {}
+  // Draws from `gen` what the loss of a `draft` needs beyond the anchors (none by default); throws
+  // std::invalid_argument for given draws the objective does not use.
+  virtual void complete(const DraftConfig& draft, DraftBatch& batch, Generator& gen) const;
+  // The loss and metrics of `draft` on `batch`; with `logits`, every slot's logits (B * Q, V) f32
+  // on the CPU. Throws NoValidAnchors when no slot is supervised.
+  virtual DraftLoss loss(const FrozenTarget& target, const DFlashDraft& draft,
+                         const DraftBatch& batch, Tensor* logits = nullptr) const = 0;
+  // Whether the loss runs the whole target for its logits (JetSpec's teacher), for FLOP counts.
+  virtual bool reads_teacher_logits() const { return false; }
+};
+
+// A metric reported beside the common ones (accuracy, accept_len): the ratio of two sums of
+// DraftMetrics (DraftMetrics::sum).
+struct DraftRatio {
+  std::string name, numerator, denominator;
+};
+
+class DraftKind {
+ public:
+  virtual ~DraftKind() = default;
+  virtual std::string_view name() const = 0;  // `sprig train <name>`, `sprig eval <name>`
+  // One sentence each for `sprig train <name> --help` and `sprig eval <name> --help`.
+  virtual std::string_view train_help() const = 0;
+  virtual std::string_view eval_help() const = 0;
+  // Whether `config` is a draft of this kind, and what a draft of this kind has (for refusals).
+  virtual bool is_kind_of(const DraftConfig& config) const = 0;
+  virtual std::string_view requirement() const = 0;
+  // What a micro-batch's mean divides its loss sum by (DraftLoss::denominator).
+  virtual double mean_denominator(double loss_weight) const = 0;
+  virtual std::vector<DraftRatio> extra_ratios() const { return {}; }
+  virtual std::unique_ptr<DraftObjective> objective(const DraftSettings& settings) const = 0;
+};
+
+// The kinds, each defined in its own file.
+const DraftKind& dflash_kind();   // speculative/dflash.cpp
+const DraftKind& domino_kind();   // speculative/domino.cpp
+const DraftKind& jetspec_kind();  // speculative/jetspec.cpp
+
+// Every kind, in the order the commands list them.
+const std::vector<const DraftKind*>& draft_kinds();
+// The kind named `name`, or nullptr.
+const DraftKind* find_draft_kind(std::string_view name);
+// The kinds' names joined with ", " (for usage lines).
+std::string draft_kind_names();
+
+// Throws "[draft] <label> is a <kind> draft: <requirement>" unless `draft` is of `kind`.
+void check_draft_kind(const DraftConfig& draft, const DraftKind& kind, const std::string& label);
+
+}  // namespace sprig::speculative

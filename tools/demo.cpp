@@ -16,9 +16,9 @@
 
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
-#include "speculative/draft_kind.h"
+#include "speculative/evaluation.h"
+#include "speculative/spec_eval.h"
 #include "tensor/random.h"
-#include "tools/spec_eval.h"
 #include "tools/viz/plot.h"
 #include "train/config.h"
 #include "train/draft.h"
@@ -235,22 +235,16 @@ std::string draft_yaml(const fs::path& dir, const std::string& target, int64_t s
 double draft_accept_len(const speculative::FrozenTarget& target,
                         const speculative::DFlashDraft& draft, const fs::path& documents) {
   using namespace speculative;
-  NoGradGuard no_grad;
-  Generator gen(1);
-  DraftMetrics sum;
+  TeacherForced evaluator(target, draft, {}, 8, 1);
   std::ifstream in(documents);
   for (std::string line; std::getline(in, line);) {
     const std::vector<int64_t> ids = nlohmann::json::parse(line).at("input_ids");
     DraftRows rows;
     rows.input_ids = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
     rows.loss_mask = Tensor::ones(rows.input_ids.shape(), DType::i64);
-    const Anchors anchors = sample_anchors(rows, draft.config().block_size, 8, gen);
-    const DraftMetrics m =
-        draft.config().kind().objective({})->loss(target, draft, {rows, anchors, {}}).metrics;
-    sum.accept_len_sum += m.accept_len_sum;
-    sum.valid_blocks += m.valid_blocks;
+    evaluator.metrics({rows, {}, {}});
   }
-  return sum.accept_len();
+  return evaluator.sums().accept_len();
 }
 
 struct DraftStage {
@@ -283,7 +277,7 @@ void spec_eval_line(const std::string& name, const std::string& target_dir,
   const speculative::FrozenTarget target(load_qwen(target_dir), Device::cpu(), DType::f32);
   const auto draft = speculative::load_draft(draft_dir);
   draft->train(false);
-  SpecEvaluator evaluator(target, *draft, {.max_new_tokens = 48, .stop_id = kEos});
+  speculative::SpecEvaluator evaluator(target, *draft, {.max_new_tokens = 48, .stop_id = kEos});
   std::ifstream in(documents);
   for (std::string line; std::getline(in, line);) {
     const std::vector<int64_t> ids = nlohmann::json::parse(line).at("input_ids");

@@ -10,7 +10,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/positions.h"
-#include "speculative/draft_kind.h"
+#include "speculative/evaluation.h"
 #include "speculative/records.h"
 #include "tensor/input_file.h"
 #include "tensor/storage.h"
@@ -41,47 +41,6 @@ struct EvalOptions {
   std::string device = "auto", dtype = "f32";
 };
 
-// A record's metrics, or their aggregate: the common ones, the kind's own sums, and its ratios
-// (one over loss_weight divides as the loss does, by the kind's mean_denominator).
-json metrics_json(double loss, const DraftMetrics& m, const DraftKind& kind) {
-  json j = {{"loss", loss},
-            {"loss_weight", m.loss_weight},
-            {"accuracy", m.accuracy()},
-            {"valid_tokens", m.valid_tokens},
-            {"correct_tokens", m.correct_tokens},
-            {"accept_len", m.accept_len()},
-            {"accept_len_sum", m.accept_len_sum},
-            {"valid_blocks", m.valid_blocks}};
-  for (const auto& [name, value] : m.extra) j[name] = value;
-  for (const DraftRatio& r : kind.extra_ratios())
-    j[r.name] =
-        m.sum(r.numerator) / (r.denominator == "loss_weight" ? kind.mean_denominator(m.loss_weight)
-                                                             : std::max(m.sum(r.denominator), 1.0));
-  return j;
-}
-
-// The sums validation combines (docs/semantics.md §9.7): the loss weighted by loss_weight, the
-// ratios from their summed numerators and denominators.
-struct Totals {
-  explicit Totals(const DraftKind& k) : kind(k) {}
-  const DraftKind& kind;
-  double weighted_loss = 0;
-  DraftMetrics sums;
-  int64_t records = 0, skipped = 0;
-
-  void add(const DraftLoss& l) {
-    weighted_loss += l.value() * l.metrics.loss_weight;
-    sums.add(l.metrics);
-    ++records;
-  }
-  json to_json() const {
-    json j = metrics_json(weighted_loss / std::max(sums.loss_weight, 1.0), sums, kind);
-    j["records"] = records;
-    j["skipped_records"] = skipped;
-    return j;
-  }
-};
-
 void run_eval(const EvalOptions& o) {
   if (o.grads && o.out.empty())
     throw CLI::ValidationError("--grads", "writes into --out: give one");
@@ -101,15 +60,13 @@ void run_eval(const EvalOptions& o) {
   check_draft_kind(draft->config(), *o.kind, "--draft " + o.draft);
   draft->to(device, dtype);
   draft->train(false);
-  const std::unique_ptr<DraftObjective> objective = o.kind->objective(o.settings);
+  TeacherForced evaluator(target, *draft, o.settings, o.num_anchors, o.seed);
   const int64_t bs = draft->config().block_size, vocab = target.config().vocab_size;
-  Generator gen(o.seed);
   PositionLimit positions(target.config().max_position_embeddings, o.strict_positions, "eval");
 
   std::vector<SafetensorsEntry> entries;
   size_t out_bytes = 0;
   const size_t available = cpu_memory_available();
-  Totals totals(*o.kind);
   int64_t index = -1;
   ProgressLine progress;
   const auto evaluate = [&](const json& rec, const std::string& where) {
@@ -117,26 +74,13 @@ void run_eval(const EvalOptions& o) {
     DraftRecord r = parse_draft_record(rec, vocab, bs, where);
     const int64_t end = r.rows.packed() ? positions_end(r.rows.position_ids) : r.rows.seq_len();
     check_positions(positions, progress, end, where);
-    DraftBatch batch{std::move(r.rows), {}, r.prefix_lengths};
-    Anchors& anchors = batch.anchors;
-    if (r.anchors) {
-      anchors = *r.anchors;
-    } else {
-      try {
-        anchors = sample_anchors(batch.rows, bs, o.num_anchors, gen);
-      } catch (const NoValidAnchors&) {
-        std::cout << json{{"record", index}, {"skipped", "no valid anchor"}}.dump() << "\n";
-        ++totals.skipped;
-        return;
-      }
-    }
-    // JetSpec's blocks whose labels are all loss-masked, or any record whose blocks score nothing.
-    const auto skip_unsupervised = [&] {
-      std::cout << json{{"record", index}, {"skipped", "no supervised slot"}}.dump() << "\n";
-      ++totals.skipped;
+    DraftBatch batch{std::move(r.rows), r.anchors.value_or(Anchors{}), r.prefix_lengths};
+    const Anchors& anchors = batch.anchors;
+    const auto skip = [&](const std::string& why) {
+      std::cout << json{{"record", index}, {"skipped", why}}.dump() << "\n";
     };
     try {
-      objective->complete(draft->config(), batch, gen);
+      if (const std::string why = evaluator.prepare(batch); !why.empty()) return skip(why);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(where + ": " + e.what());
     }
@@ -151,28 +95,22 @@ void run_eval(const EvalOptions& o) {
                                  " MiB of memory available: split the input");
     }
     Tensor logits;
-    DraftLoss loss;
-    const std::string key = std::to_string(index) + ".";
-    try {
+    std::optional<DraftLoss> loss;
+    {
       std::optional<NoGradGuard> no_grad;
       if (!o.grads) no_grad.emplace();
-      loss = objective->loss(target, *draft, batch, &logits);
-    } catch (const NoValidAnchors&) {
-      skip_unsupervised();
-      return;
+      loss = evaluator.score(batch, &logits);
     }
-    if (loss.metrics.valid_blocks == 0) {
-      skip_unsupervised();
-      return;
-    }
+    // JetSpec's blocks whose labels are all loss-masked, or any record whose blocks score nothing.
+    if (!loss) return skip("no supervised slot");
+    const std::string key = std::to_string(index) + ".";
     if (o.grads) {
       draft->zero_grad();
-      loss.mean().backward();
+      loss->mean().backward();
       for (const auto& [name, p] : draft->named_parameters())
         entries.push_back({key + "grad." + name, p.grad().to(Device::cpu(), DType::f32)});
     }
-    totals.add(loss);
-    json j = metrics_json(loss.value(), loss.metrics, *o.kind);
+    json j = metrics_json(loss->value(), loss->metrics, *o.kind);
     j["record"] = index;
     std::cout << j.dump() << "\n" << std::flush;
     if (!out) return;
@@ -188,16 +126,16 @@ void run_eval(const EvalOptions& o) {
   const int64_t records = for_each_record(o.input, [&](const json& rec, const std::string& where) {
     evaluate(rec, where);
     progress.show("evaluated " + std::to_string(index + 1) + " records (" +
-                  std::to_string(totals.skipped) + " skipped)");
+                  std::to_string(evaluator.skipped()) + " skipped)");
   });
   progress.finish();
   if (records == 0) throw std::runtime_error(o.input + ": no records");
   // Loss and accept_len of nothing would read as 0: no aggregate and no output then.
-  if (totals.records == 0)
+  if (evaluator.scored() == 0)
     throw std::runtime_error(o.input + ": nothing to score: every one of the " +
                              std::to_string(records) +
                              " records was skipped (no valid anchor or no supervised slot)");
-  std::cout << json{{"aggregate", totals.to_json()}}.dump() << "\n";
+  std::cout << json{{"aggregate", evaluator.aggregate()}}.dump() << "\n";
   if (out) {
     save_safetensors(out->temp(), entries, out->metadata());
     out->commit();

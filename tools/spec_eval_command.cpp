@@ -1,5 +1,6 @@
 // `sprig spec-eval`: speculative decoding with a trained draft on JSONL prompts {"prompt_ids":
-// [...]}, evaluated by tools/spec_eval.h. stdout: one JSON line per prompt, then {"aggregate":
+// [...]}, evaluated by speculative/spec_eval.h. stdout: one JSON line per prompt, then
+// {"aggregate":
 // {...}}; the human table goes to stderr.
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -7,12 +8,12 @@
 
 #include "nn/checkpoint.h"
 #include "nn/positions.h"
+#include "speculative/spec_eval.h"
 #include "tensor/input_file.h"
 #include "tensor/names.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
 #include "tools/options.h"
-#include "tools/spec_eval.h"
 #include "train/memory.h"
 
 namespace sprig::tools {
@@ -24,7 +25,7 @@ using namespace speculative;
 
 struct SpecEvalOptions {
   std::string target, draft, input, device = "auto", dtype = "f32";
-  SpecEvalSettings settings;
+  speculative::SpecEvalSettings settings;
   bool strict_positions = false;
 };
 
@@ -79,7 +80,7 @@ void run_spec_eval(const SpecEvalOptions& o) {
   std::unique_ptr<DFlashDraft> draft = load_draft(o.draft);
   draft->to(device, dtype_from_name(o.dtype));
   draft->train(false);
-  SpecEvaluator evaluator(target, *draft, o.settings);
+  speculative::SpecEvaluator evaluator(target, *draft, o.settings);
   evaluator.print_header(stderr);
   for (const std::vector<int64_t>& prompt : prompts)
     std::cout << evaluator.evaluate(prompt, stderr).dump() << "\n" << std::flush;

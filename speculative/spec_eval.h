@@ -12,11 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "speculative/objective.h"
+#include "speculative/evaluation.h"
 #include "speculative/spec_decode.h"
-#include "speculative/target.h"
 
-namespace sprig::tools {
+namespace sprig::speculative {
 
 struct SpecEvalSettings {
   int64_t max_new_tokens = 128, block_size = 0, stop_id = -1;  // as SpecDecodeOptions
@@ -27,8 +26,7 @@ struct SpecEvalSettings {
 class SpecEvaluator {
  public:
   // The draft must fit the target and be on its device in its dtype.
-  SpecEvaluator(const speculative::FrozenTarget& target, const speculative::DFlashDraft& draft,
-                SpecEvalSettings settings);
+  SpecEvaluator(const FrozenTarget& target, const DFlashDraft& draft, SpecEvalSettings settings);
 
   // Decodes `prompt` both ways; returns its JSON line {"prompt", "output_ids", "tau",
   // "target_forwards", "accepted_per_step", "lossless", ...} and, with `table`, prints its row.
@@ -43,21 +41,22 @@ class SpecEvaluator {
   // Sums over the prompts evaluated.
   struct Totals {
     int64_t prompts = 0, lossless = 0, tokens = 0, steps = 0, committed = 0;
-    int64_t whole_steps = 0, whole_committed = 0;  // speculative::whole_block_steps
+    int64_t whole_steps = 0, whole_committed = 0;  // whole_block_steps
     int64_t base_steps = 0, base_committed = 0;    // Domino without its correction head
     double tau_sum = 0, spec_seconds = 0, greedy_seconds = 0;
     double draft_seconds = 0, verify_seconds = 0, decode_seconds = 0, decode_steps = 0;
-    speculative::DraftMetrics forced, forced_here;            // sampled anchors, the decoding's own
+    DraftMetrics forced, forced_here;                         // sampled anchors, the decoding's own
     std::vector<int64_t> verified_by_slot, accepted_by_slot;  // slot k: draft k + 1
     std::vector<int64_t> histogram;                           // steps committing k + 1 tokens
   };
 
-  const speculative::FrozenTarget& target_;
-  const speculative::DFlashDraft& draft_;
+  const FrozenTarget& target_;
+  const DFlashDraft& draft_;
   SpecEvalSettings settings_;
   int64_t block_size_;
-  Generator gen_;
+  // The teacher-forced metrics at sampled anchors, and at the decoding's own (no draws).
+  TeacherForced sampled_, at_decoding_;
   Totals totals_;
 };
 
-}  // namespace sprig::tools
+}  // namespace sprig::speculative

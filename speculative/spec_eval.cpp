@@ -1,20 +1,19 @@
-// SpecEvaluator (tools/spec_eval.h): each prompt decoded by the target alone and with the draft,
-// the draft's teacher-forced metrics on the same text, and the sums the aggregate is made of.
-#include "tools/spec_eval.h"
+// SpecEvaluator (speculative/spec_eval.h): each prompt decoded by the target alone and with the
+// draft, the draft's teacher-forced metrics on the same text, and the sums the aggregate is made
+// of.
+#include "speculative/spec_eval.h"
 
 #include <chrono>
 #include <optional>
 #include <string>
 
 #include "nn/generate.h"
-#include "speculative/draft_kind.h"
 
-namespace sprig::tools {
+namespace sprig::speculative {
 
 namespace {
 
 using json = nlohmann::json;
-using namespace speculative;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
@@ -25,13 +24,9 @@ double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 json optional_number(bool present, double value) { return present ? json(value) : json(nullptr); }
 
-// The draft's teacher-forced metrics on prompt ++ output with the output supervised: blocks at
-// `at`, or at anchors sampled as `sprig eval` samples them when `at` is empty; nullopt when there
-// is no valid anchor.
-std::optional<DraftMetrics> teacher_forced(const FrozenTarget& target, const DFlashDraft& draft,
-                                           const std::vector<int64_t>& prompt,
-                                           const std::vector<int64_t>& output, int64_t num_anchors,
-                                           Generator& gen, const std::vector<int64_t>& at = {}) {
+// Prompt ++ output as one row, the output supervised.
+DraftRows supervised_output(const std::vector<int64_t>& prompt,
+                            const std::vector<int64_t>& output) {
   std::vector<int64_t> ids = prompt, mask(prompt.size(), 0);
   ids.insert(ids.end(), output.begin(), output.end());
   mask.resize(ids.size(), 1);
@@ -39,17 +34,7 @@ std::optional<DraftMetrics> teacher_forced(const FrozenTarget& target, const DFl
   const auto S = static_cast<int64_t>(ids.size());
   rows.input_ids = Tensor::from_vector(ids, {1, S});
   rows.loss_mask = Tensor::from_vector(mask, {1, S});
-  NoGradGuard no_grad;
-  try {
-    const auto n = static_cast<int64_t>(at.size());
-    const Anchors anchors =
-        at.empty() ? sample_anchors(rows, draft.config().block_size, num_anchors, gen)
-                   : Anchors{Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)};
-    // The kind's objective with its defaults.
-    return draft.config().kind().objective({})->loss(target, draft, {rows, anchors, {}}).metrics;
-  } catch (const NoValidAnchors&) {
-  }
-  return std::nullopt;
+  return rows;
 }
 
 }  // namespace
@@ -60,7 +45,8 @@ SpecEvaluator::SpecEvaluator(const FrozenTarget& target, const DFlashDraft& draf
       draft_(draft),
       settings_(settings),
       block_size_(settings.block_size ? settings.block_size : draft.config().block_size),
-      gen_(settings.seed) {}
+      sampled_(target, draft, {}, settings.num_anchors, settings.seed),
+      at_decoding_(target, draft, {}, settings.num_anchors, settings.seed) {}
 
 json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* table) {
   const QwenForCausalLM& model = target_.model();
@@ -90,8 +76,8 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
     t.base_steps += base->target_forwards();
     for (int64_t committed : base->accepted_per_step) t.base_committed += committed;
   }
-  const std::optional<DraftMetrics> forced =
-      teacher_forced(target_, draft_, prompt, r.output_ids, o.num_anchors, gen_);
+  const DraftRows text = supervised_output(prompt, r.output_ids);
+  const std::optional<DraftMetrics> forced = sampled_.metrics({text, {}, {}});
   // At the decoding's own anchors (whole blocks of the draft's size) teacher forcing accepts what
   // decoding did: the gap to `forced` comes from where the anchors fall.
   std::optional<DraftMetrics> here;
@@ -103,8 +89,10 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
       ++t.whole_steps;
       t.whole_committed += step.committed;
     }
-    if (!at.empty())
-      here = teacher_forced(target_, draft_, prompt, r.output_ids, o.num_anchors, gen_, at);
+    const auto n = static_cast<int64_t>(at.size());
+    if (n > 0)
+      here = at_decoding_.metrics(
+          {text, {Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)}, {}});
   }
 
   const bool lossless = r.output_ids == greedy;
@@ -239,4 +227,4 @@ void SpecEvaluator::print_summary(std::FILE* out) const {
                  static_cast<long long>(t.prompts - t.lossless), static_cast<long long>(t.prompts));
 }
 
-}  // namespace sprig::tools
+}  // namespace sprig::speculative

@@ -15,10 +15,8 @@ BlockOptions block_options(const DraftConfig& c) {
   o.mask_token_id = c.mask_token_id;
   o.causal = c.causal;
   o.sliding_window = c.sliding_window;
-  if (c.domino && c.domino->shift_label) {
-    o.label_start = 1;
-    o.labels_within_document = true;
-  }
+  o.label_start = c.kind().label_shift(c);
+  o.labels_within_document = o.label_start > 0;
   return o;
 }
 

@@ -12,8 +12,8 @@
 
 namespace sprig::speculative {
 
-// The block layout a draft config asks for (block size, mask token, causality, window; Domino's
-// shifted labels, cut at the anchor's document end).
+// The block layout a draft config asks for (block size, mask token, causality, window; the
+// kind's label shift, the shifted labels cut at the anchor's document end).
 BlockOptions block_options(const DraftConfig& config);
 
 // What the draft's forward over a micro-batch's blocks gives its objective.

@@ -237,6 +237,33 @@ class Domino : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<DominoObjective>(s);
   }
+  int64_t label_shift(const DraftConfig& c) const override { return c.domino->shift_label ? 1 : 0; }
+  bool has_correction_head(const DraftConfig& /*c*/) const override { return true; }
+  // The GRU reads [anchor, draft 1, ...] one token at a time; its state after j tokens corrects
+  // the slot proposing draft j (docs/semantics.md §13.2).
+  std::vector<int64_t> drafts(const DFlashDraft& draft, const Tensor& hidden,
+                              const Tensor& base_logits, int64_t anchor,
+                              const TokenEmbedding& embed, bool correction_head) const override {
+    if (!correction_head)
+      return DraftKind::drafts(draft, hidden, base_logits, anchor, embed, correction_head);
+    const DominoHeadConfig& head = *draft.config().domino;
+    const int64_t bs = base_logits.size(0), first = head.shift_label ? 0 : 1;
+    const GRU& gru = *draft.prefix_gru;
+    Tensor state = gru.step(embed(anchor),
+                            Tensor::zeros({1, gru.hidden_size}, hidden.dtype(), hidden.device()));
+    std::vector<int64_t> out;
+    for (int64_t slot = first; slot < bs; ++slot) {
+      Tensor logits = base_logits.narrow(0, slot, 1);
+      if (slot >= head.first_corrected_slot()) {
+        const Var z(hidden.narrow(0, slot, 1));
+        logits = add(logits,
+                     draft.embed_proj_out->forward(draft.domino_features(z, Var(state))).value());
+      }
+      out.push_back(static_cast<int64_t>(argmax(logits.reshape({-1}), 0).item()));
+      if (slot + 1 < bs) state = gru.step(embed(out.back()), state);
+    }
+    return out;
+  }
 };
 
 }  // namespace

@@ -36,6 +36,14 @@ void check_draft_kind(const DraftConfig& draft, const DraftKind& kind, const std
                               " draft: " + std::string(kind.requirement()));
 }
 
+std::vector<int64_t> DraftKind::drafts(const DFlashDraft& draft, const Tensor& /*hidden*/,
+                                       const Tensor& base_logits, int64_t /*anchor*/,
+                                       const TokenEmbedding& /*embed*/,
+                                       bool /*correction_head*/) const {
+  const int64_t bs = base_logits.size(0), first = bs - drafts_per_block(draft.config(), bs);
+  return argmax(base_logits.narrow(0, first, bs - first), 1).to(Device::cpu()).to_vector<int64_t>();
+}
+
 double DraftSettings::number(const std::string& key, double fallback) const {
   const auto it = numbers.find(key);
   return it == numbers.end() ? fallback : it->second;

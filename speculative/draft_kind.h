@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,6 +65,9 @@ struct DraftRatio {
   std::string name, numerator, denominator;
 };
 
+// A token's embedding (1, H) through the target's embedding table.
+using TokenEmbedding = std::function<Tensor(int64_t id)>;
+
 class DraftKind {
  public:
   virtual ~DraftKind() = default;
@@ -78,6 +82,22 @@ class DraftKind {
   virtual double mean_denominator(double loss_weight) const = 0;
   virtual std::vector<DraftRatio> extra_ratios() const { return {}; }
   virtual std::unique_ptr<DraftObjective> objective(const DraftSettings& settings) const = 0;
+
+  // The blocks' labels: slot k is labelled with the token at anchor + k + label_shift, and with a
+  // shift the labels stop at the anchor's document end. 0 by default; Domino's shift_label is 1.
+  virtual int64_t label_shift(const DraftConfig& /*config*/) const { return 0; }
+  // Decoding (docs/semantics.md §13.2): how many drafts a block of `block_size` slots proposes
+  // (the slots whose labels lie past the anchor), and those greedy drafts from the slots' final
+  // states `hidden` (bs, H) and their logits through the target's head `base_logits` (bs, V);
+  // `embed` gives a token's embedding (1, H). By default each such slot drafts its argmax; a kind
+  // with a correction head applies it unless `correction_head` is false.
+  int64_t drafts_per_block(const DraftConfig& config, int64_t block_size) const {
+    return block_size - 1 + label_shift(config);
+  }
+  virtual std::vector<int64_t> drafts(const DFlashDraft& draft, const Tensor& hidden,
+                                      const Tensor& base_logits, int64_t anchor,
+                                      const TokenEmbedding& embed, bool correction_head) const;
+  virtual bool has_correction_head(const DraftConfig& /*config*/) const { return false; }
 };
 
 // The kinds, each defined in its own file.

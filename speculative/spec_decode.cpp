@@ -6,6 +6,7 @@
 #include <string>
 
 #include "nn/qwen_input.h"
+#include "speculative/draft_kind.h"
 
 namespace sprig::speculative {
 
@@ -73,40 +74,12 @@ std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDr
                             .value()
                             .reshape({bs, H});
   const Tensor base = target.logits(Var(hidden)).value();  // (bs, V)
-  const auto best = [](const Tensor& row) {                // row (1, V)
-    return static_cast<int64_t>(argmax(row.reshape({-1}), 0).item());
-  };
-  std::vector<int64_t> drafts;
-  if (!c.domino) {  // slot k predicts anchor + k
-    for (int64_t k = 1; k < bs; ++k) drafts.push_back(best(base.narrow(0, k, 1)));
-    return drafts;
-  }
-  // Domino: the GRU reads [anchor, q1, ...] one token at a time; its state after j tokens corrects
-  // the slot proposing draft j (docs/semantics.md §13.2).
-  const DominoHeadConfig& head = *c.domino;
-  const int64_t first = head.shift_label ? 0 : 1;
-  if (!correction_head) {
-    for (int64_t k = first; k < bs; ++k) drafts.push_back(best(base.narrow(0, k, 1)));
-    return drafts;
-  }
-  const auto embedded = [&](int64_t id) {
+  const TokenEmbedding embedded = [&](int64_t id) {
     return embed.forward(Tensor::from_vector<int64_t>({id}, {1, 1}, device))
         .value()
         .reshape({1, H});
   };
-  Tensor state = draft.prefix_gru->step(
-      embedded(anchor), Tensor::zeros({1, draft.prefix_gru->hidden_size}, hidden.dtype(), device));
-  for (int64_t slot = first; slot < bs; ++slot) {
-    Tensor logits = base.narrow(0, slot, 1);
-    if (slot >= head.first_corrected_slot()) {
-      const Var z(hidden.narrow(0, slot, 1));
-      logits =
-          add(logits, draft.embed_proj_out->forward(draft.domino_features(z, Var(state))).value());
-    }
-    drafts.push_back(best(logits));
-    if (slot + 1 < bs) state = draft.prefix_gru->step(embedded(drafts.back()), state);
-  }
-  return drafts;
+  return c.kind().drafts(draft, hidden, base, anchor, embedded, correction_head);
 }
 
 std::vector<WholeBlockStep> whole_block_steps(const SpecDecodeResult& r, int64_t prompt_length,
@@ -125,7 +98,7 @@ std::vector<WholeBlockStep> whole_block_steps(const SpecDecodeResult& r, int64_t
 }
 
 int64_t drafts_per_block(const DraftConfig& draft, int64_t block_size) {
-  return draft.domino && draft.domino->shift_label ? block_size : block_size - 1;
+  return draft.kind().drafts_per_block(draft, block_size);
 }
 
 SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlashDraft& draft,

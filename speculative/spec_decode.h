@@ -41,9 +41,10 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
                                       const SpecDecodeOptions& options);
 
 // The greedy drafts (drafts_per_block of them) of the block [anchor, MASK x (bs - 1)] at
-// positions s .. s + bs - 1 over the context in `draft_cache` (DFlashDraft::extend_context);
-// Domino's head corrects them one at a time, its GRU reading the drafts themselves (unless
-// `correction_head` is false: then the slots' base logits draft alone, on the same slots).
+// positions s .. s + bs - 1 over the context in `draft_cache` (DFlashDraft::extend_context), as
+// the draft's kind makes them (DraftKind::drafts): Domino's head corrects them one at a time, its
+// GRU reading the drafts themselves (unless `correction_head` is false: then the slots' base
+// logits draft alone, on the same slots).
 std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDraft& draft,
                                    int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache,
                                    bool correction_head = true);
@@ -58,8 +59,9 @@ struct WholeBlockStep {
 std::vector<WholeBlockStep> whole_block_steps(const SpecDecodeResult& result, int64_t prompt_length,
                                               const DraftConfig& draft, int64_t block_size);
 
-// The number of drafts a block of `block_size` slots proposes: block_size - 1 (slot 0 shows the
-// anchor), or block_size for a Domino draft with shift_label (slot k predicts anchor + 1 + k).
+// The number of drafts a block of `block_size` slots proposes (DraftKind::drafts_per_block):
+// block_size - 1 (slot 0 shows the anchor), or block_size for a Domino draft with shift_label
+// (slot k predicts anchor + 1 + k).
 int64_t drafts_per_block(const DraftConfig& draft, int64_t block_size);
 
 }  // namespace sprig::speculative

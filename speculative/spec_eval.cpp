@@ -68,9 +68,10 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
   const SpecDecodeResult r =
       speculative_generate(model, draft_, prompt, {o.max_new_tokens, o.block_size, o.stop_id});
   const double spec_seconds = seconds_since(start);
-  // A Domino draft decodes once more from its base logits alone: what the correction head adds.
+  // A draft with a correction head decodes once more from its base logits alone: what the head
+  // adds.
   std::optional<SpecDecodeResult> base;
-  if (dc.domino) {
+  if (dc.kind().has_correction_head(dc)) {
     base = speculative_generate(model, draft_, prompt,
                                 {o.max_new_tokens, o.block_size, o.stop_id, false});
     t.base_steps += base->target_forwards();

@@ -184,6 +184,10 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
 
 namespace {
 
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("[serve] " + message);
+}
+
 // Domino's objective: gamma-decayed slot weights, and the mix of the corrected and base losses at
 // lambda_base (fixed, or from the curriculum of lambda_base_start and lambda_base_decay_ratio
 // once a run steps).
@@ -239,6 +243,76 @@ class Domino : public DraftKind {
   }
   int64_t label_shift(const DraftConfig& c) const override { return c.domino->shift_label ? 1 : 0; }
   bool has_correction_head(const DraftConfig& /*c*/) const override { return true; }
+
+  DraftConfig exported(const DraftConfig& draft, const ServingExport& how) const override {
+    const bool shift_label = draft.domino->shift_label;
+    if (how.drop_correction_head) {
+      if (shift_label)
+        fail(
+            "--drop-correction-head: this Domino draft was trained with shift_label (slot k "
+            "predicts the token at anchor + 1 + k, one further than a DFlash draft's slot), so an "
+            "engine's dflash method would read every draft one position off; only a draft trained "
+            "without shift_label can drop its head");
+      DraftConfig out = draft;
+      out.domino.reset();
+      return out.kind().exported(out, {how.engine, false});
+    }
+    // The way out of a refusal for a head an engine cannot serve: dropping it, where the draft's
+    // slots are a DFlash draft's.
+    const auto drop_head_or = [&](const std::string& otherwise) {
+      return shift_label
+                 ? "; its head cannot be dropped (trained with shift_label, every slot would be "
+                   "read one position off): " +
+                       otherwise
+                 : "; add --drop-correction-head to write the DFlash part alone (decoding then "
+                   "uses the base logits; `sprig spec-eval` shows tau with and without the head), "
+                   "or " +
+                       otherwise;
+    };
+    if (how.engine == ServingEngine::vllm)
+      fail(
+          "vLLM has no Domino runtime: its DFlash loader rejects the correction head's tensors "
+          "(prefix_gru, embed_proj)" +
+          drop_head_or(sglang_serves(draft) ? "export with --serve sglang"
+                                            : "export with --serve reference"));
+    if (how.engine == ServingEngine::sglang && !sglang_serves(draft))
+      fail("SGLang serves a Domino head only with pure_draft_prefix_len 1; this draft has " +
+           std::to_string(draft.domino->pure_draft_prefix_len) +
+           drop_head_or("export with --serve reference"));
+    return draft;
+  }
+  std::vector<std::string> serving_notes(const DraftConfig& /*original*/,
+                                         const DraftConfig& exported,
+                                         ServingEngine engine) const override {
+    if (!exported.domino)
+      return {
+          "the Domino correction head is not exported: decoding uses the backbone's base logits "
+          "(`sprig spec-eval` shows tau with and without the head)"};
+    const bool portable = engine == ServingEngine::portable;
+    std::vector<std::string> notes;
+    if (portable)
+      notes.push_back(std::string("vLLM cannot serve this export (no Domino runtime)") +
+                      (exported.domino->shift_label
+                           ? ""
+                           : "; `--serve vllm --drop-correction-head` writes the DFlash part "
+                             "alone"));
+    if (engine != ServingEngine::reference && sglang_serves(exported))
+      notes.push_back(
+          "SGLang applies the correction head in its DFlash V2 worker (CUDA, bf16, greedy); an "
+          "SGLang without Domino support ignores the head and decodes with the base logits");
+    if (portable && !sglang_serves(exported))
+      notes.push_back(
+          "SGLang cannot serve this export: its Domino worker needs "
+          "pure_draft_prefix_len 1, this draft has " +
+          std::to_string(exported.domino->pure_draft_prefix_len));
+    return notes;
+  }
+  bool vllm_serves(const DraftConfig& /*exported*/) const override { return false; }
+  // SGLang's Domino worker corrects from slot 1 only (dflash_utils.py's
+  // parse_dflash_draft_config).
+  bool sglang_serves(const DraftConfig& exported) const override {
+    return exported.domino->pure_draft_prefix_len == 1;
+  }
   // The GRU reads [anchor, draft 1, ...] one token at a time; its state after j tokens corrects
   // the slot proposing draft j (docs/semantics.md §13.2).
   std::vector<int64_t> drafts(const DFlashDraft& draft, const Tensor& hidden,

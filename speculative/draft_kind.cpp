@@ -44,6 +44,13 @@ std::vector<int64_t> DraftKind::drafts(const DFlashDraft& draft, const Tensor& /
   return argmax(base_logits.narrow(0, first, bs - first), 1).to(Device::cpu()).to_vector<int64_t>();
 }
 
+DraftConfig DraftKind::exported(const DraftConfig& draft, const ServingExport& how) const {
+  if (how.drop_correction_head)
+    throw std::invalid_argument("[serve] --drop-correction-head: this is a " + std::string(name()) +
+                                " draft; only a Domino draft has a correction head");
+  return draft;
+}
+
 double DraftSettings::number(const std::string& key, double fallback) const {
   const auto it = numbers.find(key);
   return it == numbers.end() ? fallback : it->second;

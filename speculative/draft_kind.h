@@ -17,6 +17,7 @@
 #include "speculative/blocks.h"
 #include "speculative/draft.h"
 #include "speculative/objective.h"
+#include "speculative/serving.h"
 #include "speculative/target.h"
 
 namespace sprig::speculative {
@@ -98,6 +99,20 @@ class DraftKind {
                                       const Tensor& base_logits, int64_t anchor,
                                       const TokenEmbedding& embed, bool correction_head) const;
   virtual bool has_correction_head(const DraftConfig& /*config*/) const { return false; }
+
+  // Serving (docs/serving.md). The config an export of `draft` for `how.engine` writes: `draft`
+  // itself by default, or (dropping a correction head) another kind's; throws
+  // std::invalid_argument "[serve] ..." with the sentence an engine's refusal needs.
+  virtual DraftConfig exported(const DraftConfig& draft, const ServingExport& how) const;
+  // What the engines will do with the export of `original` (of this kind) as `exported`.
+  virtual std::vector<std::string> serving_notes(const DraftConfig& /*original*/,
+                                                 const DraftConfig& /*exported*/,
+                                                 ServingEngine /*engine*/) const {
+    return {};
+  }
+  // Whether vLLM's dflash method and SGLang's DFLASH algorithm serve an export of this kind.
+  virtual bool vllm_serves(const DraftConfig& /*exported*/) const { return true; }
+  virtual bool sglang_serves(const DraftConfig& /*exported*/) const { return true; }
 };
 
 // The kinds, each defined in its own file.

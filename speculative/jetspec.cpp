@@ -118,6 +118,21 @@ class JetSpec : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<JetSpecObjective>(s);
   }
+  DraftConfig exported(const DraftConfig& draft, const ServingExport& how) const override {
+    if (how.engine == ServingEngine::sglang)
+      throw std::invalid_argument(
+          "[serve] SGLang's DFLASH worker drafts blocks bidirectionally and has no in-block "
+          "causal attention, so it would serve this JetSpec draft as a DFlash one: export with "
+          "--serve vllm");
+    return DraftKind::exported(draft, how);
+  }
+  std::vector<std::string> serving_notes(const DraftConfig& /*original*/,
+                                         const DraftConfig& /*exported*/,
+                                         ServingEngine engine) const override {
+    if (engine != ServingEngine::portable) return {};
+    return {"SGLang has no in-block causal draft attention: serve this JetSpec draft with vLLM"};
+  }
+  bool sglang_serves(const DraftConfig& /*exported*/) const override { return false; }
 };
 
 }  // namespace

@@ -122,6 +122,22 @@ class DFlash : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<DFlashObjective>(s);
   }
+  std::vector<DraftOption> eval_options() const override {
+    return {word_option("--loss-type", "loss_type", "dflash or variable_prefix",
+                        {"dflash", "variable_prefix"}),
+            number_option("--prefix-weight-base", "prefix_weight_base",
+                          "Sampled prefix length l has weight base^l (variable_prefix)", 0.9,
+                          DraftOption::Range::positive),
+            gamma_option()};
+  }
+  // The prefix lengths' weights apply to the variable-prefix loss alone.
+  void check_options(const DraftSettings& given) const override {
+    const std::string loss_type = given.word("loss_type", "dflash");
+    if (given.numbers.count("prefix_weight_base") && loss_type != "variable_prefix")
+      throw std::invalid_argument(given.named("prefix_weight_base") + " applies to " +
+                                  given.named("loss_type") + " variable_prefix, not " +
+                                  given.named("loss_type") + " " + loss_type);
+  }
 };
 
 }  // namespace

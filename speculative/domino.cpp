@@ -241,6 +241,12 @@ class Domino : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<DominoObjective>(s);
   }
+  std::vector<DraftOption> eval_options() const override {
+    return {gamma_option(),
+            number_option("--lambda-base", "lambda_base",
+                          "Weight of the base logits' loss in loss = (1 - l) final + l base", 0.0,
+                          DraftOption::Range::unit_interval)};
+  }
   int64_t label_shift(const DraftConfig& c) const override { return c.domino->shift_label ? 1 : 0; }
   bool has_correction_head(const DraftConfig& /*c*/) const override { return true; }
 

@@ -51,6 +51,12 @@ DraftConfig DraftKind::exported(const DraftConfig& draft, const ServingExport& h
   return draft;
 }
 
+DraftOption gamma_option() {
+  return number_option("--gamma", "loss_decay_gamma",
+                       "Decay of the slot weights, exp(-d/gamma); <= 0: none", 7.0,
+                       DraftOption::Range::finite);
+}
+
 double DraftSettings::number(const std::string& key, double fallback) const {
   const auto it = numbers.find(key);
   return it == numbers.end() ? fallback : it->second;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "speculative/blocks.h"
@@ -66,6 +67,26 @@ struct DraftRatio {
   std::string name, numerator, denominator;
 };
 
+// An option of `sprig eval <kind>`: a setting of the kind's objective, by its DraftSettings key.
+struct DraftOption {
+  enum class Range { finite, positive, unit_interval };  // a number option's valid values
+  std::string flag, key, help;                           // "--gamma", "loss_decay_gamma", ...
+  double fallback = 0;                                   // a number option's default
+  Range range = Range::finite;
+  std::vector<std::string> choices;  // a word option's values, the first its default
+};
+
+inline DraftOption number_option(std::string flag, std::string key, std::string help,
+                                 double fallback, DraftOption::Range range) {
+  return {std::move(flag), std::move(key), std::move(help), fallback, range, {}};
+}
+inline DraftOption word_option(std::string flag, std::string key, std::string help,
+                               std::vector<std::string> choices) {
+  return {std::move(flag), std::move(key), std::move(help), 0, {}, std::move(choices)};
+}
+// The slot weights' decay (DFlash and Domino): --gamma, loss_decay_gamma.
+DraftOption gamma_option();
+
 // A token's embedding (1, H) through the target's embedding table.
 using TokenEmbedding = std::function<Tensor(int64_t id)>;
 
@@ -83,6 +104,11 @@ class DraftKind {
   virtual double mean_denominator(double loss_weight) const = 0;
   virtual std::vector<DraftRatio> extra_ratios() const { return {}; }
   virtual std::unique_ptr<DraftObjective> objective(const DraftSettings& settings) const = 0;
+  // The options of `sprig eval <kind>`, in the order --help lists them, and the check of those
+  // given together (`given` holds only them): std::invalid_argument for a pair that does not
+  // apply.
+  virtual std::vector<DraftOption> eval_options() const { return {}; }
+  virtual void check_options(const DraftSettings& /*given*/) const {}
 
   // The blocks' labels: slot k is labelled with the token at anchor + k + label_shift, and with a
   // shift the labels stop at the anchor's document end. 0 by default; Domino's shift_label is 1.

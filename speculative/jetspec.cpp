@@ -118,6 +118,11 @@ class JetSpec : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<JetSpecObjective>(s);
   }
+  std::vector<DraftOption> eval_options() const override {
+    return {number_option("--kd-temperature", "kd_temperature",
+                          "Temperature T of the forward KL (the loss is T^2 KL)", 1.0,
+                          DraftOption::Range::positive)};
+  }
   DraftConfig exported(const DraftConfig& draft, const ServingExport& how) const override {
     if (how.engine == ServingEngine::sglang)
       throw std::invalid_argument(

@@ -28,18 +28,23 @@ using namespace speculative;
 
 struct EvalOptions {
   const DraftKind* kind = nullptr;
-  DraftSettings settings;  // the objective's, as given on the command line
+  DraftSettings settings;  // the objective's: the kind's options (DraftKind::eval_options)
   std::string target, draft, input, out;
   bool grads = false, overwrite = false, strict_positions = false;
   uint64_t seed = 0;
-  std::string loss_type = "dflash";
-  double gamma = 7.0;
   int64_t num_anchors = 512;
-  double prefix_weight_base = 0.9;
-  double lambda_base = 0.0;     // Domino
-  double kd_temperature = 1.0;  // JetSpec
   std::string device = "auto", dtype = "f32";
 };
+
+// The validator of a kind's number option.
+const CLI::Validator& range_check(DraftOption::Range range) {
+  switch (range) {
+    case DraftOption::Range::positive: return kPositive;
+    case DraftOption::Range::unit_interval: return kUnitInterval;
+    case DraftOption::Range::finite: break;
+  }
+  return kFinite;
+}
 
 void run_eval(const EvalOptions& o) {
   if (o.grads && o.out.empty())
@@ -147,8 +152,7 @@ void run_eval(const EvalOptions& o) {
 void add_draft_eval(CLI::App* eval, const DraftKind& kind) {
   const auto o = std::make_shared<EvalOptions>();
   o->kind = &kind;
-  const std::string_view name = kind.name();
-  CLI::App* cmd = eval->add_subcommand(std::string(name), std::string(kind.eval_help()));
+  CLI::App* cmd = eval->add_subcommand(std::string(kind.name()), std::string(kind.eval_help()));
   cmd->add_option("--target", o->target,
                   "The frozen target: HF directory or sprig checkpoint; a run directory: its "
                   "latest checkpoint")
@@ -173,48 +177,38 @@ void add_draft_eval(CLI::App* eval, const DraftKind& kind) {
                 "parameter (f32, serving-layout names)");
   add_int_option(cmd, "--seed", o->seed, "Seed of the sampled anchors and prefix lengths")
       ->capture_default_str();
-  if (name == "dflash") {
-    cmd->add_option("--loss-type", o->loss_type, "dflash or variable_prefix")
-        ->check(CLI::IsMember({"dflash", "variable_prefix"}))
-        ->capture_default_str();
-    cmd->add_option("--prefix-weight-base", o->prefix_weight_base,
-                    "Sampled prefix length l has weight base^l (variable_prefix)")
-        ->check(kPositive)
-        ->capture_default_str();
+  // The kind's own options, bound to the settings its objective reads.
+  const std::vector<DraftOption> options = kind.eval_options();
+  for (const DraftOption& option : options) {
+    DraftSettings& values = o->settings;
+    if (option.choices.empty())
+      cmd->add_option(option.flag, values.numbers[option.key] = option.fallback, option.help)
+          ->check(range_check(option.range))
+          ->capture_default_str();
+    else
+      cmd->add_option(option.flag, values.words[option.key] = option.choices[0], option.help)
+          ->check(CLI::IsMember(option.choices))
+          ->capture_default_str();
   }
-  if (name != "jetspec")
-    cmd->add_option("--gamma", o->gamma, "Decay of the slot weights, exp(-d/gamma); <= 0: none")
-        ->check(kFinite)
-        ->capture_default_str();
-  if (name == "domino")
-    cmd->add_option("--lambda-base", o->lambda_base,
-                    "Weight of the base logits' loss in loss = (1 - l) final + l base")
-        ->check(kUnitInterval)
-        ->capture_default_str();
-  if (name == "jetspec")
-    cmd->add_option("--kd-temperature", o->kd_temperature,
-                    "Temperature T of the forward KL (the loss is T^2 KL)")
-        ->check(kPositive)
-        ->capture_default_str();
   add_int_option(cmd, "--num-anchors", o->num_anchors, "Blocks sampled per record at most")
       ->check(kPositive)
       ->capture_default_str();
   add_strict_positions_flag(cmd, o->strict_positions);
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);
-  cmd->callback([o, cmd] {
-    const CLI::Option* weight_base = cmd->get_option_no_throw("--prefix-weight-base");
-    if (weight_base && weight_base->count() && o->loss_type != "variable_prefix")
-      throw CLI::ValidationError(
-          "--prefix-weight-base applies to --loss-type variable_prefix, not --loss-type " +
-          o->loss_type);
-    // Each kind reads its own.
+  cmd->callback([o, cmd, options] {
     o->settings.command_line = true;
-    o->settings.words = {{"loss_type", o->loss_type}};
-    o->settings.numbers = {{"loss_decay_gamma", o->gamma},
-                           {"prefix_weight_base", o->prefix_weight_base},
-                           {"lambda_base", o->lambda_base},
-                           {"kd_temperature", o->kd_temperature}};
+    DraftSettings given = o->settings;  // the options given, for the kind's check
+    for (const DraftOption& option : options)
+      if (cmd->count(option.flag) == 0) {
+        given.numbers.erase(option.key);
+        given.words.erase(option.key);
+      }
+    try {
+      o->kind->check_options(given);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(e.what());
+    }
     run_eval(*o);
   });
 }

@@ -1,9 +1,10 @@
 // Draft kinds as plug-ins (docs/architecture.md, "Adding a draft kind"). A kind is what tells one
 // draft of the DFlash family from another: which draft configs are its own, its objective (one
-// micro-batch's loss and metrics, the draws it needs beyond the anchors, its per-step schedule)
-// and the metrics it reports beside the common ones. Each kind lives in its own file
-// (speculative/dflash.cpp, domino.cpp, jetspec.cpp) and is listed once in the registry
-// (draft_kinds()); the commands reach a kind only through it.
+// micro-batch's loss and metrics, the draws it needs beyond the anchors, its per-step schedule),
+// the metrics it reports beside the common ones, its evaluation options, how it decodes and what
+// the serving engines do with it. Each kind lives in its own file (speculative/dflash.cpp,
+// domino.cpp, jetspec.cpp) and is listed once in the registry (draft_kinds()); the commands reach
+// a kind only through it.
 #pragma once
 
 #include <cstdint>

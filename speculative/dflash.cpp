@@ -122,6 +122,8 @@ class DFlash : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<DFlashObjective>(s);
   }
+  std::vector<DraftSetting> train_settings() const override { return {gamma_setting()}; }
+  std::vector<std::string> loss_types() const override { return {"dflash", "variable_prefix"}; }
   std::vector<DraftOption> eval_options() const override {
     return {word_option("--loss-type", "loss_type", "dflash or variable_prefix",
                         {"dflash", "variable_prefix"}),

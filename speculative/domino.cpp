@@ -241,6 +241,35 @@ class Domino : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<DominoObjective>(s);
   }
+  std::vector<DraftSetting> train_settings() const override {
+    const DominoHeadConfig head;
+    return {gamma_setting(),
+            integer_setting("emb_dim", head.emb_dim, 1),
+            integer_setting("gru_hidden_dim", head.gru_hidden_dim, 1),
+            integer_setting("pure_draft_prefix_len", head.pure_draft_prefix_len, 0),
+            flag_setting("shift_label", head.shift_label),
+            number_setting("lambda_base_start", 1.0, 0, 1, " (the base loss's share at step 0)"),
+            number_setting("lambda_base_decay_ratio", 0.5, 0, 1,
+                           " (the share of the steps over which lambda_base decays)")};
+  }
+  void shape(DraftOptions& options, const DraftSettings& s) const override {
+    const DominoHeadConfig head;
+    options.domino = DominoHeadConfig{
+        .emb_dim = static_cast<int64_t>(s.number("emb_dim", head.emb_dim)),
+        .gru_hidden_dim = static_cast<int64_t>(s.number("gru_hidden_dim", head.gru_hidden_dim)),
+        .pure_draft_prefix_len =
+            static_cast<int64_t>(s.number("pure_draft_prefix_len", head.pure_draft_prefix_len)),
+        .shift_label = s.number("shift_label", head.shift_label) != 0};
+  }
+  DraftSettings settings_of(const DraftConfig& c) const override {
+    const DominoHeadConfig& head = *c.domino;
+    DraftSettings s;
+    s.numbers = {{"emb_dim", static_cast<double>(head.emb_dim)},
+                 {"gru_hidden_dim", static_cast<double>(head.gru_hidden_dim)},
+                 {"pure_draft_prefix_len", static_cast<double>(head.pure_draft_prefix_len)},
+                 {"shift_label", head.shift_label ? 1.0 : 0.0}};
+    return s;
+  }
   std::vector<DraftOption> eval_options() const override {
     return {gamma_option(),
             number_option("--lambda-base", "lambda_base",

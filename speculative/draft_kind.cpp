@@ -1,6 +1,7 @@
 #include "speculative/draft_kind.h"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 namespace sprig::speculative {
@@ -49,6 +50,54 @@ DraftConfig DraftKind::exported(const DraftConfig& draft, const ServingExport& h
     throw std::invalid_argument("[serve] --drop-correction-head: this is a " + std::string(name()) +
                                 " draft; only a Domino draft has a correction head");
   return draft;
+}
+
+std::string DraftSetting::refusal(double value) const {
+  if (value >= min && value <= max) return "";
+  const auto number = [this](double v) {
+    std::ostringstream out;
+    if (type == Type::number)
+      out << v;
+    else
+      out << static_cast<int64_t>(v);
+    return out.str();
+  };
+  return (max == std::numeric_limits<double>::infinity()
+              ? "must be >= " + number(min)
+              : "must be in [" + number(min) + ", " + number(max) + "]") +
+         note;
+}
+
+DraftSetting number_setting(std::string key, double fallback, double min, double max,
+                            std::string note) {
+  DraftSetting s;
+  s.key = std::move(key);
+  s.fallback = fallback;
+  s.min = min;
+  s.max = max;
+  s.note = std::move(note);
+  return s;
+}
+
+DraftSetting integer_setting(std::string key, int64_t fallback, int64_t min, std::string note) {
+  DraftSetting s =
+      number_setting(std::move(key), static_cast<double>(fallback), static_cast<double>(min),
+                     std::numeric_limits<double>::infinity(), std::move(note));
+  s.type = DraftSetting::Type::integer;
+  return s;
+}
+
+DraftSetting flag_setting(std::string key, bool fallback) {
+  DraftSetting s = number_setting(std::move(key), fallback ? 1 : 0, 0, 1);
+  s.type = DraftSetting::Type::flag;
+  return s;
+}
+
+DraftSetting gamma_setting() {
+  DraftSetting s = number_setting("loss_decay_gamma", 7.0, -std::numeric_limits<double>::infinity(),
+                                  std::numeric_limits<double>::infinity());
+  s.null_is_zero = true;
+  return s;
 }
 
 DraftOption gamma_option() {

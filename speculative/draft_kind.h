@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -88,6 +89,29 @@ inline DraftOption word_option(std::string flag, std::string key, std::string he
 // The slot weights' decay (DFlash and Domino): --gamma, loss_decay_gamma.
 DraftOption gamma_option();
 
+// A setting of a kind in the draft: section of `sprig train <kind>`, declared once:
+// train/config.cpp reads it (an absent one as its default, which the resolved config records),
+// checks it here and hands it to the kind by name (DraftSettings::numbers; a flag is 0 or 1).
+struct DraftSetting {
+  enum class Type { number, integer, flag };
+  std::string key;
+  Type type = Type::number;
+  double fallback = 0;
+  double min = -std::numeric_limits<double>::infinity();  // the valid range, both ends included
+  double max = std::numeric_limits<double>::infinity();
+  std::string note;           // what the range means, said with a refusal: " (0: automatic)"
+  bool null_is_zero = false;  // YAML's null reads as 0 (loss_decay_gamma: no decay)
+
+  // "" when `value` is valid, else what it must be: "must be >= 1", "must be in [0, 1] (...)".
+  std::string refusal(double value) const;
+};
+DraftSetting number_setting(std::string key, double fallback, double min, double max,
+                            std::string note = "");
+DraftSetting integer_setting(std::string key, int64_t fallback, int64_t min, std::string note = "");
+DraftSetting flag_setting(std::string key, bool fallback);
+// The slot weights' decay (DFlash and Domino): draft.loss_decay_gamma, null for none.
+DraftSetting gamma_setting();
+
 // A token's embedding (1, H) through the target's embedding table.
 using TokenEmbedding = std::function<Tensor(int64_t id)>;
 
@@ -105,6 +129,14 @@ class DraftKind {
   virtual double mean_denominator(double loss_weight) const = 0;
   virtual std::vector<DraftRatio> extra_ratios() const { return {}; }
   virtual std::unique_ptr<DraftObjective> objective(const DraftSettings& settings) const = 0;
+  // Training: the kind's own settings of draft:, in the order the resolved config lists them; the
+  // loss types of draft.loss_type it trains with (the first the default); the options of a fresh
+  // draft the settings give (Domino's head, JetSpec's causality); and the settings a loaded draft
+  // of this kind fixes (its head's shape), which a run from it records.
+  virtual std::vector<DraftSetting> train_settings() const { return {}; }
+  virtual std::vector<std::string> loss_types() const { return {"dflash"}; }
+  virtual void shape(DraftOptions& /*options*/, const DraftSettings& /*settings*/) const {}
+  virtual DraftSettings settings_of(const DraftConfig& /*config*/) const { return {}; }
   // The options of `sprig eval <kind>`, in the order --help lists them, and the check of those
   // given together (`given` holds only them): std::invalid_argument for a pair that does not
   // apply.

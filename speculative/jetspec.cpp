@@ -118,6 +118,15 @@ class JetSpec : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<JetSpecObjective>(s);
   }
+  // Outside [0.01, 100] the softened distributions collapse onto their argmax or flatten to
+  // uniform in fp32: the loss and its gradient vanish or overflow.
+  std::vector<DraftSetting> train_settings() const override {
+    return {number_setting("kd_temperature", 1.0, 0.01, 100),
+            integer_setting("kd_chunk_size", 0, 0, " (0: automatic)")};
+  }
+  void shape(DraftOptions& options, const DraftSettings& /*settings*/) const override {
+    options.causal = true;
+  }
   std::vector<DraftOption> eval_options() const override {
     return {number_option("--kd-temperature", "kd_temperature",
                           "Temperature T of the forward KL (the loss is T^2 KL)", 1.0,

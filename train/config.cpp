@@ -225,23 +225,26 @@ size_t where_named(const std::string& message, const std::string& key) {
   return std::string::npos;
 }
 
-// The draft: keys only one draft recipe reads.
-const std::vector<std::pair<const char*, RecipeKind>>& recipe_keys() {
-  static const std::vector<std::pair<const char*, RecipeKind>> keys = {
-      {"emb_dim", RecipeKind::domino},
-      {"gru_hidden_dim", RecipeKind::domino},
-      {"pure_draft_prefix_len", RecipeKind::domino},
-      {"shift_label", RecipeKind::domino},
-      {"lambda_base_start", RecipeKind::domino},
-      {"lambda_base_decay_ratio", RecipeKind::domino},
-      {"kd_temperature", RecipeKind::jetspec},
-      {"kd_chunk_size", RecipeKind::jetspec}};
-  return keys;
+// The draft kind of a draft recipe.
+const speculative::DraftKind& draft_kind(RecipeKind kind) {
+  const speculative::DraftKind* found = speculative::find_draft_kind(recipe_name(kind));
+  if (!found) fail(std::string("no draft kind ") + recipe_name(kind));
+  return *found;
+}
+
+// A kind's setting as YAML.
+YAML::Node setting_node(const speculative::DraftSetting& setting, double value) {
+  switch (setting.type) {
+    case speculative::DraftSetting::Type::integer: return YAML::Node(static_cast<int64_t>(value));
+    case speculative::DraftSetting::Type::flag: return YAML::Node(value != 0);
+    case speculative::DraftSetting::Type::number: break;
+  }
+  return YAML::Node(shortest(value));
 }
 
 // With draft.init the draft's shape is its own config's: a shape key given as well must agree with
 // it, and the resolved config records the values the draft has (never one that was not used).
-void adopt_init_shape(YAML::Node& root, RecipeKind kind) {
+void adopt_init_shape(YAML::Node& root, const speculative::DraftKind& kind) {
   if (!present(root["draft"]) || !present(root["draft"]["init"])) return;
   const std::string init = get<std::string>(root, "draft", "init", "");
   const speculative::DraftConfig from = speculative::load_draft_config(init);
@@ -263,31 +266,67 @@ void adopt_init_shape(YAML::Node& root, RecipeKind kind) {
   adopt("num_key_value_heads", YAML::Node(from.layers.num_key_value_heads));
   adopt("head_dim", YAML::Node(from.layers.head_dim));
   adopt("sliding_window", YAML::Node(from.sliding_window));
-  if (kind == RecipeKind::domino && from.domino) {  // another kind: refused with the draft
-    adopt("emb_dim", YAML::Node(from.domino->emb_dim));
-    adopt("gru_hidden_dim", YAML::Node(from.domino->gru_hidden_dim));
-    adopt("pure_draft_prefix_len", YAML::Node(from.domino->pure_draft_prefix_len));
-    adopt("shift_label", YAML::Node(from.domino->shift_label));
+  if (!kind.is_kind_of(from)) return;  // another kind: refused with the draft
+  const speculative::DraftSettings fixed = kind.settings_of(from);
+  for (const speculative::DraftSetting& setting : kind.train_settings())
+    if (fixed.numbers.count(setting.key))
+      adopt(setting.key.c_str(), setting_node(setting, fixed.numbers.at(setting.key)));
+}
+
+// Refuses a setting of draft: that another draft kind has and `kind` has not.
+void refuse_other_kinds_settings(const YAML::Node& root, const speculative::DraftKind& kind) {
+  if (!present(root["draft"])) return;
+  const auto has = [](const speculative::DraftKind& k, const std::string& key) {
+    const std::vector<speculative::DraftSetting> settings = k.train_settings();
+    return std::any_of(settings.begin(), settings.end(),
+                       [&](const speculative::DraftSetting& s) { return s.key == key; });
+  };
+  for (const speculative::DraftKind* other : speculative::draft_kinds())
+    for (const speculative::DraftSetting& setting : other->train_settings()) {
+      if (has(kind, setting.key) || !root["draft"][setting.key].IsDefined()) continue;
+      std::string owners;
+      for (const speculative::DraftKind* owner : speculative::draft_kinds())
+        if (has(*owner, setting.key))
+          owners +=
+              (owners.empty() ? "sprig train " : " and sprig train ") + std::string(owner->name());
+      fail("draft." + setting.key + " is a setting of " + owners + ", not of sprig train " +
+           std::string(kind.name()));
+    }
+}
+
+// The kind's own settings of draft: (DraftKind::train_settings), read (an absent one as its
+// default, recorded), checked and handed over by name.
+void parse_kind_settings(YAML::Node& root, const speculative::DraftKind& kind,
+                         speculative::DraftSettings& settings) {
+  for (const speculative::DraftSetting& setting : kind.train_settings()) {
+    const char* key = setting.key.c_str();
+    double value = 0;
+    if (setting.null_is_zero && root["draft"][key].IsDefined() && root["draft"][key].IsNull())
+      value = 0;  // null: none
+    else if (setting.type == speculative::DraftSetting::Type::integer)
+      value = static_cast<double>(
+          get<int64_t>(root, "draft", key, static_cast<int64_t>(setting.fallback)));
+    else if (setting.type == speculative::DraftSetting::Type::flag)
+      value = get<bool>(root, "draft", key, setting.fallback != 0) ? 1 : 0;
+    else
+      value = get<double>(root, "draft", key, setting.fallback);
+    if (const std::string refusal = setting.refusal(value); !refusal.empty())
+      fail("draft." + setting.key + " " + refusal + ", got " + written(root["draft"][key]));
+    settings.numbers[setting.key] = value;
   }
 }
 
 // target: and draft: of sprig train dflash|domino|jetspec.
 void parse_dflash(YAML::Node& root, TrainConfig& c) {
   DFlashConfig& d = c.dflash;
-  const RecipeKind kind = c.recipe;
+  const speculative::DraftKind& kind = draft_kind(c.recipe);
   // draft.<key> (`value`) at least `min`; `note` says what the limit means.
   const auto at_least = [&](const char* key, int64_t value, int64_t min, const char* note = "") {
     if (value < min)
       fail(std::string("draft.") + key + " must be >= " + std::to_string(min) + note + ", got " +
            written(root["draft"][key]));
   };
-  for (const auto& [key, owner] : recipe_keys())
-    if (owner != kind && present(root["draft"]) && root["draft"][key].IsDefined())
-      fail(std::string("draft.") + key + " is a setting of sprig train " + recipe_name(owner) +
-           ", not of sprig train " + recipe_name(kind));
-  if (kind == RecipeKind::jetspec && present(root["draft"]) &&
-      root["draft"]["loss_decay_gamma"].IsDefined())
-    fail("draft.loss_decay_gamma does not apply to JetSpec, whose slots all weigh 1");
+  refuse_other_kinds_settings(root, kind);
   if (present(root["target"]) && present(root["target"]["path"]))
     d.target_path = get<std::string>(root, "target", "path", "");
   if (present(root["target"]) && present(root["target"]["config"]))
@@ -319,53 +358,17 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
   o.head_dim = get<int64_t>(root, "draft", "head_dim", 0);
   o.sliding_window = get<int64_t>(root, "draft", "sliding_window", 0);
   d.num_anchors = get<int64_t>(root, "draft", "num_anchors", 512);
-  d.objective.type =
-      speculative::loss_type_from_name(get<std::string>(root, "draft", "loss_type", "dflash"));
-  if (kind != RecipeKind::dflash && d.objective.type != speculative::DraftLossType::dflash)
-    fail(std::string("draft.loss_type must be dflash for sprig train ") + recipe_name(kind) +
-         ", got " + speculative::loss_type_name(d.objective.type));
-  // null: no decay (every supervised slot weighs 1).
-  if (kind == RecipeKind::jetspec)
-    d.objective.gamma = 0;
-  else if (present(root["draft"]["loss_decay_gamma"]) ||
-           !root["draft"]["loss_decay_gamma"].IsDefined())
-    d.objective.gamma = get<double>(root, "draft", "loss_decay_gamma", 7.0);
-  else
-    d.objective.gamma = 0;
-  o.causal = kind == RecipeKind::jetspec;
-  if (kind == RecipeKind::domino) {
-    speculative::DominoHeadConfig h;
-    h.emb_dim = get<int64_t>(root, "draft", "emb_dim", h.emb_dim);
-    h.gru_hidden_dim = get<int64_t>(root, "draft", "gru_hidden_dim", h.gru_hidden_dim);
-    h.pure_draft_prefix_len =
-        get<int64_t>(root, "draft", "pure_draft_prefix_len", h.pure_draft_prefix_len);
-    h.shift_label = get<bool>(root, "draft", "shift_label", h.shift_label);
-    o.domino = h;
-    d.lambda_base_start = get<double>(root, "draft", "lambda_base_start", 1.0);
-    d.lambda_base_decay_ratio = get<double>(root, "draft", "lambda_base_decay_ratio", 0.5);
-    at_least("emb_dim", h.emb_dim, 1);
-    at_least("gru_hidden_dim", h.gru_hidden_dim, 1);
-    at_least("pure_draft_prefix_len", h.pure_draft_prefix_len, 0);
-    if (d.lambda_base_start < 0 || d.lambda_base_start > 1)
-      fail("draft.lambda_base_start must be in [0, 1] (the base loss's share at step 0), got " +
-           written(root["draft"]["lambda_base_start"]));
-    if (!(d.lambda_base_decay_ratio >= 0 && d.lambda_base_decay_ratio <= 1))
-      fail(
-          "draft.lambda_base_decay_ratio must be in [0, 1] (the share of the steps over which "
-          "lambda_base decays), got " +
-          written(root["draft"]["lambda_base_decay_ratio"]));
-  }
-  if (kind == RecipeKind::jetspec) {
-    d.kd_temperature = get<double>(root, "draft", "kd_temperature", 1.0);
-    d.kd_chunk_size = get<int64_t>(root, "draft", "kd_chunk_size", 0);
-    // Outside, the softened distributions collapse onto their argmax or flatten to uniform in
-    // fp32: the loss and its gradient vanish or overflow.
-    if (!(d.kd_temperature >= 0.01 && d.kd_temperature <= 100))
-      fail("draft.kd_temperature must be in [0.01, 100], got " +
-           written(root["draft"]["kd_temperature"]));
-    at_least("kd_chunk_size", d.kd_chunk_size, 0, " (0: automatic)");
-  }
-  d.prefix_weight_base = get<double>(root, "draft", "prefix_weight_base", 0.9);
+  const std::vector<std::string> loss_types = kind.loss_types();
+  const std::string loss_type = get<std::string>(root, "draft", "loss_type", loss_types[0]);
+  speculative::loss_type_from_name(loss_type);  // a name sprig knows
+  if (std::find(loss_types.begin(), loss_types.end(), loss_type) == loss_types.end())
+    fail("draft.loss_type must be " + loss_types[0] + " for sprig train " +
+         std::string(kind.name()) + ", got " + loss_type);
+  d.settings.words["loss_type"] = loss_type;
+  parse_kind_settings(root, kind, d.settings);
+  kind.shape(o, d.settings);
+  const double prefix_weight_base = get<double>(root, "draft", "prefix_weight_base", 0.9);
+  d.settings.numbers["prefix_weight_base"] = prefix_weight_base;
   d.init = get<std::string>(root, "draft", "init", "");
   at_least("mask_token_id", o.mask_token_id, 0);
   at_least("num_layers", o.num_layers, 1);
@@ -377,7 +380,7 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
         {"num_key_value_heads", o.num_key_value_heads},
         {"head_dim", o.head_dim}})
     at_least(key, value, 0, " (0: the target's)");
-  if (!(d.prefix_weight_base > 0 && d.prefix_weight_base <= 100))
+  if (!(prefix_weight_base > 0 && prefix_weight_base <= 100))
     fail("draft.prefix_weight_base must be in (0, 100], got " +
          written(root["draft"]["prefix_weight_base"]));
 }

@@ -23,7 +23,7 @@
 #include "attention/backend.h"
 #include "data/config.h"
 #include "speculative/draft.h"
-#include "speculative/objective.h"
+#include "speculative/draft_kind.h"
 #include "train/optimizer.h"
 
 namespace sprig {
@@ -38,21 +38,19 @@ RecipeKind draft_recipe(const std::string& kind_name);  // the recipe of a draft
 //   target: {path: ckpt/}            # the frozen target (HF or sprig checkpoint), or
 //           {config: config.json}    # a fresh one seeded by `seed` (for tests and demos)
 //   draft: {mask_token_id: 151669, num_layers: 5, block_size: 16, num_anchors: 512,
-//           loss_type: dflash, loss_decay_gamma: 7.0, target_layer_ids: [...], init: draft_dir/,
-//           # domino: emb_dim, gru_hidden_dim, pure_draft_prefix_len, shift_label,
-//           #         lambda_base_start, lambda_base_decay_ratio
+//           loss_type: dflash, prefix_weight_base: 0.9, target_layer_ids: [...], init: draft_dir/,
+//           # and the kind's own settings (DraftKind::train_settings), e.g.
+//           # dflash, domino: loss_decay_gamma; domino: emb_dim, gru_hidden_dim,
+//           #   pure_draft_prefix_len, shift_label, lambda_base_start, lambda_base_decay_ratio;
 //           # jetspec: kd_temperature, kd_chunk_size}
 struct DFlashConfig {
   std::string target_path, target_config;  // exactly one is set
   std::string init;  // a draft directory to start from (empty: a fresh initialisation)
   speculative::DraftOptions draft;
   int64_t num_anchors = 512;
-  speculative::ObjectiveOptions objective;
-  double prefix_weight_base = 0.9;  // the variable-prefix loss's prefix-length weights
-  // Domino's curriculum: lambda_base decays from start to 0 over the first ratio of the steps.
-  double lambda_base_start = 1.0, lambda_base_decay_ratio = 0.5;
-  double kd_temperature = 1.0;  // JetSpec
-  int64_t kd_chunk_size = 0;    // JetSpec: rows of logits per KL chunk (0: automatic)
+  // What the kind's objective reads, by name: loss_type, prefix_weight_base (the variable-prefix
+  // loss's prefix-length weights) and the kind's own settings.
+  speculative::DraftSettings settings;
 };
 
 // How the loss of an accumulation window is normalised: "mean" averages each micro-batch's mean

@@ -25,19 +25,6 @@ const DraftKind& kind_of(RecipeKind recipe) {
   return *kind;
 }
 
-// The settings of the kinds' objectives, as the config gives them.
-DraftSettings objective_settings(const DFlashConfig& d) {
-  DraftSettings s;
-  s.numbers = {{"loss_decay_gamma", d.objective.gamma},
-               {"prefix_weight_base", d.prefix_weight_base},
-               {"lambda_base_start", d.lambda_base_start},
-               {"lambda_base_decay_ratio", d.lambda_base_decay_ratio},
-               {"kd_temperature", d.kd_temperature},
-               {"kd_chunk_size", static_cast<double>(d.kd_chunk_size)}};
-  s.words = {{"loss_type", loss_type_name(d.objective.type)}};
-  return s;
-}
-
 // The draft of draft.init, or a fresh one for the target; either way it must fit the target and
 // be of the recipe's kind (a Domino recipe needs the head, JetSpec a causal draft).
 std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig& target) {
@@ -61,7 +48,7 @@ class DraftRecipe : public Recipe {
   DraftRecipe(const TrainConfig& c, Device device, const Communicator& comm)
       : c_(c.dflash),
         kind_(kind_of(c.recipe)),
-        objective_(kind_.objective(objective_settings(c.dflash))),
+        objective_(kind_.objective(c.dflash.settings)),
         target_(load_target(c, device)),
         draft_(build_draft(c, target_.config())),
         data_(c.data),

@@ -245,7 +245,8 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
                        "draft.loss_type must be dflash for sprig train domino, got "
                        "variable_prefix"));
   EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.loss_decay_gamma=3"}),
-                       "draft.loss_decay_gamma does not apply to JetSpec"));
+                       "draft.loss_decay_gamma is a setting of sprig train dflash and sprig "
+                       "train domino, not of sprig train jetspec"));
   for (const char* t : {"0", "1e-30", "1e20"})
     EXPECT_TRUE(
         contains(recipe_error(RecipeKind::jetspec, {std::string("draft.kd_temperature=") + t}),

@@ -255,19 +255,18 @@ class Domino : public DraftKind {
   void shape(DraftOptions& options, const DraftSettings& s) const override {
     const DominoHeadConfig head;
     options.domino = DominoHeadConfig{
-        .emb_dim = static_cast<int64_t>(s.number("emb_dim", head.emb_dim)),
-        .gru_hidden_dim = static_cast<int64_t>(s.number("gru_hidden_dim", head.gru_hidden_dim)),
-        .pure_draft_prefix_len =
-            static_cast<int64_t>(s.number("pure_draft_prefix_len", head.pure_draft_prefix_len)),
-        .shift_label = s.number("shift_label", head.shift_label) != 0};
+        .emb_dim = s.integer("emb_dim", head.emb_dim),
+        .gru_hidden_dim = s.integer("gru_hidden_dim", head.gru_hidden_dim),
+        .pure_draft_prefix_len = s.integer("pure_draft_prefix_len", head.pure_draft_prefix_len),
+        .shift_label = s.integer("shift_label", head.shift_label) != 0};
   }
   DraftSettings settings_of(const DraftConfig& c) const override {
     const DominoHeadConfig& head = *c.domino;
     DraftSettings s;
-    s.numbers = {{"emb_dim", static_cast<double>(head.emb_dim)},
-                 {"gru_hidden_dim", static_cast<double>(head.gru_hidden_dim)},
-                 {"pure_draft_prefix_len", static_cast<double>(head.pure_draft_prefix_len)},
-                 {"shift_label", head.shift_label ? 1.0 : 0.0}};
+    s.integers = {{"emb_dim", head.emb_dim},
+                  {"gru_hidden_dim", head.gru_hidden_dim},
+                  {"pure_draft_prefix_len", head.pure_draft_prefix_len},
+                  {"shift_label", head.shift_label ? 1 : 0}};
     return s;
   }
   std::vector<DraftOption> eval_options() const override {

@@ -111,6 +111,11 @@ double DraftSettings::number(const std::string& key, double fallback) const {
   return it == numbers.end() ? fallback : it->second;
 }
 
+int64_t DraftSettings::integer(const std::string& key, int64_t fallback) const {
+  const auto it = integers.find(key);
+  return it == integers.end() ? fallback : it->second;
+}
+
 std::string DraftSettings::word(const std::string& key, const std::string& fallback) const {
   const auto it = words.find(key);
   return it == words.end() ? fallback : it->second;

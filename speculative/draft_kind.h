@@ -29,10 +29,12 @@ namespace sprig::speculative {
 // `sprig eval <kind>` from its options; a kind reads its own and takes its default for any other.
 struct DraftSettings {
   std::map<std::string, double> numbers;     // e.g. loss_decay_gamma, kd_temperature
+  std::map<std::string, int64_t> integers;   // e.g. emb_dim; a flag (shift_label) is 0 or 1
   std::map<std::string, std::string> words;  // e.g. loss_type
   bool command_line = false;                 // given as --options (else as draft: keys)
 
   double number(const std::string& key, double fallback) const;
+  int64_t integer(const std::string& key, int64_t fallback) const;
   std::string word(const std::string& key, const std::string& fallback) const;
   // How the user wrote `key`: "--loss-type" on the command line, else "draft.loss_type".
   std::string named(const std::string& key) const;
@@ -91,7 +93,7 @@ DraftOption gamma_option();
 
 // A setting of a kind in the draft: section of `sprig train <kind>`, declared once:
 // train/config.cpp reads it (an absent one as its default, which the resolved config records),
-// checks it here and hands it to the kind by name (DraftSettings::numbers; a flag is 0 or 1).
+// checks it here and hands it to the kind by name (DraftSettings::numbers, or integers).
 struct DraftSetting {
   enum class Type { number, integer, flag };
   std::string key;

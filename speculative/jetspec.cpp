@@ -85,8 +85,7 @@ namespace {
 class JetSpecObjective : public DraftObjective {
  public:
   explicit JetSpecObjective(const DraftSettings& s)
-      : options_{s.number("kd_temperature", 1.0),
-                 static_cast<int64_t>(s.number("kd_chunk_size", 0))} {}
+      : options_{s.number("kd_temperature", 1.0), s.integer("kd_chunk_size", 0)} {}
 
   DraftLoss loss(const FrozenTarget& target, const DFlashDraft& draft, const DraftBatch& batch,
                  Tensor* logits) const override {

@@ -232,16 +232,6 @@ const speculative::DraftKind& draft_kind(RecipeKind kind) {
   return *found;
 }
 
-// A kind's setting as YAML.
-YAML::Node setting_node(const speculative::DraftSetting& setting, double value) {
-  switch (setting.type) {
-    case speculative::DraftSetting::Type::integer: return YAML::Node(static_cast<int64_t>(value));
-    case speculative::DraftSetting::Type::flag: return YAML::Node(value != 0);
-    case speculative::DraftSetting::Type::number: break;
-  }
-  return YAML::Node(shortest(value));
-}
-
 // With draft.init the draft's shape is its own config's: a shape key given as well must agree with
 // it, and the resolved config records the values the draft has (never one that was not used).
 void adopt_init_shape(YAML::Node& root, const speculative::DraftKind& kind) {
@@ -267,10 +257,14 @@ void adopt_init_shape(YAML::Node& root, const speculative::DraftKind& kind) {
   adopt("head_dim", YAML::Node(from.layers.head_dim));
   adopt("sliding_window", YAML::Node(from.sliding_window));
   if (!kind.is_kind_of(from)) return;  // another kind: refused with the draft
-  const speculative::DraftSettings fixed = kind.settings_of(from);
-  for (const speculative::DraftSetting& setting : kind.train_settings())
-    if (fixed.numbers.count(setting.key))
-      adopt(setting.key.c_str(), setting_node(setting, fixed.numbers.at(setting.key)));
+  const speculative::DraftSettings fixed = kind.settings_of(from);  // integers and flags
+  for (const speculative::DraftSetting& setting : kind.train_settings()) {
+    const auto it = fixed.integers.find(setting.key);
+    if (it == fixed.integers.end()) continue;
+    adopt(setting.key.c_str(), setting.type == speculative::DraftSetting::Type::flag
+                                   ? YAML::Node(it->second != 0)
+                                   : YAML::Node(it->second));
+  }
 }
 
 // Refuses a setting of draft: that another draft kind has and `kind` has not.
@@ -299,20 +293,24 @@ void refuse_other_kinds_settings(const YAML::Node& root, const speculative::Draf
 void parse_kind_settings(YAML::Node& root, const speculative::DraftKind& kind,
                          speculative::DraftSettings& settings) {
   for (const speculative::DraftSetting& setting : kind.train_settings()) {
+    using Type = speculative::DraftSetting::Type;
     const char* key = setting.key.c_str();
-    double value = 0;
-    if (setting.null_is_zero && root["draft"][key].IsDefined() && root["draft"][key].IsNull())
-      value = 0;  // null: none
-    else if (setting.type == speculative::DraftSetting::Type::integer)
-      value = static_cast<double>(
-          get<int64_t>(root, "draft", key, static_cast<int64_t>(setting.fallback)));
-    else if (setting.type == speculative::DraftSetting::Type::flag)
-      value = get<bool>(root, "draft", key, setting.fallback != 0) ? 1 : 0;
-    else
-      value = get<double>(root, "draft", key, setting.fallback);
+    double value = 0;  // for the range check
+    if (setting.type == Type::number) {
+      const bool none = setting.null_is_zero && root["draft"][key].IsDefined() &&
+                        root["draft"][key].IsNull();  // null: none
+      value = settings.numbers[setting.key] =
+          none ? 0 : get<double>(root, "draft", key, setting.fallback);
+    } else {
+      const int64_t v =
+          setting.type == Type::flag
+              ? get<bool>(root, "draft", key, setting.fallback != 0)
+              : get<int64_t>(root, "draft", key, static_cast<int64_t>(setting.fallback));
+      settings.integers[setting.key] = v;
+      value = static_cast<double>(v);
+    }
     if (const std::string refusal = setting.refusal(value); !refusal.empty())
       fail("draft." + setting.key + " " + refusal + ", got " + written(root["draft"][key]));
-    settings.numbers[setting.key] = value;
   }
 }
 

@@ -103,6 +103,7 @@ class DFlashObjective : public DraftObjective {
 class DFlash : public DraftKind {
  public:
   std::string_view name() const override { return "dflash"; }
+  std::string_view title() const override { return "DFlash"; }
   std::string_view train_help() const override {
     return "Train a DFlash speculative-decoding draft on a frozen target's hidden states "
            "(target: and draft: sections; data packed by dflash or padded)";

@@ -214,6 +214,7 @@ class DominoObjective : public DraftObjective {
 class Domino : public DraftKind {
  public:
   std::string_view name() const override { return "domino"; }
+  std::string_view title() const override { return "Domino"; }
   std::string_view train_help() const override {
     return "Train a Domino draft: the DFlash backbone plus a GRU correction head, the loss mixing "
            "corrected and base logits by a decaying lambda_base (same sections as dflash, with "
@@ -268,6 +269,19 @@ class Domino : public DraftKind {
                   {"pure_draft_prefix_len", head.pure_draft_prefix_len},
                   {"shift_label", head.shift_label ? 1 : 0}};
     return s;
+  }
+  // The head in the reference's proportions (E = H / 16, G = H / 4), at least 32 and 64 wide;
+  // without shift_label it supervises DFlash's slots, which times the head's own cost.
+  std::vector<DraftVariant> variants(int64_t hidden_size) const override {
+    const int64_t E = std::max<int64_t>(hidden_size / 16, 32),
+                  G = std::max<int64_t>(hidden_size / 4, 64);
+    DraftSettings s;
+    s.integers = {{"emb_dim", E}, {"gru_hidden_dim", G}};
+    DraftSettings unshifted = s;
+    unshifted.integers["shift_label"] = 0;
+    const std::string head = "GRU " + std::to_string(G) + ", projection " + std::to_string(E);
+    return {{"domino", head + ", shift_label", s},
+            {"domino-u", head + ", unshifted: the head's own cost (target <= 1.10x)", unshifted}};
   }
   std::vector<DraftOption> eval_options() const override {
     return {gamma_option(),

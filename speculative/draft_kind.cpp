@@ -37,6 +37,10 @@ void check_draft_kind(const DraftConfig& draft, const DraftKind& kind, const std
                               " draft: " + std::string(kind.requirement()));
 }
 
+std::vector<DraftVariant> DraftKind::variants(int64_t /*hidden_size*/) const {
+  return {{std::string(name()), "", {}}};
+}
+
 std::vector<int64_t> DraftKind::drafts(const DFlashDraft& draft, const Tensor& /*hidden*/,
                                        const Tensor& base_logits, int64_t /*anchor*/,
                                        const TokenEmbedding& /*embed*/,

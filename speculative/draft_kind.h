@@ -114,13 +114,21 @@ DraftSetting flag_setting(std::string key, bool fallback);
 // The slot weights' decay (DFlash and Domino): draft.loss_decay_gamma, null for none.
 DraftSetting gamma_setting();
 
+// A draft of a kind sized for a small target (the demo's, `sprig bench draft`'s): its name, what
+// sets it apart, and its settings where the defaults are sized for a real target.
+struct DraftVariant {
+  std::string name, note;
+  DraftSettings settings;
+};
+
 // A token's embedding (1, H) through the target's embedding table.
 using TokenEmbedding = std::function<Tensor(int64_t id)>;
 
 class DraftKind {
  public:
   virtual ~DraftKind() = default;
-  virtual std::string_view name() const = 0;  // `sprig train <name>`, `sprig eval <name>`
+  virtual std::string_view name() const = 0;   // `sprig train <name>`, `sprig eval <name>`
+  virtual std::string_view title() const = 0;  // as prose names it: "DFlash"
   // One sentence each for `sprig train <name> --help` and `sprig eval <name> --help`.
   virtual std::string_view train_help() const = 0;
   virtual std::string_view eval_help() const = 0;
@@ -139,6 +147,10 @@ class DraftKind {
   virtual std::vector<std::string> loss_types() const { return {"dflash"}; }
   virtual void shape(DraftOptions& /*options*/, const DraftSettings& /*settings*/) const {}
   virtual DraftSettings settings_of(const DraftConfig& /*config*/) const { return {}; }
+  // Drafts of this kind for a target of hidden size `hidden_size`: the first the kind's own (the
+  // demo trains it), any other one worth timing beside it (Domino without shift_label). By
+  // default one, with the defaults.
+  virtual std::vector<DraftVariant> variants(int64_t hidden_size) const;
   // The options of `sprig eval <kind>`, in the order --help lists them, and the check of those
   // given together (`given` holds only them): std::invalid_argument for a pair that does not
   // apply.

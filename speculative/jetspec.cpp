@@ -100,6 +100,7 @@ class JetSpecObjective : public DraftObjective {
 class JetSpec : public DraftKind {
  public:
   std::string_view name() const override { return "jetspec"; }
+  std::string_view title() const override { return "JetSpec"; }
   std::string_view train_help() const override {
     return "Train a JetSpec draft: in-block causal attention, distilled from the target's logits "
            "by forward KL (same sections as dflash, with draft.kd_temperature)";
@@ -125,6 +126,9 @@ class JetSpec : public DraftKind {
   }
   void shape(DraftOptions& options, const DraftSettings& /*settings*/) const override {
     options.causal = true;
+  }
+  std::vector<DraftVariant> variants(int64_t /*hidden_size*/) const override {
+    return {{"jetspec", "forward KL to the target's logits (target <= 1.15x)", {}}};
   }
   std::vector<DraftOption> eval_options() const override {
     return {number_option("--kd-temperature", "kd_temperature",

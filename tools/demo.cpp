@@ -37,6 +37,7 @@ constexpr int64_t kVocab = kFirstNumber + kNumbers;
 constexpr int kModes = 4;
 const char* const kModeNames[kModes] = {"up", "down", "double", "repeat"};
 constexpr int64_t kPromptNumbers = 4, kCompletionNumbers = 8;
+constexpr int64_t kHidden = 64;  // the tiny model's hidden size
 
 int64_t number_token(int64_t n) { return kFirstNumber + ((n % kNumbers) + kNumbers) % kNumbers; }
 
@@ -121,7 +122,7 @@ void write_model_config(const fs::path& path) {
   const nlohmann::json config = {{"model_type", "qwen3"},
                                  {"architectures", {"Qwen3ForCausalLM"}},
                                  {"vocab_size", kVocab},
-                                 {"hidden_size", 64},
+                                 {"hidden_size", kHidden},
                                  {"intermediate_size", 256},
                                  {"num_hidden_layers", 3},
                                  {"num_attention_heads", 2},
@@ -200,26 +201,44 @@ int64_t exact_continuations(const std::string& checkpoint,
 // unused id, its embedding row was never trained).
 constexpr int64_t kMaskToken = 0;
 
-// The run directory and config name of a draft stage: "draft" for DFlash, else the recipe's.
-std::string stage_name(RecipeKind kind) {
-  return kind == RecipeKind::dflash ? "draft" : recipe_name(kind);
+// The run directory and config name of a draft kind's stage: "draft" for the first kind (DFlash),
+// else the kind's name.
+std::string stage_name(const speculative::DraftKind& kind) {
+  return &kind == speculative::draft_kinds().front() ? "draft" : std::string(kind.name());
 }
 
-// A draft stage's config: a two-layer draft (DFlash, or Domino with a GRU head) with blocks of 8
-// on the pre-trained target's first two layers (the default choice for this depth), trained on
-// the pre-training documents packed without crossing documents.
+// The settings of a kind's draft for the demo's target, as lines of draft: (a flag as a boolean).
+std::string settings_yaml(const speculative::DraftKind& kind, const speculative::DraftSettings& s) {
+  std::ostringstream y;
+  for (const speculative::DraftSetting& setting : kind.train_settings()) {
+    if (const auto it = s.integers.find(setting.key); it != s.integers.end())
+      y << "  " << setting.key << ": "
+        << (setting.type == speculative::DraftSetting::Type::flag
+                ? (it->second != 0 ? "true" : "false")
+                : std::to_string(it->second))
+        << "\n";
+    if (const auto it = s.numbers.find(setting.key); it != s.numbers.end())
+      y << "  " << setting.key << ": " << it->second << "\n";
+  }
+  return y.str();
+}
+
+// A draft stage's config: a two-layer draft of `kind` (its own settings sized for this target: a
+// Domino head of 32 and 64) with blocks of 8 on the pre-trained target's first two layers (the
+// default choice for this depth), trained on the pre-training documents packed without crossing
+// documents.
 std::string draft_yaml(const fs::path& dir, const std::string& target, int64_t steps,
-                       const std::string& device, RecipeKind kind) {
+                       const std::string& device, const speculative::DraftKind& kind) {
   const auto path = [&](const std::string& name) { return (dir / name).string(); };
   const std::string name = stage_name(kind);
   std::ostringstream y;
-  y << "# Written by `sprig demo`. Train again with: sprig train " << recipe_name(kind) << " -c "
+  y << "# Written by `sprig demo`. Train again with: sprig train " << kind.name() << " -c "
     << path(name + ".yaml") << " --run_dir=ANOTHER_DIR\n";
   y << "run_dir: " << path(name) << "\nseed: 0\ndevice: " << device << "\n";
   y << "target:\n  path: " << target << "\n";
   y << "draft:\n  mask_token_id: " << kMaskToken
     << "\n  num_layers: 2\n  block_size: 8\n  num_anchors: 32\n";
-  if (kind == RecipeKind::domino) y << "  emb_dim: 32\n  gru_hidden_dim: 64\n";
+  y << settings_yaml(kind, kind.variants(kHidden).front().settings);
   y << "data:\n  train: " << path("data/pretrain_train.jsonl") << "\n";
   y << "  format: documents\n  packing: dflash\n  seq_len: 256\n  micro_batch_size: 4\n";
   y << "train:\n  max_steps: " << steps << "\n";
@@ -248,16 +267,17 @@ double draft_accept_len(const speculative::FrozenTarget& target,
 }
 
 struct DraftStage {
+  const speculative::DraftKind* kind;
   double accept_before, accept_after;
   std::string checkpoint;
 };
 
 // Trains the draft, measuring its acceptance length before and after.
 DraftStage run_draft_stage(const fs::path& dir, const std::string& target_dir, int64_t steps,
-                           const std::string& device, RecipeKind kind) {
+                           const std::string& device, const speculative::DraftKind& kind) {
   const fs::path config_path = dir / (stage_name(kind) + ".yaml");
   std::ofstream(config_path) << draft_yaml(dir, target_dir, steps, device, kind);
-  const TrainConfig config = load_train_config(config_path.string(), {}, kind);
+  const TrainConfig config = load_train_config(config_path.string(), {}, &kind);
   const speculative::FrozenTarget target(load_qwen(target_dir), Device::cpu(), DType::f32);
   Generator init_gen(config.seed);  // the trainer's own initialisation of a fresh draft
   const speculative::DFlashDraft initial(
@@ -267,7 +287,7 @@ DraftStage run_draft_stage(const fs::path& dir, const std::string& target_dir, i
   const TrainSummary summary = train_draft(config, false);
   plot_run(summary.run_dir, summary.run_dir + "/curves.png");
   const auto trained = speculative::load_draft(summary.checkpoint);
-  return {before, draft_accept_len(target, *trained, val), summary.checkpoint};
+  return {&kind, before, draft_accept_len(target, *trained, val), summary.checkpoint};
 }
 
 // Speculative decoding with the draft at `draft_dir` on the first four tokens of each held-out
@@ -293,9 +313,16 @@ void spec_eval_line(const std::string& name, const std::string& target_dir,
 
 // What a demo writes at the top of its directory: the marker, the data, the model config and
 // each stage's config and run directory.
-const std::set<std::string> kDemoEntries = {
-    ".sprig-demo",   "data",  "model.json", "pretrain", "pretrain.yaml", "rollouts",
-    "rollouts.yaml", "draft", "draft.yaml", "domino",   "domino.yaml"};
+std::set<std::string> demo_entries() {
+  std::set<std::string> entries = {".sprig-demo", "data",     "model.json",
+                                   "pretrain",    "rollouts", "rollouts.yaml"};
+  entries.insert("pretrain.yaml");
+  for (const speculative::DraftKind* kind : speculative::draft_kinds()) {
+    entries.insert(stage_name(*kind));
+    entries.insert(stage_name(*kind) + ".yaml");
+  }
+  return entries;
+}
 
 // Creates `dir`, replacing an earlier demo's files there. A directory that is not an earlier
 // demo's, or that holds anything a demo does not write, is refused and left as it is.
@@ -306,9 +333,10 @@ void prepare_run_dir(const fs::path& dir) {
       throw std::runtime_error("[demo] " + dir.string() +
                                " already exists and was not made by sprig demo: choose another "
                                "--run-dir");
+    const std::set<std::string> entries = demo_entries();
     std::vector<std::string> foreign;
     for (const auto& e : fs::directory_iterator(dir))
-      if (!kDemoEntries.count(e.path().filename().string()))
+      if (!entries.count(e.path().filename().string()))
         foreign.push_back(e.path().filename().string());
     std::sort(foreign.begin(), foreign.end());
     if (!foreign.empty()) {
@@ -318,7 +346,7 @@ void prepare_run_dir(const fs::path& dir) {
                                " holds an earlier demo and files sprig demo did not write (" +
                                names + "): move them away, or choose another --run-dir");
     }
-    for (const std::string& name : kDemoEntries) fs::remove_all(dir / name);
+    for (const std::string& name : entries) fs::remove_all(dir / name);
   }
   fs::create_directories(dir);
   std::ofstream(marker) << "made by sprig demo\n";
@@ -383,43 +411,65 @@ void run_demo(const DemoOptions& options) {
   std::cout << "  exactly right: pre-trained " << before << "/" << total << ", fine-tuned " << after
             << "/" << total << "\n";
 
-  std::cout << "\n== stage 3: a DFlash speculative-decoding draft for the pre-trained model ==\n";
+  // Stage 3 trains the first draft kind (DFlash), stage 4 every other kind, on the same target.
+  const std::vector<const speculative::DraftKind*>& kinds = speculative::draft_kinds();
   const int64_t draft_steps = options.quick ? 80 : 300;
-  const DraftStage draft =
-      run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, RecipeKind::dflash);
+  std::cout << "\n== stage 3: a " << kinds.front()->title()
+            << " speculative-decoding draft for the pre-trained model ==\n";
+  std::vector<DraftStage> drafts = {
+      run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, *kinds.front())};
   std::cout << "  acceptance length on held-out documents (blocks of 8, bonus token included): "
-            << std::setprecision(3) << draft.accept_before << " before training, "
-            << draft.accept_after << " after\n";
+            << std::setprecision(3) << drafts[0].accept_before << " before training, "
+            << drafts[0].accept_after << " after\n";
 
-  std::cout << "\n== stage 4: a Domino draft (DFlash plus a GRU correction head), same target "
-               "==\n";
-  const DraftStage domino =
-      run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, RecipeKind::domino);
-  std::cout << "  acceptance length on the same held-out documents: DFlash " << draft.accept_after
-            << ", Domino " << domino.accept_after << " (" << domino.accept_before
-            << " before training; with shifted labels a Domino block also predicts the token "
-               "after its anchor, so it accepts at most 9, DFlash 8)\n";
+  std::string others;
+  for (size_t i = 1; i < kinds.size(); ++i)
+    others += (i > 1 ? ", " : "") + std::string(kinds[i]->title());
+  std::cout << "\n== stage 4: the other draft kinds (" << others << "), same target ==\n";
+  for (size_t i = 1; i < kinds.size(); ++i) {
+    drafts.push_back(
+        run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, *kinds[i]));
+    std::cout << "  " << kinds[i]->title() << ": acceptance length " << drafts.back().accept_before
+              << " before training, " << drafts.back().accept_after << " after\n";
+  }
+  std::ostringstream lengths, most;  // each draft's acceptance length, the most a block accepts
+  lengths << std::setprecision(3);
+  for (const DraftStage& d : drafts) {
+    const speculative::DraftConfig config = speculative::load_draft_config(d.checkpoint);
+    const char* comma = &d == &drafts.front() ? "" : ", ";
+    lengths << comma << d.kind->title() << " " << d.accept_after;
+    most << comma << d.kind->title() << " "
+         << 1 + d.kind->drafts_per_block(config, config.block_size);
+  }
+  std::cout << "  acceptance length on the same held-out documents: " << lengths.str()
+            << " (a block accepts its drafts and a bonus token: at most " << most.str() << ")\n";
 
   std::cout << "\n== stage 5: speculative decoding with each draft on the held-out prompts (the "
                "target verifies every block) ==\n";
   const fs::path held_out = dir / "data/pretrain_val.jsonl";
-  spec_eval_line("DFlash", pretrain.checkpoint, draft.checkpoint, held_out);
-  spec_eval_line("Domino", pretrain.checkpoint, domino.checkpoint, held_out);
+  for (const DraftStage& d : drafts)
+    spec_eval_line(std::string(d.kind->title()), pretrain.checkpoint, d.checkpoint, held_out);
   std::cout << "  (tau falls below the teacher-forced length because decoding anchors each block "
                "where the last one failed, often a hard spot; on two CPU cores a tiny target "
                "gains little or nothing from it: `sprig spec-eval` prints the details)\n";
 
+  std::string configs, stages, checkpoints;
+  for (const DraftStage& d : drafts) {
+    const std::string stage = stage_name(*d.kind);
+    configs += ", " + (dir / (stage + ".yaml")).string();
+    stages += (stages.empty() ? "" : ",") + stage;
+    checkpoints += (checkpoints.empty() ? "" : ", ") + d.checkpoint;
+  }
   std::cout << "\ndemo finished in " << elapsed_text(start) << "\n"
             << "  run directory " << dir.string() << "\n"
             << "  configs       " << (dir / "pretrain.yaml").string() << ", "
-            << (dir / "rollouts.yaml").string() << ", " << (dir / "draft.yaml").string() << ", "
-            << (dir / "domino.yaml").string() << "\n"
+            << (dir / "rollouts.yaml").string() << configs << "\n"
             << "  metrics       " << pretrain.run_dir << "/metrics.jsonl, " << rollouts.run_dir
-            << "/metrics.jsonl, " << dir.string() << "/{draft,domino}/metrics.jsonl\n"
+            << "/metrics.jsonl, " << dir.string() << "/{" << stages << "}/metrics.jsonl\n"
             << "  curves        " << pretrain.run_dir << "/curves.png, " << rollouts.run_dir
-            << "/curves.png, " << dir.string() << "/{draft,domino}/curves.png\n"
+            << "/curves.png, " << dir.string() << "/{" << stages << "}/curves.png\n"
             << "  model         " << rollouts.checkpoint << "\n"
-            << "  drafts        " << draft.checkpoint << ", " << domino.checkpoint
+            << "  drafts        " << checkpoints
             << " (serving layout: sprig convert --to-hf CHECKPOINT --out DIR)\n";
 }
 

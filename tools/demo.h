@@ -7,8 +7,10 @@
 // (up: 17 20 ..., down: 11 8 ..., double: 20 26 ..., repeat: 5 8 11 14 5 ...), folded into prefix
 // trees and trained with prefix-tree attention. Greedy continuations of fresh prompts, before and
 // after fine-tuning, show what was learnt. Stage 3 trains a DFlash speculative-decoding draft on
-// the pre-trained model's hidden states and reports its acceptance length on held-out documents
-// before and after. The curves of every stage are drawn.
+// the pre-trained model's hidden states and stage 4 a draft of every other kind
+// (speculative/draft_kind.h), each reporting its acceptance length on held-out documents before
+// and after; stage 5 decodes held-out prompts speculatively with each draft. The curves of every
+// stage are drawn.
 #pragma once
 
 #include <string>

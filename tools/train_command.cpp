@@ -44,8 +44,8 @@ std::string shell_word(const std::string& arg) {
 }
 
 // One recipe's subcommand: the config, its overrides and --resume.
-void add_recipe(CLI::App* train, const std::string& name, const std::string& help, RecipeKind kind,
-                TrainFn run) {
+void add_recipe(CLI::App* train, const std::string& name, const std::string& help,
+                const speculative::DraftKind* kind, TrainFn run) {
   struct Options {
     std::string config;
     bool resume = false, allow_config_change = false;
@@ -112,10 +112,10 @@ void add_train_command(CLI::App& app) {
       "train", "Train a model (recipes: sft, " + speculative::draft_kind_names() + ")");
   train->require_subcommand(1);
   add_recipe(train, "sft", "Next-token SFT on packed documents or folded shared-prefix rollouts",
-             RecipeKind::sft, train_sft);
+             nullptr, train_sft);
   for (const speculative::DraftKind* kind : speculative::draft_kinds()) {
     const std::string name(kind->name());
-    add_recipe(train, name, std::string(kind->train_help()), draft_recipe(name), train_draft);
+    add_recipe(train, name, std::string(kind->train_help()), kind, train_draft);
   }
 }
 

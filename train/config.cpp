@@ -225,13 +225,6 @@ size_t where_named(const std::string& message, const std::string& key) {
   return std::string::npos;
 }
 
-// The draft kind of a draft recipe.
-const speculative::DraftKind& draft_kind(RecipeKind kind) {
-  const speculative::DraftKind* found = speculative::find_draft_kind(recipe_name(kind));
-  if (!found) fail(std::string("no draft kind ") + recipe_name(kind));
-  return *found;
-}
-
 // With draft.init the draft's shape is its own config's: a shape key given as well must agree with
 // it, and the resolved config records the values the draft has (never one that was not used).
 void adopt_init_shape(YAML::Node& root, const speculative::DraftKind& kind) {
@@ -317,7 +310,7 @@ void parse_kind_settings(YAML::Node& root, const speculative::DraftKind& kind,
 // target: and draft: of sprig train dflash|domino|jetspec.
 void parse_dflash(YAML::Node& root, TrainConfig& c) {
   DFlashConfig& d = c.dflash;
-  const speculative::DraftKind& kind = draft_kind(c.recipe);
+  const speculative::DraftKind& kind = *c.draft_kind;
   // draft.<key> (`value`) at least `min`; `note` says what the limit means.
   const auto at_least = [&](const char* key, int64_t value, int64_t min, const char* note = "") {
     if (value < min)
@@ -407,26 +400,12 @@ void parse_loss(YAML::Node& root, TrainConfig& c) {
 
 }  // namespace
 
-const char* recipe_name(RecipeKind kind) {
-  switch (kind) {
-    case RecipeKind::sft: return "sft";
-    case RecipeKind::dflash: return "dflash";
-    case RecipeKind::domino: return "domino";
-    case RecipeKind::jetspec: return "jetspec";
-  }
-  return "?";
-}
-
-bool is_draft_recipe(RecipeKind kind) { return kind != RecipeKind::sft; }
-
-RecipeKind draft_recipe(const std::string& kind_name) {
-  for (const RecipeKind kind : {RecipeKind::dflash, RecipeKind::domino, RecipeKind::jetspec})
-    if (kind_name == recipe_name(kind)) return kind;
-  throw std::invalid_argument("[train] no recipe for the draft kind " + kind_name);
+std::string TrainConfig::recipe_name() const {
+  return draft_kind ? std::string(draft_kind->name()) : "sft";
 }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
-                              RecipeKind kind) {
+                              const speculative::DraftKind* draft_kind) {
   YAML::Node root = data::load_yaml_file(path);
   try {
     if (!root.IsMap()) fail("the config must be a mapping");
@@ -445,18 +424,16 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.device = get<std::string>(root, "", "device", "auto");
     if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
       fail("device must be auto, cpu or cuda, got '" + c.device + "'");
-    c.recipe = kind;
-    const bool dflash = is_draft_recipe(kind);
+    c.draft_kind = draft_kind;
+    const bool dflash = c.is_draft();
     if (dflash) {
       if (present(root["model"]))
-        fail(std::string("sprig train ") + recipe_name(kind) +
-             " reads target: and draft:, not model:");
+        fail("sprig train " + c.recipe_name() + " reads target: and draft:, not model:");
       parse_dflash(root, c);
     } else {
       if (present(root["target"]) || present(root["draft"]))
-        fail(
-            "target: and draft: are sections of the draft recipes (sprig train dflash, domino, "
-            "jetspec), not of sprig train sft");
+        fail("target: and draft: are sections of the draft recipes (sprig train " +
+             speculative::draft_kind_names() + "), not of sprig train sft");
       if (!present(root["model"])) fail("the model: section is required");
       if (present(root["model"]["path"]))
         c.model_path = get<std::string>(root, "model", "path", "");

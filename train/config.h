@@ -28,12 +28,6 @@
 
 namespace sprig {
 
-// The recipe a config is for: sft reads `model:`, the draft recipes `target:` and `draft:`.
-enum class RecipeKind { sft, dflash, domino, jetspec };
-const char* recipe_name(RecipeKind kind);
-bool is_draft_recipe(RecipeKind kind);
-RecipeKind draft_recipe(const std::string& kind_name);  // the recipe of a draft kind's name
-
 // The sections of `sprig train dflash|domino|jetspec`:
 //   target: {path: ckpt/}            # the frozen target (HF or sprig checkpoint), or
 //           {config: config.json}    # a fresh one seeded by `seed` (for tests and demos)
@@ -74,7 +68,11 @@ struct LossConfig {
 };
 
 struct TrainConfig {
-  RecipeKind recipe = RecipeKind::sft;
+  // The recipe: sft (null) reads `model:`; a draft kind's (`sprig train <kind>`) reads `target:`
+  // and `draft:`.
+  const speculative::DraftKind* draft_kind = nullptr;
+  bool is_draft() const { return draft_kind != nullptr; }
+  std::string recipe_name() const;  // "sft" or the draft kind's name, as checkpoints record it
   std::string run_dir;
   uint64_t seed = 0;
   std::string device = "auto";
@@ -136,11 +134,12 @@ struct OverrideError : std::invalid_argument {
 };
 
 // Loads `path`, applies overrides ("a.b=value", value parsed as YAML), validates everything for
-// the recipe `kind` (whose defaults differ: dflash trains with betas (0.9, 0.95), lr 6e-4 and a
-// warmup ratio of 0.05, as the reference's draft recipes). Throws std::invalid_argument with one
-// sentence naming the key and where its value came from ("(in FILE)"), or OverrideError
+// sft or, with `draft_kind`, that kind's recipe (whose defaults differ: the drafts train with betas
+// (0.9, 0.95), lr 6e-4 and a warmup ratio of 0.05, as the reference's draft recipes). Throws
+// std::invalid_argument with one sentence naming the key and where its value came from ("(in
+// FILE)"), or OverrideError
 // ("(from the command line: --a.b=value)").
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
-                              RecipeKind kind = RecipeKind::sft);
+                              const speculative::DraftKind* draft_kind = nullptr);
 
 }  // namespace sprig

@@ -17,14 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace speculative;
 
-// The kind a draft recipe trains.
-const DraftKind& kind_of(RecipeKind recipe) {
-  const DraftKind* kind = find_draft_kind(recipe_name(recipe));
-  if (!kind)
-    throw std::invalid_argument(std::string("[train] no draft kind ") + recipe_name(recipe));
-  return *kind;
-}
-
 // The draft of draft.init, or a fresh one for the target; either way it must fit the target and
 // be of the recipe's kind (a Domino recipe needs the head, JetSpec a causal draft).
 std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig& target) {
@@ -37,7 +29,7 @@ std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig&
     throw std::runtime_error("draft.init " + d.init + " is not a directory");
   std::unique_ptr<DFlashDraft> draft = load_draft(d.init);
   check_draft_fits(draft->config(), target, "draft.init " + d.init);
-  check_draft_kind(draft->config(), kind_of(c.recipe), "draft.init " + d.init);
+  check_draft_kind(draft->config(), *c.draft_kind, "draft.init " + d.init);
   return draft;
 }
 
@@ -47,7 +39,7 @@ class DraftRecipe : public Recipe {
  public:
   DraftRecipe(const TrainConfig& c, Device device, const Communicator& comm)
       : c_(c.dflash),
-        kind_(kind_of(c.recipe)),
+        kind_(*c.draft_kind),
         objective_(kind_.objective(c.dflash.settings)),
         target_(load_target(c, device)),
         draft_(build_draft(c, target_.config())),
@@ -185,10 +177,11 @@ class DraftRecipe : public Recipe {
 
 TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallback& on_step,
                          Communicator& comm) {
-  if (!is_draft_recipe(config.recipe))
-    throw std::invalid_argument("[train] train_draft runs dflash, domino or jetspec configs");
+  if (!config.is_draft())
+    throw std::invalid_argument("[train] train_draft runs the configs of the draft recipes (" +
+                                draft_kind_names() + ")");
   if (data::target_form(config.data.packing) != data::TargetForm::loss_mask)
-    throw std::invalid_argument(std::string("[train] ") + recipe_name(config.recipe) +
+    throw std::invalid_argument("[train] " + config.recipe_name() +
                                 " trains on loss_mask rows: use data.packing dflash (packed "
                                 "documents) or padded (one document per row)");
   Trainer trainer(config, resume, comm);

@@ -294,9 +294,9 @@ class TrainingRun {
     }
     const json& saved = ck->payload.state;
     // Another recipe's checkpoint holds other tensors and settings: said first, in those words.
-    if (const std::string made_by = recipe_that_saved(saved); made_by != recipe_name(c_.recipe))
+    if (const std::string made_by = recipe_that_saved(saved); made_by != c_.recipe_name())
       throw std::invalid_argument("[train] checkpoint " + ck->dir + " was made by sprig train " +
-                                  made_by + ", not " + recipe_name(c_.recipe) +
+                                  made_by + ", not " + c_.recipe_name() +
                                   ": resume it with sprig train " + made_by);
     try {
       state_ = state_of(saved);
@@ -634,7 +634,7 @@ class TrainingRun {
       const CheckpointPayload payload{
           recipe_.checkpoint_config(),
           {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
-          state_json(saved, recipe_name(c_.recipe), total_, recipe_by_rank),
+          state_json(saved, c_.recipe_name(), total_, recipe_by_rank),
           c_.resolved_yaml,
           recipe_.companion_files_dir()};
       dir = checkpoints_.save(payload, state_.step);
@@ -757,7 +757,7 @@ Trainer::Trainer(TrainConfig config, bool resume, Communicator& comm)
   set_attention_backend(config_.attention_backend);
   // The run records the dtype it computes in: auto's choice, and f32 on the CPU (saying so when
   // bf16 was asked for).
-  const std::string dtype_key = is_draft_recipe(config_.recipe) ? "draft.dtype" : "model.dtype";
+  const std::string dtype_key = config_.is_draft() ? "draft.dtype" : "model.dtype";
   const std::string computed = device_.is_cuda() && config_.model_dtype != "f32" ? "bf16" : "f32";
   if (config_.model_dtype == "bf16" && computed == "f32")
     dtype_note_ = "[train] " + dtype_key + " bf16 trains in f32 on the CPU; the run records f32\n";

@@ -1,7 +1,6 @@
-// `sprig demo --quick`: every stage runs end to end (pre-training, rollout fine-tuning, the
-// DFlash and the Domino drafts, speculative decoding with each), shows its effect in its figures
-// and says where its outputs are; a
-// directory it did not make is refused untouched.
+// `sprig demo --quick`: every stage runs end to end (pre-training, rollout fine-tuning, a draft of
+// every kind, speculative decoding with each), shows its effect in its figures and says where its
+// outputs are; a directory it did not make is refused untouched.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -20,32 +19,36 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   const testing::CliRun r = testing::run_sprig("demo --quick --device cpu --run-dir demo", tmp.path,
                                                tmp.path, testing::kSlowCommandLimit);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line : {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
-                           "acceptance length on held-out documents",
-                           "acceptance length on the same held-out documents: DFlash ",
-                           "== stage 5:", "  DFlash: tau ", "  Domino: tau ", "demo finished in"})
+  for (const char* line :
+       {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
+        "acceptance length on held-out documents",
+        "acceptance length on the same held-out documents: DFlash ",
+        "== stage 5:", "  DFlash: tau ", "  Domino: tau ", "  JetSpec: tau ", "demo finished in"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line;
-  // Speculative decoding is lossless on every held-out prompt, with either draft.
+  // Speculative decoding is lossless on every held-out prompt, with each draft.
   const std::regex lossless(R"((\d+)/(\d+) outputs equal to greedy decoding)");
   int drafts = 0;
   for (std::sregex_iterator m(r.out.begin(), r.out.end(), lossless), end; m != end; ++m, ++drafts) {
     EXPECT_EQ((*m)[1].str(), (*m)[2].str()) << m->str();
     EXPECT_NE((*m)[2].str(), "0");
   }
-  EXPECT_EQ(drafts, 2) << r.out;
+  EXPECT_EQ(drafts, 3) << r.out;  // one per kind
   // Each stage shows its effect even in the quick run: the fine-tuned model continues some
   // prompts exactly, and each trained draft is accepted beyond its bonus token.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(fine-tuned (\d+)/64)"))) << r.out;
   EXPECT_GE(std::stoi(m[1]), 5) << r.out;
   ASSERT_TRUE(std::regex_search(
-      r.out, m, std::regex(R"(same held-out documents: DFlash ([\d.]+), Domino ([\d.]+))")))
+      r.out, m,
+      std::regex(R"(same held-out documents: DFlash ([\d.]+), Domino ([\d.]+), JetSpec ([\d.]+))")))
       << r.out;
   EXPECT_GT(std::stod(m[1]), 1.1) << r.out;
   EXPECT_GT(std::stod(m[2]), 1.1) << r.out;
-  for (const char* file : {"pretrain/curves.png", "rollouts/curves.png", "draft/curves.png",
-                           "draft.yaml", "draft/checkpoints/latest", "domino.yaml",
-                           "domino/curves.png", "domino/checkpoints/latest"})
+  EXPECT_GT(std::stod(m[3]), 1.1) << r.out;
+  for (const char* file :
+       {"pretrain/curves.png", "rollouts/curves.png", "draft/curves.png", "draft.yaml",
+        "draft/checkpoints/latest", "domino.yaml", "domino/curves.png", "domino/checkpoints/latest",
+        "jetspec.yaml", "jetspec/curves.png", "jetspec/checkpoints/latest"})
     EXPECT_TRUE(testing::fs::exists(run_dir + "/" + file)) << file;
 
   const std::string other = tmp.path + "/mine";

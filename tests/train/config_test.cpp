@@ -387,9 +387,9 @@ TEST(TrainConfig, ExampleConfigsLoad) {
     if (e.path().extension() != ".yaml") continue;
     // tiny_<recipe>.yaml: the draft recipes' configs are named after them.
     const std::string name = e.path().filename().string();
-    RecipeKind kind = RecipeKind::sft;
-    for (const RecipeKind k : {RecipeKind::dflash, RecipeKind::domino, RecipeKind::jetspec})
-      if (name.find(recipe_name(k)) != std::string::npos) kind = k;
+    const speculative::DraftKind* kind = nullptr;
+    for (const speculative::DraftKind* k : speculative::draft_kinds())
+      if (name.find(k->name()) != std::string::npos) kind = k;
     EXPECT_NO_THROW(load_train_config(e.path().string(), {}, kind)) << e.path();
     ++count;
   }
@@ -403,7 +403,7 @@ TEST(TrainConfig, ExampleConfigsLoad) {
   EXPECT_EQ(big.data.seq_len, 4096);
   EXPECT_EQ(big.grad_accumulation_steps, 8);
   const TrainConfig draft = load_train_config(
-      testing::source_path("train/configs/tiny_dflash.yaml"), {}, RecipeKind::dflash);
+      testing::source_path("train/configs/tiny_dflash.yaml"), {}, &speculative::dflash_kind());
   EXPECT_EQ(draft.loss_normalization, LossNormalization::mean);  // the drafts' default
 }
 

@@ -164,11 +164,12 @@ TEST(DataParallel, TwoRanksTrainDFlashAsOneRankWithTwiceTheMicroBatch) {
 }
 
 TEST(DataParallel, DominoAndJetSpecTrainOnTwoRanks) {
-  for (const RecipeKind kind : {RecipeKind::domino, RecipeKind::jetspec}) {
+  for (const speculative::DraftKind* kind :
+       {&speculative::domino_kind(), &speculative::jetspec_kind()}) {
     TempDir dir;
     testing::tiny_dflash_config(dir, {}, kind);  // writes dflash.yaml
     std::string output;
-    ASSERT_EQ(run(mpirun(2) + train_command(recipe_name(kind), dir / "dflash.yaml",
+    ASSERT_EQ(run(mpirun(2) + train_command(std::string(kind->name()), dir / "dflash.yaml",
                                             {"train.max_steps=2", "log.every_steps=1"}),
                   output),
               0)

@@ -61,7 +61,7 @@ TEST(DominoTrain, TheDraftLearnsAndLambdaFollowsItsCurriculum) {
   TempDir dir;
   const TrainConfig config = testing::tiny_dflash_config(
       dir, {"train.max_steps=120", "log.every_steps=20", "draft.lambda_base_decay_ratio=0.5"},
-      RecipeKind::domino);
+      &speculative::domino_kind());
   const TrainSummary summary = train_draft(config, false);
   const std::vector<nlohmann::json> m = metrics_of(config.run_dir);
   ASSERT_EQ(m.size(), 6u);
@@ -87,7 +87,7 @@ TEST(JetSpecTrain, TheDraftLearnsTheTargetsDistribution) {
   TempDir dir;
   const TrainConfig config = testing::tiny_dflash_config(
       dir, {"train.max_steps=80", "log.every_steps=20", "draft.kd_temperature=2.0"},
-      RecipeKind::jetspec);
+      &speculative::jetspec_kind());
   const TrainSummary summary = train_draft(config, false);
   const std::vector<nlohmann::json> m = metrics_of(config.run_dir);
   ASSERT_EQ(m.size(), 4u);
@@ -107,12 +107,12 @@ class DFlashResume : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DFlashResume, InterruptedAndResumedRunEqualsAStraightRun) {
   const std::string param = GetParam();
-  const RecipeKind kind = param == "domino"    ? RecipeKind::domino
-                          : param == "jetspec" ? RecipeKind::jetspec
-                                               : RecipeKind::dflash;
+  const speculative::DraftKind* kind = param == "domino"    ? &speculative::domino_kind()
+                                       : param == "jetspec" ? &speculative::jetspec_kind()
+                                                            : &speculative::dflash_kind();
   std::vector<std::string> overrides = {"train.max_steps=6", "checkpoint.every_steps=3",
                                         "log.every_steps=2", "train.grad_accumulation_steps=2"};
-  if (kind == RecipeKind::dflash) overrides.push_back("draft.loss_type=" + param);
+  if (kind == &speculative::dflash_kind()) overrides.push_back("draft.loss_type=" + param);
   TempDir straight_dir, split_dir;
   const auto config = [&](const TempDir& d) {
     return testing::tiny_dflash_config(d, overrides, kind);
@@ -167,7 +167,7 @@ TEST(DFlashResume, AnotherBlockLayoutIsRefused) {
   EXPECT_TRUE(contains(mask, "mask_token_id 63, this config 62"));
   // Another recipe on the same run (a Domino draft has parameters a DFlash one does not).
   const std::string recipe = dflash_error(
-      testing::tiny_dflash_config(dir, {"train.max_steps=4"}, RecipeKind::jetspec), true);
+      testing::tiny_dflash_config(dir, {"train.max_steps=4"}, &speculative::jetspec_kind()), true);
   EXPECT_EQ(recipe, "[train] checkpoint " + latest_checkpoint(dir / "run") +
                         " was made by sprig train dflash, not jetspec: resume it with sprig train "
                         "dflash");
@@ -231,7 +231,8 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
   EXPECT_TRUE(contains(config_error({"draft.emb_dim=8"}),
                        "[config] draft.emb_dim is a setting of sprig train domino, not of sprig "
                        "train dflash"));
-  auto recipe_error = [&](RecipeKind kind, const std::vector<std::string>& overrides) {
+  auto recipe_error = [&](const speculative::DraftKind* kind,
+                          const std::vector<std::string>& overrides) {
     try {
       testing::tiny_dflash_config(dir, overrides, kind);
     } catch (const std::invalid_argument& e) {
@@ -239,37 +240,40 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
     }
     return std::string();
   };
-  EXPECT_TRUE(contains(recipe_error(RecipeKind::domino, {"draft.kd_temperature=2"}),
+  EXPECT_TRUE(contains(recipe_error(&speculative::domino_kind(), {"draft.kd_temperature=2"}),
                        "draft.kd_temperature is a setting of sprig train jetspec"));
-  EXPECT_TRUE(contains(recipe_error(RecipeKind::domino, {"draft.loss_type=variable_prefix"}),
-                       "draft.loss_type must be dflash for sprig train domino, got "
-                       "variable_prefix"));
-  EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.loss_decay_gamma=3"}),
+  EXPECT_TRUE(
+      contains(recipe_error(&speculative::domino_kind(), {"draft.loss_type=variable_prefix"}),
+               "draft.loss_type must be dflash for sprig train domino, got "
+               "variable_prefix"));
+  EXPECT_TRUE(contains(recipe_error(&speculative::jetspec_kind(), {"draft.loss_decay_gamma=3"}),
                        "draft.loss_decay_gamma is a setting of sprig train dflash and sprig "
                        "train domino, not of sprig train jetspec"));
   for (const char* t : {"0", "1e-30", "1e20"})
-    EXPECT_TRUE(
-        contains(recipe_error(RecipeKind::jetspec, {std::string("draft.kd_temperature=") + t}),
-                 std::string("draft.kd_temperature must be in [0.01, 100], got ") + t))
+    EXPECT_TRUE(contains(
+        recipe_error(&speculative::jetspec_kind(), {std::string("draft.kd_temperature=") + t}),
+        std::string("draft.kd_temperature must be in [0.01, 100], got ") + t))
         << t;
   EXPECT_TRUE(
       contains(config_error({"draft.loss_type=variable_prefix", "draft.prefix_weight_base=1e300"}),
                "draft.prefix_weight_base must be in (0, 100], got 1e300"));
   // Non-finite and out-of-range values name the key and the value as written.
-  EXPECT_TRUE(contains(recipe_error(RecipeKind::jetspec, {"draft.kd_temperature=.inf"}),
+  EXPECT_TRUE(contains(recipe_error(&speculative::jetspec_kind(), {"draft.kd_temperature=.inf"}),
                        "[config] draft.kd_temperature must be a finite number, got .inf"));
   EXPECT_TRUE(contains(config_error({"draft.loss_decay_gamma=.nan"}),
                        "[config] draft.loss_decay_gamma must be a finite number, got .nan"));
   for (const char* start : {"5", "-1"})
     EXPECT_TRUE(contains(
-        recipe_error(RecipeKind::domino, {std::string("draft.lambda_base_start=") + start}),
+        recipe_error(&speculative::domino_kind(),
+                     {std::string("draft.lambda_base_start=") + start}),
         std::string("[config] draft.lambda_base_start must be in [0, 1] (the base loss's share at "
                     "step 0), got ") +
             start))
         << start;
   for (const char* ratio : {"-0.5", "1e300"})
     EXPECT_TRUE(contains(
-        recipe_error(RecipeKind::domino, {std::string("draft.lambda_base_decay_ratio=") + ratio}),
+        recipe_error(&speculative::domino_kind(),
+                     {std::string("draft.lambda_base_decay_ratio=") + ratio}),
         std::string("draft.lambda_base_decay_ratio must be in [0, 1] (the share of the steps over "
                     "which lambda_base decays), got ") +
             ratio))
@@ -289,7 +293,7 @@ TEST(DFlashTrain, BadDraftSettingsStopBeforeAnythingIsWritten) {
               false);
   const std::string init = dflash_error(testing::tiny_dflash_config(
       dir, {"draft.init=" + latest_checkpoint(dir / "plain"), "run_dir=" + (dir / "run")},
-      RecipeKind::domino));
+      &speculative::domino_kind()));
   EXPECT_TRUE(contains(init, "is a dflash draft: a Domino recipe needs"));
   EXPECT_FALSE(testing::fs::exists(dir / "run"));
   // From a draft, its shape holds: a shape key given as well must agree (refused naming both

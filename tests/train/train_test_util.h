@@ -107,21 +107,23 @@ inline TrainConfig tiny_config(const TempDir& dir, const std::vector<std::string
 // A DFlash draft (or, by `kind`, a Domino or JetSpec one) for a fresh tiny Qwen3 target
 // (train/configs/tiny_dflash.yaml, shortened), in <dir>/dflash.yaml with its run directory
 // <dir>/run.
-inline TrainConfig tiny_dflash_config(const TempDir& dir,
-                                      const std::vector<std::string>& overrides = {},
-                                      RecipeKind kind = RecipeKind::dflash) {
+inline TrainConfig tiny_dflash_config(
+    const TempDir& dir, const std::vector<std::string>& overrides = {},
+    const speculative::DraftKind* kind = &speculative::dflash_kind()) {
   const std::string path = dir / "dflash.yaml";
-  write_text(path, "run_dir: " + (dir / "run") + "\nseed: 1\ndevice: cpu\ntarget:\n  config: " +
-                       source_path("train/configs/tiny_qwen3.json") +
-                       "\ndraft:\n  mask_token_id: 63\n  num_layers: 1\n  block_size: 4\n"
-                       "  num_anchors: 8\n" +
-                       (kind == RecipeKind::jetspec ? "" : "  loss_decay_gamma: 2.0\n") +
-                       (kind == RecipeKind::domino ? "  emb_dim: 16\n  gru_hidden_dim: 16\n" : "") +
-                       "data:\n  train: " + source_path("train/configs/tiny_docs.jsonl") +
-                       "\n  format: documents\n  seq_len: 64\n  packing: dflash\n"
-                       "  micro_batch_size: 2\n  max_packs: 8\ntrain:\n  max_steps: 6\n"
-                       "optimizer:\n  lr: 3.0e-3\nscheduler:\n  warmup_steps: 2\n"
-                       "log:\n  every_steps: 100\ncheckpoint:\n  keep_last: 2\n");
+  write_text(
+      path,
+      "run_dir: " + (dir / "run") + "\nseed: 1\ndevice: cpu\ntarget:\n  config: " +
+          source_path("train/configs/tiny_qwen3.json") +
+          "\ndraft:\n  mask_token_id: 63\n  num_layers: 1\n  block_size: 4\n"
+          "  num_anchors: 8\n" +
+          (kind == &speculative::jetspec_kind() ? "" : "  loss_decay_gamma: 2.0\n") +
+          (kind == &speculative::domino_kind() ? "  emb_dim: 16\n  gru_hidden_dim: 16\n" : "") +
+          "data:\n  train: " + source_path("train/configs/tiny_docs.jsonl") +
+          "\n  format: documents\n  seq_len: 64\n  packing: dflash\n"
+          "  micro_batch_size: 2\n  max_packs: 8\ntrain:\n  max_steps: 6\n"
+          "optimizer:\n  lr: 3.0e-3\nscheduler:\n  warmup_steps: 2\n"
+          "log:\n  every_steps: 100\ncheckpoint:\n  keep_last: 2\n");
   return load_train_config(path, overrides, kind);
 }
 

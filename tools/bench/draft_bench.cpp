@@ -5,11 +5,12 @@
 //               them and its ratio (target: packed >= 1.3x faster);
 //   anchors     one micro-batch at 16..256 anchors per row: the step time's linear fit and the
 //               share of its fixed cost at 256 anchors (target: <= 25%);
-//   objectives  one micro-batch as a DFlash, a Domino (head G = H/4, E = H/16, the reference's
-//               proportions) and a JetSpec step: Domino's and JetSpec's time over DFlash's
-//               (targets: <= 1.10x and <= 1.15x). Domino runs twice: with shift_label (its
-//               default: bs slots supervised, one more than DFlash's bs - 1) and without, where
-//               it supervises DFlash's slots and the ratio is the head's own cost.
+//   objectives  one micro-batch as a step of each draft kind and its variants
+//               (DraftKind::variants): each one's time over DFlash's. Domino (head G = H/4,
+//               E = H/16, the reference's proportions) runs with shift_label (its default: bs
+//               slots supervised, one more than DFlash's bs - 1) and without, where it
+//               supervises DFlash's slots and the ratio is the head's own cost (target <= 1.10x);
+//               JetSpec's target is <= 1.15x.
 // On CUDA it also prints the model FLOP utilisation against the device's bf16 peak.
 //
 // Defaults: CPU, the "tiny" target of tools/bench/models.h (f32), rows of 1024 tokens; CUDA,
@@ -24,8 +25,8 @@
 
 #include "data/batch.h"
 #include "nn/loss.h"
-#include "speculative/domino.h"
-#include "speculative/jetspec.h"
+#include "speculative/dflash.h"
+#include "speculative/draft_kind.h"
 #include "tensor/cuda/kernels.h"
 #include "tools/bench/memory_check.h"
 #include "tools/bench/models.h"
@@ -55,13 +56,16 @@ std::string target_name(const DraftBenchOptions& o, Device device) {
   return o.target.empty() ? (device.is_cuda() ? "qwen3-0.6b" : "tiny") : o.target;
 }
 
-// The draft for `target`: --draft-layers and --block-size, the last token id as the mask token.
-DraftConfig bench_draft_config(const DraftBenchOptions& o, const QwenConfig& target) {
+// A draft for `target`: --draft-layers and --block-size, the last token id as the mask token.
+DraftOptions bench_draft_options(const DraftBenchOptions& o, const QwenConfig& target) {
   DraftOptions d;
   d.num_layers = o.draft_layers;
   d.block_size = o.block_size;
   d.mask_token_id = target.vocab_size - 1;
-  return draft_config_for(target, d);
+  return d;
+}
+DraftConfig bench_draft_config(const DraftBenchOptions& o, const QwenConfig& target) {
+  return draft_config_for(target, bench_draft_options(o, target));
 }
 
 // The target, a fresh draft for it and a timed training step.
@@ -234,7 +238,8 @@ void anchors_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq) {
       slope * 1e3, fixed * 1e3, 100.0 * worst, 100.0 * fixed / at_256);
 }
 
-// One micro-batch trained as each of the three drafts, same backbone shape and anchors.
+// One micro-batch trained as a draft of each kind and variant (DraftKind::variants), same
+// backbone shape and anchors, each through its kind's objective.
 void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, Device device) {
   const FrozenTarget& target = step.target();
   Generator gen(5);
@@ -243,36 +248,34 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
   for (int64_t& id : ids) id = gen.next_int(0, target.config().vocab_size - 1);
   rows.input_ids = Tensor::from_vector(ids, {o.rows, seq});
   rows.loss_mask = Tensor::ones({o.rows, seq}, DType::i64);
-  const Anchors anchors = sample_anchors(rows, o.block_size, o.quick ? 32 : 128, gen);
-  const DraftConfig& plain = step.draft().config();
-  const int64_t H = plain.layers.hidden_size;
-  DraftConfig domino_config = plain, jetspec_config = plain;
-  domino_config.domino = DominoHeadConfig{.emb_dim = std::max<int64_t>(H / 16, 8),
-                                          .gru_hidden_dim = std::max<int64_t>(H / 4, 8)};
-  DraftConfig unshifted_config = domino_config;
-  unshifted_config.domino->shift_label = false;
-  jetspec_config.causal = true;
-  DFlashDraft domino(domino_config, gen), unshifted(unshifted_config, gen),
-      jetspec(jetspec_config, gen);
+  const DraftBatch batch{rows, sample_anchors(rows, o.block_size, o.quick ? 32 : 128, gen), {}};
+  const int64_t H = target.config().hidden_size;
   const DType dtype = step.draft().fc.weight.dtype();
-  for (DFlashDraft* d : {&domino, &unshifted, &jetspec}) d->to(device, dtype);
+  struct Timed {
+    DraftVariant variant;
+    std::unique_ptr<DFlashDraft> draft;
+    std::unique_ptr<DraftObjective> objective;
+  };
+  std::vector<Timed> drafts;
+  for (const DraftKind* kind : draft_kinds())
+    for (DraftVariant& variant : kind->variants(H)) {
+      DraftOptions options = bench_draft_options(o, target.config());
+      kind->shape(options, variant.settings);
+      auto draft = std::make_unique<DFlashDraft>(draft_config_for(target.config(), options), gen);
+      draft->to(device, dtype);
+      auto objective = kind->objective(variant.settings);
+      drafts.push_back({std::move(variant), std::move(draft), std::move(objective)});
+    }
   // One training step of each draft in turn, round after round, after one untimed round. Each
   // ratio is the median over rounds of the round's own ratio: a machine whose speed drifts
   // between rounds then slows both sides of every ratio alike.
-  using Loss = std::function<DraftLoss()>;
-  const std::vector<std::pair<DFlashDraft*, Loss>> drafts = {
-      {&step.draft(), [&] { return dflash_loss(target, step.draft(), rows, anchors, {}); }},
-      {&domino, [&] { return domino_loss(target, domino, rows, anchors, {.lambda_base = 0.5}); }},
-      {&unshifted,
-       [&] { return domino_loss(target, unshifted, rows, anchors, {.lambda_base = 0.5}); }},
-      {&jetspec, [&] { return jetspec_loss(target, jetspec, rows, anchors, {}); }}};
   std::vector<std::vector<double>> samples(drafts.size()), ratios(drafts.size());
   const int rounds = std::max(o.reps, o.quick ? 3 : 9);
   for (int round = -1; round < rounds; ++round)
     for (size_t i = 0; i < drafts.size(); ++i) {
       const double t = bench::median_seconds(device, 0, 1, [&] {
-        drafts[i].first->zero_grad();
-        const DraftLoss l = drafts[i].second();
+        drafts[i].draft->zero_grad();
+        const DraftLoss l = drafts[i].objective->loss(target, *drafts[i].draft, batch);
         l.mean().backward();
       });
       if (round < 0) continue;
@@ -281,9 +284,10 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
     }
   std::printf(
       "\nobjectives: %lld rows of %lld tokens, %lld anchors per row, blocks of %lld; %d "
-      "rounds\n",
+      "rounds; each ratio over %s's\n",
       static_cast<long long>(o.rows), static_cast<long long>(seq),
-      static_cast<long long>(anchors.blocks()), static_cast<long long>(o.block_size), rounds);
+      static_cast<long long>(batch.anchors.blocks()), static_cast<long long>(o.block_size), rounds,
+      drafts[0].variant.name.c_str());
   // Noise on a shared machine only ever adds time, so the fastest steps' ratio is the steadier
   // estimate; the median of the rounds' ratios and their range show the spread.
   std::printf("%-8s %10s %10s %8s %15s %11s %s\n", "draft", "step (ms)", "best (ms)", "ratio",
@@ -291,25 +295,22 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
   const auto best = [&](size_t i) {
     return *std::min_element(samples[i].begin(), samples[i].end());
   };
-  const auto line = [&](size_t i, const char* name, const std::string& note) {
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const DraftConfig& config = drafts[i].draft->config();
+    const int64_t supervised = config.kind().drafts_per_block(config, o.block_size);
+    const std::string& note = drafts[i].variant.note;
     const auto [lo, hi] = std::minmax_element(ratios[i].begin(), ratios[i].end());
-    std::printf("%-8s %10.1f %10.1f %7.2fx %7.2f-%.2fx %10.2fx  %s\n", name,
-                bench::median(samples[i]) * 1e3, best(i) * 1e3, bench::median(ratios[i]), *lo, *hi,
-                best(i) / best(0), note.c_str());
-  };
-  line(0, "dflash", "");
-  const std::string shape = "GRU " + std::to_string(domino_config.domino->gru_hidden_dim) +
-                            ", projection " + std::to_string(domino_config.domino->emb_dim);
-  line(1, "domino", shape + ", shift_label: " + std::to_string(o.block_size) + " slots supervised");
-  line(2, "domino-u",
-       shape + ", unshifted: DFlash's " + std::to_string(o.block_size - 1) +
-           " slots, the head's cost (target <= 1.10x)");
-  line(3, "jetspec", "forward KL to the target's logits (target <= 1.15x)");
+    std::printf("%-8s %10.1f %10.1f %7.2fx %7.2f-%.2fx %10.2fx  %lld slots supervised%s%s\n",
+                drafts[i].variant.name.c_str(), bench::median(samples[i]) * 1e3, best(i) * 1e3,
+                bench::median(ratios[i]), *lo, *hi, best(i) / best(0),
+                static_cast<long long>(supervised), note.empty() ? "" : "; ", note.c_str());
+  }
 
   // The objectives alone on the same slot rows, forward and backward through the frozen head:
   // DFlash's cross-entropy against JetSpec's KL to given teacher logits.
-  const int64_t R = anchors.blocks() * o.rows * (o.block_size - 1), V = target.config().vocab_size;
-  const DType dt = step.draft().fc.weight.dtype();
+  const int64_t R = batch.anchors.blocks() * o.rows * (o.block_size - 1),
+                V = target.config().vocab_size;
+  const DType dt = dtype;
   const Var head(target.head().value().to(device, dt));
   const Tensor h0 = normal({R, H}, 0, 1, dt, device, gen);
   const Tensor teacher = normal({R, V}, 0, 1, dt, device, gen);
@@ -405,7 +406,7 @@ void add_bench_draft_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "draft",
       "DFlash draft training step: packed vs padded rows on the same documents, the step time "
-      "against the number of anchors, and the Domino and JetSpec steps against DFlash's");
+      "against the number of anchors, and each draft kind's step against DFlash's");
   add_device_option(cmd, o->device);
   cmd->add_option(
       "--target", o->target,

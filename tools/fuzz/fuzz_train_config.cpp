@@ -15,9 +15,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  constexpr sprig::RecipeKind kRecipes[] = {sprig::RecipeKind::sft, sprig::RecipeKind::dflash,
-                                            sprig::RecipeKind::domino, sprig::RecipeKind::jetspec};
-  const sprig::RecipeKind kind = kRecipes[data[0] % 4];
+  // sft or one of the draft kinds' recipes.
+  const auto& kinds = sprig::speculative::draft_kinds();
+  const size_t recipe = data[0] % (kinds.size() + 1);
+  const sprig::speculative::DraftKind* kind = recipe == 0 ? nullptr : kinds[recipe - 1];
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   const size_t split = text.find("\n%%\n");
   const std::string yaml = text.substr(0, split);

@@ -23,7 +23,9 @@ int64_t max_anchor(int64_t seq_len, int64_t block_size) {
 }
 
 void check_block_size(const char* where, int64_t block_size) {
-  if (block_size < 1) fail(where, "block_size must be >= 1, got " + std::to_string(block_size));
+  if (block_size < kMinBlockSize)
+    fail(where, "block_size must be >= " + std::to_string(kMinBlockSize) + ", got " +
+                    std::to_string(block_size));
 }
 
 }  // namespace

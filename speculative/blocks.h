@@ -20,6 +20,10 @@
 
 namespace sprig::speculative {
 
+// A block holds its anchor and at least one slot to draft: the one rule on a block size, which
+// the block layout, a draft's config and the training config apply.
+constexpr int64_t kMinBlockSize = 2;
+
 // A micro-batch as the draft trainers read it: unshifted tokens and their loss mask, and for
 // packed rows (several documents per row) the per-document positions, the tokens left in each
 // token's document and the document lengths of every row. Unpacked rows hold one sequence each

@@ -128,9 +128,8 @@ class DFlash : public DraftKind {
   std::vector<DraftOption> eval_options() const override {
     return {word_option("--loss-type", "loss_type", "dflash or variable_prefix",
                         {"dflash", "variable_prefix"}),
-            number_option("--prefix-weight-base", "prefix_weight_base",
-                          "Sampled prefix length l has weight base^l (variable_prefix)", 0.9,
-                          DraftOption::Range::positive),
+            number_option("--prefix-weight-base", prefix_weight_base_setting(),
+                          "Sampled prefix length l has weight base^l (variable_prefix)"),
             gamma_option()};
   }
   // The prefix lengths' weights apply to the variable-prefix loss alone.

@@ -285,9 +285,8 @@ class Domino : public DraftKind {
   }
   std::vector<DraftOption> eval_options() const override {
     return {gamma_option(),
-            number_option("--lambda-base", "lambda_base",
-                          "Weight of the base logits' loss in loss = (1 - l) final + l base", 0.0,
-                          DraftOption::Range::unit_interval)};
+            number_option("--lambda-base", number_setting("lambda_base", 0.0, 0, 1),
+                          "Weight of the base logits' loss in loss = (1 - l) final + l base")};
   }
   int64_t label_shift(const DraftConfig& c) const override { return c.domino->shift_label ? 1 : 0; }
   bool has_correction_head(const DraftConfig& /*c*/) const override { return true; }

@@ -10,6 +10,7 @@
 
 #include "autograd/functions.h"
 #include "nn/checkpoint.h"
+#include "speculative/blocks.h"
 #include "tensor/input_file.h"
 #include "tensor/json_text.h"
 
@@ -50,7 +51,9 @@ int64_t DraftConfig::context_width() const {
 }
 
 void DraftConfig::check() const {
-  if (block_size < 2) fail("block_size must be >= 2, got " + std::to_string(block_size));
+  if (block_size < kMinBlockSize)
+    fail("block_size must be >= " + std::to_string(kMinBlockSize) + ", got " +
+         std::to_string(block_size));
   if (block_size > layers.max_position_embeddings)  // a block's slots are positions
     fail("block_size " + std::to_string(block_size) + " is more than max_position_embeddings " +
          std::to_string(layers.max_position_embeddings));

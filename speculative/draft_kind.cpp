@@ -1,6 +1,7 @@
 #include "speculative/draft_kind.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -57,7 +58,10 @@ DraftConfig DraftKind::exported(const DraftConfig& draft, const ServingExport& h
 }
 
 std::string DraftSetting::refusal(double value) const {
-  if (value >= min && value <= max) return "";
+  const bool bounded = min > -std::numeric_limits<double>::infinity() ||
+                       max < std::numeric_limits<double>::infinity();
+  if (!std::isfinite(value)) return "must be a finite number" + (bounded ? "" : note);
+  if ((min_excluded ? value > min : value >= min) && value <= max) return "";
   const auto number = [this](double v) {
     std::ostringstream out;
     if (type == Type::number)
@@ -67,8 +71,9 @@ std::string DraftSetting::refusal(double value) const {
     return out.str();
   };
   return (max == std::numeric_limits<double>::infinity()
-              ? "must be >= " + number(min)
-              : "must be in [" + number(min) + ", " + number(max) + "]") +
+              ? (min_excluded ? "must be > " : "must be >= ") + number(min)
+              : "must be in " + std::string(min_excluded ? "(" : "[") + number(min) + ", " +
+                    number(max) + "]") +
          note;
 }
 
@@ -104,10 +109,15 @@ DraftSetting gamma_setting() {
   return s;
 }
 
+DraftSetting prefix_weight_base_setting() {
+  DraftSetting s = number_setting("prefix_weight_base", 0.9, 0, 100);
+  s.min_excluded = true;
+  return s;
+}
+
 DraftOption gamma_option() {
-  return number_option("--gamma", "loss_decay_gamma",
-                       "Decay of the slot weights, exp(-d/gamma); <= 0: none", 7.0,
-                       DraftOption::Range::finite);
+  return number_option("--gamma", gamma_setting(),
+                       "Decay of the slot weights, exp(-d/gamma); <= 0: none");
 }
 
 double DraftSettings::number(const std::string& key, double fallback) const {

@@ -71,40 +71,23 @@ struct DraftRatio {
   std::string name, numerator, denominator;
 };
 
-// An option of `sprig eval <kind>`: a setting of the kind's objective, by its DraftSettings key.
-struct DraftOption {
-  enum class Range { finite, positive, unit_interval };  // a number option's valid values
-  std::string flag, key, help;                           // "--gamma", "loss_decay_gamma", ...
-  double fallback = 0;                                   // a number option's default
-  Range range = Range::finite;
-  std::vector<std::string> choices;  // a word option's values, the first its default
-};
-
-inline DraftOption number_option(std::string flag, std::string key, std::string help,
-                                 double fallback, DraftOption::Range range) {
-  return {std::move(flag), std::move(key), std::move(help), fallback, range, {}};
-}
-inline DraftOption word_option(std::string flag, std::string key, std::string help,
-                               std::vector<std::string> choices) {
-  return {std::move(flag), std::move(key), std::move(help), 0, {}, std::move(choices)};
-}
-// The slot weights' decay (DFlash and Domino): --gamma, loss_decay_gamma.
-DraftOption gamma_option();
-
-// A setting of a kind in the draft: section of `sprig train <kind>`, declared once:
-// train/config.cpp reads it (an absent one as its default, which the resolved config records),
-// checks it here and hands it to the kind by name (DraftSettings::numbers, or integers).
+// A setting of a kind's objective or of its draft, declared once: `sprig train <kind>` reads it
+// from draft: (train/config.cpp: an absent one as its default, which the resolved config
+// records), `sprig eval <kind>` from an option; both check it here and hand it to the kind by name
+// (DraftSettings::numbers, or integers).
 struct DraftSetting {
   enum class Type { number, integer, flag };
   std::string key;
   Type type = Type::number;
   double fallback = 0;
   double min = -std::numeric_limits<double>::infinity();  // the valid range, both ends included
-  double max = std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();   // unless min_excluded
+  bool min_excluded = false;
   std::string note;           // what the range means, said with a refusal: " (0: automatic)"
   bool null_is_zero = false;  // YAML's null reads as 0 (loss_decay_gamma: no decay)
 
-  // "" when `value` is valid, else what it must be: "must be >= 1", "must be in [0, 1] (...)".
+  // "" when `value` is valid, else what it must be: "must be >= 1", "must be in [0, 1] (...)",
+  // "must be a finite number".
   std::string refusal(double value) const;
 };
 DraftSetting number_setting(std::string key, double fallback, double min, double max,
@@ -113,6 +96,27 @@ DraftSetting integer_setting(std::string key, int64_t fallback, int64_t min, std
 DraftSetting flag_setting(std::string key, bool fallback);
 // The slot weights' decay (DFlash and Domino): draft.loss_decay_gamma, null for none.
 DraftSetting gamma_setting();
+// The variable-prefix loss's prefix-length weights, base^l: draft.prefix_weight_base, in (0, 100].
+DraftSetting prefix_weight_base_setting();
+
+// An option of `sprig eval <kind>`: a number setting, or a word with its choices.
+struct DraftOption {
+  std::string flag, help;            // "--gamma", "Decay of the slot weights ..."
+  DraftSetting setting;              // its key, default and range (a word option's key alone)
+  std::vector<std::string> choices;  // a word option's values, the first its default
+};
+
+inline DraftOption number_option(std::string flag, DraftSetting setting, std::string help) {
+  return {std::move(flag), std::move(help), std::move(setting), {}};
+}
+inline DraftOption word_option(std::string flag, std::string key, std::string help,
+                               std::vector<std::string> choices) {
+  DraftSetting setting;
+  setting.key = std::move(key);
+  return {std::move(flag), std::move(help), std::move(setting), std::move(choices)};
+}
+// The slot weights' decay (DFlash and Domino): --gamma, loss_decay_gamma.
+DraftOption gamma_option();
 
 // A draft of a kind sized for a small target (the demo's, `sprig bench draft`'s): its name, what
 // sets it apart, and its settings where the defaults are sized for a real target.

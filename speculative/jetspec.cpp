@@ -15,9 +15,6 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
                        const Anchors& anchors, const JetSpecOptions& o, Tensor* logits) {
   const DraftConfig& c = draft.config();
   check_draft_kind(c, jetspec_kind(), "the draft");
-  if (!(o.temperature > 0))
-    throw std::invalid_argument("[jetspec] kd_temperature must be positive, got " +
-                                std::to_string(o.temperature));
   const int64_t B = rows.rows(), S = rows.seq_len(), bs = c.block_size, K = bs - 1;
   const int64_t N = anchors.blocks();
   // The supervised slots k >= 1 (slot 0 holds the anchor's token), before any compute.
@@ -80,6 +77,11 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
 
 namespace {
 
+// The KL's temperature T, for training and evaluation alike. Outside [0.01, 100] the softened
+// distributions collapse onto their argmax or flatten to uniform in fp32: the loss and its
+// gradient vanish or overflow.
+DraftSetting kd_temperature_setting() { return number_setting("kd_temperature", 1.0, 0.01, 100); }
+
 // JetSpec's objective: T^2 times the forward KL at kd_temperature T, in chunks of kd_chunk_size
 // rows (0: automatic).
 class JetSpecObjective : public DraftObjective {
@@ -118,11 +120,8 @@ class JetSpec : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<JetSpecObjective>(s);
   }
-  // Outside [0.01, 100] the softened distributions collapse onto their argmax or flatten to
-  // uniform in fp32: the loss and its gradient vanish or overflow.
   std::vector<DraftSetting> train_settings() const override {
-    return {number_setting("kd_temperature", 1.0, 0.01, 100),
-            integer_setting("kd_chunk_size", 0, 0, " (0: automatic)")};
+    return {kd_temperature_setting(), integer_setting("kd_chunk_size", 0, 0, " (0: automatic)")};
   }
   void shape(DraftOptions& options, const DraftSettings& /*settings*/) const override {
     options.causal = true;
@@ -131,9 +130,8 @@ class JetSpec : public DraftKind {
     return {{"jetspec", "forward KL to the target's logits (target <= 1.15x)", {}}};
   }
   std::vector<DraftOption> eval_options() const override {
-    return {number_option("--kd-temperature", "kd_temperature",
-                          "Temperature T of the forward KL (the loss is T^2 KL)", 1.0,
-                          DraftOption::Range::positive)};
+    return {number_option("--kd-temperature", kd_temperature_setting(),
+                          "Temperature T of the forward KL (the loss is T^2 KL)")};
   }
   DraftConfig exported(const DraftConfig& draft, const ServingExport& how) const override {
     if (how.engine == ServingEngine::sglang)

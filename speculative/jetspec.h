@@ -11,8 +11,10 @@
 namespace sprig::speculative {
 
 struct JetSpecOptions {
-  double temperature = 1.0;  // T: the KL compares softmax(teacher / T) and softmax(student / T)
-  int64_t chunk_rows = 0;    // rows of logits per chunk (0: automatic); memory only
+  // T: the KL compares softmax(teacher / T) and softmax(student / T); the kind's kd_temperature
+  // setting holds it in [0.01, 100].
+  double temperature = 1.0;
+  int64_t chunk_rows = 0;  // rows of logits per chunk (0: automatic); memory only
 };
 
 // The loss and metrics of a JetSpec `draft` on `rows` with `anchors`: T^2 * mean KL over the

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -36,14 +37,23 @@ struct EvalOptions {
   std::string device = "auto", dtype = "f32";
 };
 
-// The validator of a kind's number option.
-const CLI::Validator& range_check(DraftOption::Range range) {
-  switch (range) {
-    case DraftOption::Range::positive: return kPositive;
-    case DraftOption::Range::unit_interval: return kUnitInterval;
-    case DraftOption::Range::finite: break;
-  }
-  return kFinite;
+// The check of a kind's number option: its setting's rule (DraftSetting::refusal), as a config's
+// draft: key has it.
+CLI::Validator setting_check(const DraftSetting& setting) {
+  return CLI::Validator(
+      [setting](std::string& value) -> std::string {
+        double v = std::numeric_limits<double>::quiet_NaN();
+        try {
+          size_t used = 0;
+          v = std::stod(value, &used);
+          if (used != value.size()) return "must be a number, got " + value;
+        } catch (const std::exception&) {
+          return "must be a number, got " + value;
+        }
+        const std::string refusal = setting.refusal(v);
+        return refusal.empty() ? "" : refusal + ", got " + value;
+      },
+      "NUMBER");
 }
 
 void run_eval(const EvalOptions& o) {
@@ -182,11 +192,13 @@ void add_draft_eval(CLI::App* eval, const DraftKind& kind) {
   for (const DraftOption& option : options) {
     DraftSettings& values = o->settings;
     if (option.choices.empty())
-      cmd->add_option(option.flag, values.numbers[option.key] = option.fallback, option.help)
-          ->check(range_check(option.range))
+      cmd->add_option(option.flag, values.numbers[option.setting.key] = option.setting.fallback,
+                      option.help)
+          ->check(setting_check(option.setting))
           ->capture_default_str();
     else
-      cmd->add_option(option.flag, values.words[option.key] = option.choices[0], option.help)
+      cmd->add_option(option.flag, values.words[option.setting.key] = option.choices[0],
+                      option.help)
           ->check(CLI::IsMember(option.choices))
           ->capture_default_str();
   }
@@ -201,8 +213,8 @@ void add_draft_eval(CLI::App* eval, const DraftKind& kind) {
     DraftSettings given = o->settings;  // the options given, for the kind's check
     for (const DraftOption& option : options)
       if (cmd->count(option.flag) == 0) {
-        given.numbers.erase(option.key);
-        given.words.erase(option.key);
+        given.numbers.erase(option.setting.key);
+        given.words.erase(option.setting.key);
       }
     try {
       o->kind->check_options(given);

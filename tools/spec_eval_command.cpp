@@ -94,9 +94,9 @@ void add_spec_eval_command(CLI::App& app) {
   const auto o = std::make_shared<SpecEvalOptions>();
   CLI::App* cmd = app.add_subcommand(
       "spec-eval",
-      "Speculative decoding with a trained draft (DFlash, Domino or JetSpec) on prompts: lossless "
-      "check against greedy decoding, true acceptance length, speed-up, teacher-forced "
-      "accept_len on the same text");
+      "Speculative decoding with a trained draft (" + draft_kind_names() +
+          ") on prompts: lossless check against greedy decoding, true acceptance length, "
+          "speed-up, teacher-forced accept_len on the same text");
   cmd->add_option(
          "--target", o->target,
          "The target: HF directory or sprig checkpoint; a run directory: its latest checkpoint")

@@ -43,6 +43,13 @@ std::string shell_word(const std::string& arg) {
   std::exit(128 + sig);
 }
 
+// What every recipe's command does beside its own work.
+constexpr const char* kRecipeFooter =
+    "Any config key can be overridden as --section.key=value (e.g. --train.max_steps=10). SIGINT "
+    "or SIGTERM stops the run at the next step boundary, writes a checkpoint there, prints the "
+    "command that continues it and exits with 128 + the signal (130, 143); a second signal ends "
+    "it at once.";
+
 // One recipe's subcommand: the config, its overrides and --resume.
 void add_recipe(CLI::App* train, const std::string& name, const std::string& help,
                 const speculative::DraftKind* kind, TrainFn run) {
@@ -51,12 +58,8 @@ void add_recipe(CLI::App* train, const std::string& name, const std::string& hel
     bool resume = false, allow_config_change = false;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = train->add_subcommand(
-      name, help +
-                ". Any config key can be overridden as --section.key=value (e.g. "
-                "--train.max_steps=10). SIGINT or SIGTERM stops the run at the next step "
-                "boundary, writes a checkpoint there, prints the command that continues it and "
-                "exits with 128 + the signal (130, 143); a second signal ends it at once");
+  CLI::App* cmd = train->add_subcommand(name, help);
+  cmd->footer(kRecipeFooter);
   cmd->add_option("-c,--config", opt->config, "Training config (YAML)")->required();
   cmd->add_flag("--resume", opt->resume, "Continue from the run directory's latest checkpoint");
   cmd->add_flag("--allow-config-change", opt->allow_config_change,
@@ -111,6 +114,7 @@ void add_train_command(CLI::App& app) {
   CLI::App* train = app.add_subcommand(
       "train", "Train a model (recipes: sft, " + speculative::draft_kind_names() + ")");
   train->require_subcommand(1);
+  train->footer(kRecipeFooter);
   add_recipe(train, "sft", "Next-token SFT on packed documents or folded shared-prefix rollouts",
              nullptr, train_sft);
   for (const speculative::DraftKind* kind : speculative::draft_kinds()) {

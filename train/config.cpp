@@ -281,30 +281,28 @@ void refuse_other_kinds_settings(const YAML::Node& root, const speculative::Draf
     }
 }
 
-// The kind's own settings of draft: (DraftKind::train_settings), read (an absent one as its
-// default, recorded), checked and handed over by name.
-void parse_kind_settings(YAML::Node& root, const speculative::DraftKind& kind,
-                         speculative::DraftSettings& settings) {
-  for (const speculative::DraftSetting& setting : kind.train_settings()) {
-    using Type = speculative::DraftSetting::Type;
-    const char* key = setting.key.c_str();
-    double value = 0;  // for the range check
-    if (setting.type == Type::number) {
-      const bool none = setting.null_is_zero && root["draft"][key].IsDefined() &&
-                        root["draft"][key].IsNull();  // null: none
-      value = settings.numbers[setting.key] =
-          none ? 0 : get<double>(root, "draft", key, setting.fallback);
-    } else {
-      const int64_t v =
-          setting.type == Type::flag
-              ? get<bool>(root, "draft", key, setting.fallback != 0)
-              : get<int64_t>(root, "draft", key, static_cast<int64_t>(setting.fallback));
-      settings.integers[setting.key] = v;
-      value = static_cast<double>(v);
-    }
-    if (const std::string refusal = setting.refusal(value); !refusal.empty())
-      fail("draft." + setting.key + " " + refusal + ", got " + written(root["draft"][key]));
+// A setting of draft: (speculative::DraftSetting), read (an absent one as its default, recorded),
+// checked and handed over by name.
+void parse_setting(YAML::Node& root, const speculative::DraftSetting& setting,
+                   speculative::DraftSettings& settings) {
+  using Type = speculative::DraftSetting::Type;
+  const char* key = setting.key.c_str();
+  double value = 0;  // for the range check
+  if (setting.type == Type::number) {
+    const bool none = setting.null_is_zero && root["draft"][key].IsDefined() &&
+                      root["draft"][key].IsNull();  // null: none
+    value = settings.numbers[setting.key] =
+        none ? 0 : get<double>(root, "draft", key, setting.fallback);
+  } else {
+    const int64_t v =
+        setting.type == Type::flag
+            ? get<bool>(root, "draft", key, setting.fallback != 0)
+            : get<int64_t>(root, "draft", key, static_cast<int64_t>(setting.fallback));
+    settings.integers[setting.key] = v;
+    value = static_cast<double>(v);
   }
+  if (const std::string refusal = setting.refusal(value); !refusal.empty())
+    fail("draft." + setting.key + " " + refusal + ", got " + written(root["draft"][key]));
 }
 
 // target: and draft: of sprig train dflash|domino|jetspec.
@@ -356,14 +354,14 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
     fail("draft.loss_type must be " + loss_types[0] + " for sprig train " +
          std::string(kind.name()) + ", got " + loss_type);
   d.settings.words["loss_type"] = loss_type;
-  parse_kind_settings(root, kind, d.settings);
+  for (const speculative::DraftSetting& setting : kind.train_settings())
+    parse_setting(root, setting, d.settings);
   kind.shape(o, d.settings);
-  const double prefix_weight_base = get<double>(root, "draft", "prefix_weight_base", 0.9);
-  d.settings.numbers["prefix_weight_base"] = prefix_weight_base;
+  parse_setting(root, speculative::prefix_weight_base_setting(), d.settings);
   d.init = get<std::string>(root, "draft", "init", "");
   at_least("mask_token_id", o.mask_token_id, 0);
   at_least("num_layers", o.num_layers, 1);
-  at_least("block_size", o.block_size, 2);
+  at_least("block_size", o.block_size, speculative::kMinBlockSize);
   at_least("num_anchors", d.num_anchors, 1);
   at_least("sliding_window", o.sliding_window, 0, " (0: none)");
   for (const auto& [key, value] :
@@ -371,9 +369,6 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
         {"num_key_value_heads", o.num_key_value_heads},
         {"head_dim", o.head_dim}})
     at_least(key, value, 0, " (0: the target's)");
-  if (!(prefix_weight_base > 0 && prefix_weight_base <= 100))
-    fail("draft.prefix_weight_base must be in (0, 100], got " +
-         written(root["draft"]["prefix_weight_base"]));
 }
 
 void parse_loss(YAML::Node& root, TrainConfig& c) {

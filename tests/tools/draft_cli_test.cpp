@@ -189,7 +189,8 @@ TEST_F(DraftCli, EvalWithNothingToScoreFails) {
   }
 }
 
-// Non-finite numbers are usage errors for every float option.
+// Non-finite numbers are usage errors for every float option, and a number outside its setting's
+// range is refused as the training config refuses it (one rule, one message).
 TEST_F(DraftCli, EvalRefusesNonFiniteOptions) {
   const std::string ok = R"({"input_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]})"
                          "\n";
@@ -197,13 +198,19 @@ TEST_F(DraftCli, EvalRefusesNonFiniteOptions) {
   const std::string base = " --target " + kGoldenDir + "qwen3_tiny --input " + input;
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"eval domino --draft " + kGoldenDir + "domino_tiny --lambda-base nan",
-            "--lambda-base: must be a number in [0, 1], got nan"},
+            "--lambda-base: must be a finite number, got nan"},
            {"eval jetspec --draft " + kGoldenDir + "dflash_tiny --kd-temperature inf",
-            "--kd-temperature: must be a positive number, got inf"},
+            "--kd-temperature: must be a finite number, got inf"},
            {"eval dflash --draft " + kGoldenDir + "dflash_tiny --gamma nan",
             "--gamma: must be a finite number, got nan"},
            {"eval dflash --draft " + kGoldenDir + "dflash_tiny --prefix-weight-base inf",
-            "--prefix-weight-base: must be a positive number, got inf"}}) {
+            "--prefix-weight-base: must be a finite number, got inf"},
+           {"eval domino --draft " + kGoldenDir + "domino_tiny --lambda-base 1.5",
+            "--lambda-base: must be in [0, 1], got 1.5"},
+           {"eval jetspec --draft " + kGoldenDir + "dflash_tiny --kd-temperature 0",
+            "--kd-temperature: must be in [0.01, 100], got 0"},
+           {"eval dflash --draft " + kGoldenDir + "dflash_tiny --prefix-weight-base 0",
+            "--prefix-weight-base: must be in (0, 100], got 0"}}) {
     const CliRun r = run_sprig(args + base, dir);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << "\n" << r.err;

@@ -58,9 +58,7 @@ DraftConfig DraftKind::exported(const DraftConfig& draft, const ServingExport& h
 }
 
 std::string DraftSetting::refusal(double value) const {
-  const bool bounded = min > -std::numeric_limits<double>::infinity() ||
-                       max < std::numeric_limits<double>::infinity();
-  if (!std::isfinite(value)) return "must be a finite number" + (bounded ? "" : note);
+  if (!std::isfinite(value)) return "must be a finite number";
   if ((min_excluded ? value > min : value >= min) && value <= max) return "";
   const auto number = [this](double v) {
     std::ostringstream out;

@@ -314,9 +314,8 @@ void spec_eval_line(const std::string& name, const std::string& target_dir,
 // What a demo writes at the top of its directory: the marker, the data, the model config and
 // each stage's config and run directory.
 std::set<std::string> demo_entries() {
-  std::set<std::string> entries = {".sprig-demo", "data",     "model.json",
-                                   "pretrain",    "rollouts", "rollouts.yaml"};
-  entries.insert("pretrain.yaml");
+  std::set<std::string> entries = {".sprig-demo",   "data",     "model.json",   "pretrain",
+                                   "pretrain.yaml", "rollouts", "rollouts.yaml"};
   for (const speculative::DraftKind* kind : speculative::draft_kinds()) {
     entries.insert(stage_name(*kind));
     entries.insert(stage_name(*kind) + ".yaml");

@@ -13,7 +13,8 @@ void Module::register_parameter(const std::string& name, Var& param, Tensor valu
 void Module::collect(const std::string& prefix,
                      std::vector<std::pair<std::string, Var*>>& out) const {
   for (const auto& [name, p] : params_) out.emplace_back(prefix + name, p);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+  for (const auto& [name, child] : children_)
+    child->collect(name.empty() ? prefix : prefix + name + ".", out);
 }
 
 std::vector<std::pair<std::string, Var>> Module::named_parameters() const {

@@ -43,6 +43,8 @@ class Module {
   // Registers `param` (a member of the derived module) holding `value`.
   void register_parameter(const std::string& name, Var& param, Tensor value,
                           bool requires_grad = true);
+  // Registers a child module; an empty `name` names its parameters as this module's own (a part
+  // built elsewhere, e.g. a draft's head, in its parent's serving layout).
   template <class M> M& register_module(const std::string& name, std::unique_ptr<M> child) {
     M& ref = *child;
     children_.emplace_back(name, std::move(child));

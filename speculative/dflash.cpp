@@ -113,7 +113,7 @@ class DFlash : public DraftKind {
            "record (one JSON line each, then {\"aggregate\": ...}), with logits and gradients on "
            "request";
   }
-  bool is_kind_of(const DraftConfig& c) const override { return !c.causal && !c.domino; }
+  bool is_kind_of(const DraftConfig& c) const override { return !c.causal && !c.head; }
   std::string_view requirement() const override {
     return "a DFlash recipe needs a bidirectional draft without a correction head";
   }

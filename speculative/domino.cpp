@@ -10,6 +10,119 @@
 
 namespace sprig::speculative {
 
+namespace {
+
+// The head's shape as settings, declared once: `sprig train domino` reads them from draft:, and
+// a head read from a config.json is checked by the same rules.
+std::vector<DraftSetting> head_settings() {
+  const DominoHeadConfig d;
+  return {integer_setting("emb_dim", d.emb_dim, 1),
+          integer_setting("gru_hidden_dim", d.gru_hidden_dim, 1),
+          integer_setting("pure_draft_prefix_len", d.pure_draft_prefix_len, 0),
+          flag_setting("shift_label", d.shift_label)};
+}
+
+DraftSettings head_settings_of(const DominoHeadConfig& h) {
+  DraftSettings s;
+  s.integers = {{"emb_dim", h.emb_dim},
+                {"gru_hidden_dim", h.gru_hidden_dim},
+                {"pure_draft_prefix_len", h.pure_draft_prefix_len},
+                {"shift_label", h.shift_label ? 1 : 0}};
+  return s;
+}
+
+class DominoHead final : public DraftHead {
+ public:
+  explicit DominoHead(const DominoHeadConfig& config) : config(config) {}
+  const DraftKind& kind() const override { return domino_kind(); }
+
+  void check(const DraftConfig& draft) const override {
+    const auto fail = [](const std::string& message) {
+      throw std::invalid_argument("[draft] " + message);
+    };
+    if (draft.causal) fail("a Domino draft's blocks are bidirectional: causal must be false");
+    const DraftSettings shape = head_settings_of(config);
+    for (const DraftSetting& setting : head_settings()) {
+      const int64_t value = shape.integer(setting.key, 0);
+      const std::string refusal = setting.refusal(static_cast<double>(value));
+      if (!refusal.empty()) fail(setting.key + " " + refusal + ", got " + std::to_string(value));
+    }
+    if (config.first_corrected_slot() >= draft.block_size)
+      fail("pure_draft_prefix_len " + std::to_string(config.pure_draft_prefix_len) +
+           " leaves no slot of a block of " + std::to_string(draft.block_size) + " to correct" +
+           (config.shift_label ? "" : " (without shift_label slot 0 is the anchor)"));
+  }
+
+  void write(nlohmann::json& j) const override {
+    nlohmann::json& d = j["dflash_config"];
+    d["projector_type"] = kind().projector_type();
+    d["emb_dim"] = config.emb_dim;
+    d["gru_hidden_dim"] = config.gru_hidden_dim;
+    d["pure_draft_prefix_len"] = config.pure_draft_prefix_len;
+    d["shift_label"] = config.shift_label;
+    j["emb_dim"] = config.emb_dim;  // Domino's published configs repeat it at the top level
+  }
+
+  std::vector<ParameterPart> parameter_parts(const DraftConfig& draft) const override {
+    const auto key = [](const char* name, int64_t v) {
+      return std::string(name) + " " + std::to_string(v);
+    };
+    const auto d = [](int64_t v) { return static_cast<double>(v); };
+    const int64_t H = draft.layers.hidden_size, V = draft.layers.vocab_size,
+                  G = config.gru_hidden_dim, E = config.emb_dim;
+    return {
+        {3 * d(G) * d(H + G), "prefix_gru: 3 x " + key("gru_hidden_dim", G) + " x (" +
+                                  key("hidden_size", H) + " + " + key("gru_hidden_dim", G) + ")"},
+        {d(E) * d(H + G + V), "embed_proj: " + key("emb_dim", E) + " x (" + key("hidden_size", H) +
+                                  " + " + key("gru_hidden_dim", G) + " + " + key("vocab_size", V) +
+                                  ")"}};
+  }
+
+  std::unique_ptr<Module> build(const DraftConfig& draft, Generator& gen) const override {
+    return std::make_unique<DominoHeadModule>(draft, config, gen);
+  }
+
+  const DominoHeadConfig config;
+};
+
+}  // namespace
+
+std::shared_ptr<const DraftHead> domino_head(const DominoHeadConfig& config) {
+  return std::make_shared<const DominoHead>(config);
+}
+
+const DominoHeadConfig& domino_head_config(const DraftConfig& draft) {
+  const auto* head = dynamic_cast<const DominoHead*>(draft.head.get());
+  if (!head)
+    throw std::logic_error("[draft] the Domino head of a " + std::string(draft.kind().name()) +
+                           " draft");
+  return head->config;
+}
+
+DominoHeadModule::DominoHeadModule(const DraftConfig& draft, const DominoHeadConfig& head,
+                                   Generator& gen)
+    : prefix_gru(register_module(
+          "prefix_gru", std::make_unique<GRU>(draft.layers.hidden_size, head.gru_hidden_dim, gen))),
+      embed_proj_in(register_module(
+          "embed_proj.0",
+          std::make_unique<Linear>(draft.layers.hidden_size + head.gru_hidden_dim, head.emb_dim,
+                                   false, draft.layers.initializer_range, gen))),
+      embed_proj_out(register_module(
+          "embed_proj.2", std::make_unique<Linear>(head.emb_dim, draft.layers.vocab_size, false,
+                                                   draft.layers.initializer_range, gen))) {}
+
+Var DominoHeadModule::features(const Var& hidden, const Var& state) const {
+  return silu(embed_proj_in.forward(concat({hidden, state}, 1)));
+}
+
+const DominoHeadModule& domino_head_module(const DFlashDraft& draft) {
+  const auto* head = dynamic_cast<const DominoHeadModule*>(draft.head());
+  if (!head)
+    throw std::logic_error("[draft] the Domino head of a " +
+                           std::string(draft.config().kind().name()) + " draft");
+  return *head;
+}
+
 double domino_lambda_base(int64_t step, int64_t total, double start, double decay_ratio) {
   const auto decay_steps =
       std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(total) * decay_ratio));
@@ -86,7 +199,8 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
                       const Anchors& anchors, const DominoOptions& o, Tensor* logits) {
   const DraftConfig& c = draft.config();
   check_draft_kind(c, domino_kind(), "the draft");
-  const DominoHeadConfig& head_config = *c.domino;
+  const DominoHeadConfig& head_config = domino_head_config(c);
+  const DominoHeadModule& correction = domino_head_module(draft);
   const bool shift = head_config.shift_label;
   const BlockForward f =
       block_forward(target, draft, rows, make_blocks(rows, anchors, block_options(c)));
@@ -109,7 +223,7 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
       for (int64_t k = 0; k < K; ++k)
         prev[(b * N + j) * K + k] = ids[b * S + std::min(at[b * N + j] + k, S - 1)];
   const Var embedded(target.embed(Tensor::from_vector(prev, {B * N, K})).value().to(device, dtype));
-  const Var states = draft.prefix_gru->forward(embedded);  // (B * N, K, G)
+  const Var states = correction.prefix_gru.forward(embedded);  // (B * N, K, G)
 
   const int64_t R = B * N * K;
   const Var slots =
@@ -130,11 +244,11 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
       corrected[i] = k >= corrected_from;
     }
   // Slots before the first corrected one keep their base logits: their features are zeroed.
-  const Var features = draft.domino_features(slots, reshape(states, {R, states.size(2)})) *
+  const Var features = correction.features(slots, reshape(states, {R, states.size(2)})) *
                        Var(Tensor::from_vector(corrected, {R, 1}).to(dtype).to(device));
   Tensor base_pred, final_pred;
   const Var ce =
-      domino_head_loss(slots, f.head, features, draft.embed_proj_out->weight,
+      domino_head_loss(slots, f.head, features, correction.embed_proj_out.weight,
                        Tensor::from_vector(targets, {R}).to(device), &base_pred, &final_pred);
   // sum = (1 - lambda) * sum(w * CE(final)) + lambda * sum(w * CE(base)).
   std::vector<double> mix(static_cast<size_t>(2 * R));
@@ -173,8 +287,9 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
     NoGradGuard no_grad;
     const int64_t V = f.head.size(0);
     const Tensor all = slot_logits(hidden, f.head);
-    const Tensor delta =
-        matmul(features, draft.embed_proj_out->weight, false, true).value().reshape({B, N, K, V});
+    const Tensor delta = matmul(features, correction.embed_proj_out.weight, false, true)
+                             .value()
+                             .reshape({B, N, K, V});
     Tensor tail = all.view({B, N, bs, V}).narrow(2, first, K);
     tail.copy_(add(tail, delta));
     *logits = all.to(Device::cpu(), DType::f32);
@@ -225,7 +340,7 @@ class Domino : public DraftKind {
            "plus final_loss, base_loss and the base logits' accuracy and acceptance length "
            "(i.logits are the corrected logits)";
   }
-  bool is_kind_of(const DraftConfig& c) const override { return c.domino.has_value(); }
+  bool is_kind_of(const DraftConfig& c) const override { return c.head && &c.head->kind() == this; }
   std::string_view requirement() const override {
     return "a Domino recipe needs dflash_config.projector_type domino (prefix_gru and embed_proj)";
   }
@@ -242,33 +357,39 @@ class Domino : public DraftKind {
   std::unique_ptr<DraftObjective> objective(const DraftSettings& s) const override {
     return std::make_unique<DominoObjective>(s);
   }
+  std::string_view projector_type() const override { return "domino"; }
+  std::shared_ptr<const DraftHead> read_head(const DraftJsonReader& r) const override {
+    DominoHeadConfig h;
+    h.emb_dim = r.nested_or_top("emb_dim");
+    h.gru_hidden_dim = r.nested_integer("gru_hidden_dim");
+    // Absent keys read as the reference loader reads them: no pure prefix, unshifted labels.
+    h.pure_draft_prefix_len = r.nested().contains("pure_draft_prefix_len")
+                                  ? r.nested_integer("pure_draft_prefix_len")
+                                  : 0;
+    h.shift_label = r.flag("shift_label", true).value_or(false);
+    return domino_head(h);
+  }
+  std::vector<std::string_view> architectures() const override { return {"DominoDraftModel"}; }
   std::vector<DraftSetting> train_settings() const override {
-    const DominoHeadConfig head;
-    return {gamma_setting(),
-            integer_setting("emb_dim", head.emb_dim, 1),
-            integer_setting("gru_hidden_dim", head.gru_hidden_dim, 1),
-            integer_setting("pure_draft_prefix_len", head.pure_draft_prefix_len, 0),
-            flag_setting("shift_label", head.shift_label),
-            number_setting("lambda_base_start", 1.0, 0, 1, " (the base loss's share at step 0)"),
-            number_setting("lambda_base_decay_ratio", 0.5, 0, 1,
-                           " (the share of the steps over which lambda_base decays)")};
+    std::vector<DraftSetting> settings = {gamma_setting()};
+    for (DraftSetting& s : head_settings()) settings.push_back(std::move(s));
+    settings.push_back(
+        number_setting("lambda_base_start", 1.0, 0, 1, " (the base loss's share at step 0)"));
+    settings.push_back(number_setting("lambda_base_decay_ratio", 0.5, 0, 1,
+                                      " (the share of the steps over which lambda_base decays)"));
+    return settings;
   }
   void shape(DraftOptions& options, const DraftSettings& s) const override {
-    const DominoHeadConfig head;
-    options.domino = DominoHeadConfig{
-        .emb_dim = s.integer("emb_dim", head.emb_dim),
-        .gru_hidden_dim = s.integer("gru_hidden_dim", head.gru_hidden_dim),
-        .pure_draft_prefix_len = s.integer("pure_draft_prefix_len", head.pure_draft_prefix_len),
-        .shift_label = s.integer("shift_label", head.shift_label) != 0};
+    const DominoHeadConfig d;
+    DominoHeadConfig h;
+    h.emb_dim = s.integer("emb_dim", d.emb_dim);
+    h.gru_hidden_dim = s.integer("gru_hidden_dim", d.gru_hidden_dim);
+    h.pure_draft_prefix_len = s.integer("pure_draft_prefix_len", d.pure_draft_prefix_len);
+    h.shift_label = s.integer("shift_label", d.shift_label) != 0;
+    options.head = domino_head(h);
   }
   DraftSettings settings_of(const DraftConfig& c) const override {
-    const DominoHeadConfig& head = *c.domino;
-    DraftSettings s;
-    s.integers = {{"emb_dim", head.emb_dim},
-                  {"gru_hidden_dim", head.gru_hidden_dim},
-                  {"pure_draft_prefix_len", head.pure_draft_prefix_len},
-                  {"shift_label", head.shift_label ? 1 : 0}};
-    return s;
+    return head_settings_of(domino_head_config(c));
   }
   // The head in the reference's proportions (E = H / 16, G = H / 4), at least 32 and 64 wide;
   // without shift_label it supervises DFlash's slots, which times the head's own cost.
@@ -288,11 +409,13 @@ class Domino : public DraftKind {
             number_option("--lambda-base", number_setting("lambda_base", 0.0, 0, 1),
                           "Weight of the base logits' loss in loss = (1 - l) final + l base")};
   }
-  int64_t label_shift(const DraftConfig& c) const override { return c.domino->shift_label ? 1 : 0; }
+  int64_t label_shift(const DraftConfig& c) const override {
+    return domino_head_config(c).shift_label ? 1 : 0;
+  }
   bool has_correction_head(const DraftConfig& /*c*/) const override { return true; }
 
   DraftConfig exported(const DraftConfig& draft, const ServingExport& how) const override {
-    const bool shift_label = draft.domino->shift_label;
+    const bool shift_label = domino_head_config(draft).shift_label;
     if (how.drop_correction_head) {
       if (shift_label)
         fail(
@@ -301,7 +424,7 @@ class Domino : public DraftKind {
             "engine's dflash method would read every draft one position off; only a draft trained "
             "without shift_label can drop its head");
       DraftConfig out = draft;
-      out.domino.reset();
+      out.head.reset();
       return out.kind().exported(out, {how.engine, false});
     }
     // The way out of a refusal for a head an engine cannot serve: dropping it, where the draft's
@@ -324,14 +447,14 @@ class Domino : public DraftKind {
                                             : "export with --serve reference"));
     if (how.engine == ServingEngine::sglang && !sglang_serves(draft))
       fail("SGLang serves a Domino head only with pure_draft_prefix_len 1; this draft has " +
-           std::to_string(draft.domino->pure_draft_prefix_len) +
+           std::to_string(domino_head_config(draft).pure_draft_prefix_len) +
            drop_head_or("export with --serve reference"));
     return draft;
   }
   std::vector<std::string> serving_notes(const DraftConfig& /*original*/,
                                          const DraftConfig& exported,
                                          ServingEngine engine) const override {
-    if (!exported.domino)
+    if (!exported.head)
       return {
           "the Domino correction head is not exported: decoding uses the backbone's base logits "
           "(`sprig spec-eval` shows tau with and without the head)"};
@@ -339,7 +462,7 @@ class Domino : public DraftKind {
     std::vector<std::string> notes;
     if (portable)
       notes.push_back(std::string("vLLM cannot serve this export (no Domino runtime)") +
-                      (exported.domino->shift_label
+                      (domino_head_config(exported).shift_label
                            ? ""
                            : "; `--serve vllm --drop-correction-head` writes the DFlash part "
                              "alone"));
@@ -351,14 +474,14 @@ class Domino : public DraftKind {
       notes.push_back(
           "SGLang cannot serve this export: its Domino worker needs "
           "pure_draft_prefix_len 1, this draft has " +
-          std::to_string(exported.domino->pure_draft_prefix_len));
+          std::to_string(domino_head_config(exported).pure_draft_prefix_len));
     return notes;
   }
   bool vllm_serves(const DraftConfig& /*exported*/) const override { return false; }
   // SGLang's Domino worker corrects from slot 1 only (dflash_utils.py's
   // parse_dflash_draft_config).
   bool sglang_serves(const DraftConfig& exported) const override {
-    return exported.domino->pure_draft_prefix_len == 1;
+    return domino_head_config(exported).pure_draft_prefix_len == 1;
   }
   // The GRU reads [anchor, draft 1, ...] one token at a time; its state after j tokens corrects
   // the slot proposing draft j (docs/semantics.md §13.2).
@@ -367,9 +490,10 @@ class Domino : public DraftKind {
                               const TokenEmbedding& embed, bool correction_head) const override {
     if (!correction_head)
       return DraftKind::drafts(draft, hidden, base_logits, anchor, embed, correction_head);
-    const DominoHeadConfig& head = *draft.config().domino;
+    const DominoHeadConfig& head = domino_head_config(draft.config());
+    const DominoHeadModule& correction = domino_head_module(draft);
     const int64_t bs = base_logits.size(0), first = head.shift_label ? 0 : 1;
-    const GRU& gru = *draft.prefix_gru;
+    const GRU& gru = correction.prefix_gru;
     Tensor state = gru.step(embed(anchor),
                             Tensor::zeros({1, gru.hidden_size}, hidden.dtype(), hidden.device()));
     std::vector<int64_t> out;
@@ -378,7 +502,7 @@ class Domino : public DraftKind {
       if (slot >= head.first_corrected_slot()) {
         const Var z(hidden.narrow(0, slot, 1));
         logits = add(logits,
-                     draft.embed_proj_out->forward(draft.domino_features(z, Var(state))).value());
+                     correction.embed_proj_out.forward(correction.features(z, Var(state))).value());
       }
       out.push_back(static_cast<int64_t>(argmax(logits.reshape({-1}), 0).item()));
       if (slot + 1 < bs) state = gru.step(embed(out.back()), state);

@@ -6,10 +6,46 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
+#include "nn/layers.h"
 #include "speculative/dflash.h"
 
 namespace sprig::speculative {
+
+// Domino's correction head (docs/semantics.md §9.4): `dflash_config.projector_type: domino`.
+struct DominoHeadConfig {
+  int64_t emb_dim = 256;              // E: the projection's width
+  int64_t gru_hidden_dim = 1024;      // G: the GRU's state
+  int64_t pure_draft_prefix_len = 1;  // p: leading slots left to the backbone alone
+  bool shift_label = true;            // slot k predicts anchor + 1 + k (else anchor + k)
+
+  // The first slot the head corrects: p with shift_label, 1 + p without.
+  int64_t first_corrected_slot() const {
+    return shift_label ? pure_draft_prefix_len : 1 + pure_draft_prefix_len;
+  }
+  bool operator==(const DominoHeadConfig&) const = default;
+};
+
+// The head of a draft config (DraftConfig::head, DraftOptions::head) with that shape, and the
+// shape of a Domino draft's head (std::logic_error for a draft of another kind).
+std::shared_ptr<const DraftHead> domino_head(const DominoHeadConfig& config);
+const DominoHeadConfig& domino_head_config(const DraftConfig& draft);
+
+// The head's modules: `prefix_gru`, `embed_proj.0` (H + G -> E) and `embed_proj.2` (E -> V).
+class DominoHeadModule : public Module {
+ public:
+  DominoHeadModule(const DraftConfig& draft, const DominoHeadConfig& head, Generator& gen);
+  // The logit correction features silu(embed_proj.0(concat(hidden, state))) (rows, E) of slot
+  // states (rows, H) and GRU states (rows, G); the logits add them @ embed_proj.2^T.
+  Var features(const Var& hidden, const Var& state) const;
+
+  GRU& prefix_gru;
+  Linear& embed_proj_in;
+  Linear& embed_proj_out;
+};
+// A Domino draft's head (std::logic_error for a draft of another kind).
+const DominoHeadModule& domino_head_module(const DFlashDraft& draft);
 
 struct DominoOptions {
   double gamma = 7.0;        // decay of the slot weights; <= 0: none

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <stdexcept>
 
 #include "autograd/functions.h"
 #include "nn/checkpoint.h"
 #include "speculative/blocks.h"
+#include "speculative/draft_kind.h"
 #include "tensor/input_file.h"
 #include "tensor/json_text.h"
 
@@ -67,15 +67,7 @@ void DraftConfig::check() const {
            std::to_string(num_target_layers) + ")");
   if (sliding_window < 0)
     fail("sliding_window must be >= 0, got " + std::to_string(sliding_window));
-  if (!domino) return;
-  if (causal) fail("a Domino draft's blocks are bidirectional: causal must be false");
-  if (domino->emb_dim < 1 || domino->gru_hidden_dim < 1)
-    fail("Domino's emb_dim and gru_hidden_dim must be >= 1, got " +
-         std::to_string(domino->emb_dim) + " and " + std::to_string(domino->gru_hidden_dim));
-  if (domino->pure_draft_prefix_len < 0 || domino->first_corrected_slot() >= block_size)
-    fail("pure_draft_prefix_len " + std::to_string(domino->pure_draft_prefix_len) +
-         " leaves no slot of a block of " + std::to_string(block_size) + " to correct" +
-         (domino->shift_label ? "" : " (without shift_label slot 0 is the anchor)"));
+  if (head) head->check(*this);
 }
 
 json DraftConfig::to_json(DType dtype) const {
@@ -98,88 +90,113 @@ json DraftConfig::to_json(DType dtype) const {
                                   {"target_layer_ids", target_layer_ids},
                                   {"causal", causal}};
   if (causal) d["causal_head"] = true;  // the key JetSpec's own engine reads
-  if (domino) {
-    d["projector_type"] = "domino";
-    d["emb_dim"] = domino->emb_dim;
-    d["gru_hidden_dim"] = domino->gru_hidden_dim;
-    d["pure_draft_prefix_len"] = domino->pure_draft_prefix_len;
-    d["shift_label"] = domino->shift_label;
-    j["emb_dim"] = domino->emb_dim;  // Domino's published configs repeat it at the top level
-  }
+  if (head) head->write(j);
   return j;
+}
+
+DraftJsonReader::DraftJsonReader(const json& j, std::string label)
+    : j_(j), label_(std::move(label)) {}
+
+void DraftJsonReader::fail(const std::string& message) const {
+  throw std::runtime_error(label_ + ": " + message);
 }
 
 namespace {
 
-// The `architectures` a DFlash-family draft may declare: the engines' name, the reference's and
-// Domino's published one.
-const char* const kDraftArchitectures[] = {"DFlashDraftModel", "Qwen3DFlashDraftModel",
-                                           "DominoDraftModel"};
+int64_t read_integer(const DraftJsonReader& r, const json& in, const char* key, const char* where) {
+  if (!in.contains(key) || !in[key].is_number_integer())
+    r.fail(std::string("\"") + where + key + "\" must be an integer");
+  return in[key].get<int64_t>();
+}
 
-// Refuses an `architectures` that names no DFlash-family draft class (absent is accepted).
-void check_architectures(const json& j, const std::function<void(const std::string&)>& bad) {
+}  // namespace
+
+int64_t DraftJsonReader::integer(const char* key) const { return read_integer(*this, j_, key, ""); }
+
+int64_t DraftJsonReader::nested_integer(const char* key) const {
+  return read_integer(*this, nested(), key, "dflash_config.");
+}
+
+int64_t DraftJsonReader::nested_or_top(const char* key) const {
+  if (!nested().contains(key)) return integer(key);
+  const int64_t v = nested_integer(key);
+  if (j_.contains(key) && !j_[key].is_null() && integer(key) != v)
+    fail(std::string("dflash_config.") + key + " is " + std::to_string(v) + " but the top-level " +
+         key + " is " + j_[key].dump() + ": they must agree");
+  return v;
+}
+
+std::optional<bool> DraftJsonReader::flag(const char* key, bool in_nested) const {
+  const json& in = in_nested ? nested() : j_;
+  if (!in.contains(key) || in[key].is_null()) return std::nullopt;
+  if (!in[key].is_boolean())
+    fail(std::string("\"") + (in_nested ? "dflash_config." : "") + key +
+         "\" must be true or false, got " + in[key].dump());
+  return in[key].get<bool>();
+}
+
+namespace {
+
+// Refuses an `architectures` that names no DFlash-family draft class (absent is accepted): the
+// engines' name, the reference's, or a kind's published one.
+void check_architectures(const json& j, const DraftJsonReader& r) {
   if (!j.contains("architectures") || j["architectures"].is_null()) return;
   const json& a = j["architectures"];
-  if (!a.is_array()) bad("\"architectures\" must be a list of class names, got " + a.dump());
+  if (!a.is_array()) r.fail("\"architectures\" must be a list of class names, got " + a.dump());
+  std::vector<std::string> known = {"DFlashDraftModel", "Qwen3DFlashDraftModel"};
+  for (const DraftKind* kind : draft_kinds())
+    for (std::string_view name : kind->architectures()) known.emplace_back(name);
   for (const json& name : a)
-    for (const char* known : kDraftArchitectures)
-      if (name == known) return;
+    if (name.is_string() && std::ranges::find(known, name.get<std::string>()) != known.end())
+      return;
   for (const json& name : a)
     if (name.is_string() && name.get<std::string>().find("DFlash2") != std::string::npos)
-      bad("architectures " + a.dump() +
-          " is a DFlash 2 draft (convolution taps around each sublayer), which sprig does not "
-          "support");
-  bad("architectures " + a.dump() +
-      " names no DFlash-family draft class (DFlashDraftModel, Qwen3DFlashDraftModel or "
-      "DominoDraftModel)");
+      r.fail("architectures " + a.dump() +
+             " is a DFlash 2 draft (convolution taps around each sublayer), which sprig does not "
+             "support");
+  std::string names;
+  for (size_t i = 0; i < known.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == known.size() ? " or " : ", ") + known[i];
+  r.fail("architectures " + a.dump() + " names no DFlash-family draft class (" + names + ")");
+}
+
+// The head dflash_config.projector_type names, read by the kind that has it.
+std::shared_ptr<const DraftHead> read_head(const DraftJsonReader& r) {
+  const json& type = r.nested()["projector_type"];
+  std::string known;
+  for (const DraftKind* kind : draft_kinds()) {
+    if (kind->projector_type().empty()) continue;
+    if (type == kind->projector_type()) return kind->read_head(r);
+    known += (known.empty() ? "\"" : ", \"") + std::string(kind->projector_type()) + "\"";
+  }
+  r.fail("unknown \"dflash_config.projector_type\" " + type.dump() + " (sprig knows " + known +
+         ", or none for a plain draft)");
 }
 
 }  // namespace
 
 DraftConfig DraftConfig::from_json(const json& j, const std::string& label) {
-  const auto bad = [&](const std::string& msg) { throw std::runtime_error(label + ": " + msg); };
-  if (!j.is_object()) bad("config must be a JSON object");
+  const DraftJsonReader r(j, label);
+  if (!j.is_object()) r.fail("config must be a JSON object");
   if (!j.contains("dflash_config") || !j["dflash_config"].is_object())
-    bad("has no \"dflash_config\": not a DFlash draft");
-  check_architectures(j, bad);
-  const json& d = j["dflash_config"];
-  const auto integer = [&](const json& in, const char* key, const char* where) -> int64_t {
-    if (!in.contains(key) || !in[key].is_number_integer())
-      bad(std::string("\"") + where + key + "\" must be an integer");
-    return in[key].get<int64_t>();
-  };
-  // A key dflash_config and the top level may both hold: dflash_config's wins, and the two must
-  // agree when both are there (an engine reading the other one would serve another draft).
-  const auto nested_or_top = [&](const char* key) -> int64_t {
-    if (!d.contains(key)) return integer(j, key, "");
-    const int64_t v = integer(d, key, "dflash_config.");
-    if (j.contains(key) && !j[key].is_null() && integer(j, key, "") != v)
-      bad(std::string("dflash_config.") + key + " is " + std::to_string(v) + " but the top-level " +
-          key + " is " + j[key].dump() + ": they must agree");
-    return v;
-  };
-  const auto flag = [&](const json& in, const char* key, const char* where) -> std::optional<bool> {
-    if (!in.contains(key) || in[key].is_null()) return std::nullopt;
-    if (!in[key].is_boolean())
-      bad(std::string("\"") + where + key + "\" must be true or false, got " + in[key].dump());
-    return in[key].get<bool>();
-  };
+    r.fail("has no \"dflash_config\": not a DFlash draft");
+  check_architectures(j, r);
+  const json& d = r.nested();
   DraftConfig c;
-  c.block_size = nested_or_top("block_size");
-  c.mask_token_id = nested_or_top("mask_token_id");
+  c.block_size = r.nested_or_top("block_size");
+  c.mask_token_id = r.nested_or_top("mask_token_id");
   if (!d.contains("target_layer_ids") || !d["target_layer_ids"].is_array())
-    bad("\"dflash_config.target_layer_ids\" must be a list of layer ids");
+    r.fail("\"dflash_config.target_layer_ids\" must be a list of layer ids");
   for (const json& id : d["target_layer_ids"]) {
-    if (!id.is_number_integer()) bad("\"dflash_config.target_layer_ids\" holds " + id.dump());
+    if (!id.is_number_integer()) r.fail("\"dflash_config.target_layer_ids\" holds " + id.dump());
     c.target_layer_ids.push_back(id.get<int64_t>());
   }
-  c.num_target_layers = integer(j, "num_target_layers", "");
+  c.num_target_layers = r.integer("num_target_layers");
   // In-block causality: dflash_config.causal says what the saving recipe meant (the reference's
   // JetSpec recipe stamps it, yet writes a top-level is_causal false on every draft); else the
   // top-level is_causal; else causal_head (JetSpec's engine). Keys that disagree are reported.
-  const std::optional<bool> nested = flag(d, "causal", "dflash_config."),
-                            top = flag(j, "is_causal", ""),
-                            head = flag(d, "causal_head", "dflash_config.");
+  const std::optional<bool> nested = r.flag("causal", true), top = r.flag("is_causal", false),
+                            head = r.flag("causal_head", true);
   c.causal = nested.value_or(top.value_or(head.value_or(false)));
   const auto mode = [](bool causal) { return causal ? "in-block causal" : "bidirectional"; };
   if (top && *top != c.causal)
@@ -195,29 +212,22 @@ DraftConfig DraftConfig::from_json(const json& j, const std::string& label) {
   if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
       j.value("use_sliding_window", false))
     c.sliding_window = j["sliding_window"].get<int64_t>();
-  if (d.contains("projector_type") && !d["projector_type"].is_null()) {
-    if (d["projector_type"] != "domino")
-      bad("unknown \"dflash_config.projector_type\" " + d["projector_type"].dump() +
-          " (sprig knows \"domino\", or none for a plain draft)");
-    DominoHeadConfig h;
-    h.emb_dim = nested_or_top("emb_dim");
-    h.gru_hidden_dim = integer(d, "gru_hidden_dim", "dflash_config.");
-    // Absent keys read as the reference loader reads them: no pure prefix, unshifted labels.
-    h.pure_draft_prefix_len = d.contains("pure_draft_prefix_len")
-                                  ? integer(d, "pure_draft_prefix_len", "dflash_config.")
-                                  : 0;
-    h.shift_label = flag(d, "shift_label", "dflash_config.").value_or(false);
-    c.domino = h;
-  }
+  if (d.contains("projector_type") && !d["projector_type"].is_null()) c.head = read_head(r);
   json layers = j;
   layers["architectures"] = {"Qwen3ForCausalLM"};
-  if (layers.value("model_type", "") != "qwen3") bad("a DFlash draft's model_type must be qwen3");
+  if (layers.value("model_type", "") != "qwen3")
+    r.fail("a DFlash draft's model_type must be qwen3");
   c.layers = QwenConfig::from_json(layers, label);
-  for (const char* key : {"dflash_config", "emb_dim", "auto_map"}) c.layers.raw.erase(key);
+  for (const char* key : {"dflash_config", "auto_map"}) c.layers.raw.erase(key);
+  if (c.head) {  // the head's top-level keys are its own, not the layers'
+    json written;
+    c.head->write(written);
+    for (const auto& [key, value] : written.items()) c.layers.raw.erase(key);
+  }
   try {
     c.check();
   } catch (const std::invalid_argument& e) {
-    bad(e.what());
+    r.fail(e.what());
   }
   return c;
 }
@@ -256,7 +266,7 @@ DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& o) {
   }
   c.causal = o.causal;
   c.sliding_window = o.sliding_window;
-  c.domino = o.domino;
+  c.head = o.head;
   if (o.mask_token_id < 0)
     fail(
         "mask_token_id is required: the token every non-anchor slot shows (an id of the "
@@ -278,16 +288,8 @@ DraftConfig fitting(DraftConfig c) {
   std::vector<ParameterPart> parts = c.layers.parameter_parts(false);
   parts.push_back({d(n) * d(H) * d(H), "fc: " + std::to_string(n) + " target_layer_ids x " +
                                            key("hidden_size", H) + " x " + key("hidden_size", H)});
-  if (c.domino) {
-    const int64_t G = c.domino->gru_hidden_dim, E = c.domino->emb_dim;
-    parts.push_back({3 * d(G) * d(H + G), "prefix_gru: 3 x " + key("gru_hidden_dim", G) + " x (" +
-                                              key("hidden_size", H) + " + " +
-                                              key("gru_hidden_dim", G) + ")"});
-    parts.push_back({d(E) * d(H + G + c.layers.vocab_size),
-                     "embed_proj: " + key("emb_dim", E) + " x (" + key("hidden_size", H) + " + " +
-                         key("gru_hidden_dim", G) + " + " + key("vocab_size", c.layers.vocab_size) +
-                         ")"});
-  }
+  if (c.head)
+    for (ParameterPart& part : c.head->parameter_parts(c)) parts.push_back(std::move(part));
   check_parameters_fit(parts, "draft");
   return c;
 }
@@ -307,16 +309,7 @@ DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
                                       std::make_unique<QwenDecoderLayer>(config_.layers, i, gen)));
   norm = &register_module(
       "norm", std::make_unique<RMSNorm>(config_.layers.hidden_size, config_.layers.rms_norm_eps));
-  if (!config_.domino) return;
-  const DominoHeadConfig& h = *config_.domino;
-  const int64_t H = config_.layers.hidden_size;
-  const double init = config_.layers.initializer_range;
-  prefix_gru = &register_module("prefix_gru", std::make_unique<GRU>(H, h.gru_hidden_dim, gen));
-  embed_proj_in = &register_module(
-      "embed_proj.0", std::make_unique<Linear>(H + h.gru_hidden_dim, h.emb_dim, false, init, gen));
-  embed_proj_out = &register_module(
-      "embed_proj.2",
-      std::make_unique<Linear>(h.emb_dim, config_.layers.vocab_size, false, init, gen));
+  if (config_.head) head_ = &register_module("", config_.head->build(config_, gen));
 }
 
 void DFlashDraft::extend_context(const Tensor& target_hidden, const Tensor& positions,
@@ -337,11 +330,6 @@ Var DFlashDraft::decode_block(const Var& noise, const Tensor& positions, KVCache
   for (const QwenDecoderLayer* layer : layers) h = layer->forward(h, in);
   cache.truncate(S);  // the block's own keys and values go
   return norm->forward(h);
-}
-
-Var DFlashDraft::domino_features(const Var& hidden, const Var& state) const {
-  if (!embed_proj_in) throw std::logic_error("[draft] domino_features of a draft without the head");
-  return silu(embed_proj_in->forward(concat({hidden, state}, 1)));
 }
 
 Var DFlashDraft::forward(const Var& noise, const Var& target_hidden, const Tensor& positions,

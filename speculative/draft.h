@@ -1,10 +1,10 @@
 // The DFlash draft model (docs/semantics.md §7.3): `fc` and `hidden_norm` project the target's
 // captured hidden states once, then Qwen3 decoder layers whose queries are the block slots and
 // whose keys and values are [projected context | slots], and a final norm. The draft has no
-// embedding and no LM head: it reads the target's, frozen. A Domino draft adds its correction
-// head (a GRU over the block's tokens and a two-layer projection to the vocabulary); a JetSpec
-// draft is the same backbone with in-block causal attention. Parameter names are the serving
-// layout's (no `model.` prefix), and its config.json is the one vLLM and SGLang load
+// embedding and no LM head: it reads the target's, frozen. A kind may add a head (Domino's
+// correction head, speculative/domino.h), which the backbone builds and names but never reads; a
+// JetSpec draft is the same backbone with in-block causal attention. Parameter names are the
+// serving layout's (no `model.` prefix), and its config.json is the one vLLM and SGLang load
 // (docs/semantics.md §7.5).
 #pragma once
 
@@ -26,21 +26,46 @@ namespace sprig::speculative {
 // (docs/semantics.md §7.2, E15).
 std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t draft_layers);
 
-// Domino's correction head (docs/semantics.md §9.4): `dflash_config.projector_type: domino`.
-struct DominoHeadConfig {
-  int64_t emb_dim = 256;              // E: the projection's width
-  int64_t gru_hidden_dim = 1024;      // G: the GRU's state
-  int64_t pure_draft_prefix_len = 1;  // p: leading slots left to the backbone alone
-  bool shift_label = true;            // slot k predicts anchor + 1 + k (else anchor + k)
+class DraftKind;  // speculative/draft_kind.h
+struct DraftConfig;
 
-  // The first slot the head corrects: p with shift_label, 1 + p without.
-  int64_t first_corrected_slot() const {
-    return shift_label ? pure_draft_prefix_len : 1 + pure_draft_prefix_len;
-  }
-  bool operator==(const DominoHeadConfig&) const = default;
+// Reads the keys of a draft's config.json `j`, refusing a missing or mistyped one with
+// std::runtime_error "<label>: ..." (label: its path).
+class DraftJsonReader {
+ public:
+  DraftJsonReader(const nlohmann::json& j, std::string label);
+  [[noreturn]] void fail(const std::string& message) const;
+  const nlohmann::json& nested() const { return j_["dflash_config"]; }  // there once checked
+  int64_t integer(const char* key) const;                               // a top-level key
+  int64_t nested_integer(const char* key) const;                        // dflash_config.<key>
+  // dflash_config.<key>, else the top-level one; where both are there they must agree (an engine
+  // reading the other one would serve another draft).
+  int64_t nested_or_top(const char* key) const;
+  // A flag of dflash_config (nested) or of the top level: none when absent or null.
+  std::optional<bool> flag(const char* key, bool nested) const;
+
+ private:
+  const nlohmann::json& j_;
+  std::string label_;
 };
 
-class DraftKind;  // speculative/draft_kind.h
+// A head a draft kind adds to the backbone (Domino's correction head), defined in the kind's own
+// file: its check against the draft, its keys of config.json, the memory its parameters take
+// and its modules. The backbone knows only that it is there. Immutable: draft configs share it.
+class DraftHead {
+ public:
+  virtual ~DraftHead() = default;
+  virtual const DraftKind& kind() const = 0;
+  // Throws std::invalid_argument "[draft] ..." unless the head fits `draft`.
+  virtual void check(const DraftConfig& draft) const = 0;
+  // Writes its keys into config.json `j` (under dflash_config, and any the engines read at the
+  // top level).
+  virtual void write(nlohmann::json& j) const = 0;
+  virtual std::vector<ParameterPart> parameter_parts(const DraftConfig& draft) const = 0;
+  // Its modules, randomly initialised from `gen`; the draft names their parameters as they are
+  // named here (the serving layout's names).
+  virtual std::unique_ptr<Module> build(const DraftConfig& draft, Generator& gen) const = 0;
+};
 
 struct DraftConfig {
   QwenConfig layers;  // the draft's Qwen3 layers: num_hidden_layers is the draft's depth
@@ -49,16 +74,16 @@ struct DraftConfig {
   std::vector<int64_t> target_layer_ids;  // output of decoder layer i = HF hidden_states[i + 1]
   int64_t num_target_layers = 0;
   bool causal = false;  // in-block causal attention (JetSpec); DFlash blocks are bidirectional
-  int64_t sliding_window = 0;              // 0: the draft's layers attend over all of the context
-  std::optional<DominoHeadConfig> domino;  // Domino drafts only
+  int64_t sliding_window = 0;             // 0: the draft's layers attend over all of the context
+  std::shared_ptr<const DraftHead> head;  // a kind's head (Domino's), or none
 
-  // Its kind (speculative/draft_kind.h), told by its config: a Domino head, in-block causal
+  // Its kind (speculative/draft_kind.h), told by its config: its head's, in-block causal
   // attention (JetSpec), or neither (DFlash).
   const DraftKind& kind() const;
   int64_t context_width() const;  // fc's input: len(target_layer_ids) * hidden_size
   // Throws "[draft] ..." for a block size below 2 or above max_position_embeddings, a mask token
-  // outside the vocabulary, target layer ids outside [0, num_target_layers), or a Domino head
-  // without a corrected slot.
+  // outside the vocabulary, target layer ids outside [0, num_target_layers), or a head that does
+  // not fit (DraftHead::check).
   void check() const;
   // The serving layout's config.json (architectures ["DFlashDraftModel"], dflash_config, ...),
   // stamping `dtype` as the weights' dtype.
@@ -76,7 +101,7 @@ struct DraftOptions {
   int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0;  // 0: the target's
   int64_t sliding_window = 0;
   bool causal = false;
-  std::optional<DominoHeadConfig> domino;
+  std::shared_ptr<const DraftHead> head;  // set by the kind (DraftKind::shape)
 };
 
 // A draft config for `target`: its hidden size, vocabulary, MLP, norms and RoPE, with the draft's
@@ -103,22 +128,18 @@ class DFlashDraft : public Module {
   // (causally for an in-block causal draft); the cache is left as it was.
   void extend_context(const Tensor& target_hidden, const Tensor& positions, KVCache& cache) const;
   Var decode_block(const Var& noise, const Tensor& positions, KVCache& cache) const;
-  // Domino's logit correction features: silu(embed_proj.0(concat(hidden, state))) (rows, E) of
-  // slot states (rows, H) and GRU states (rows, G); the logits add them @ embed_proj.2^T.
-  Var domino_features(const Var& hidden, const Var& state) const;
+  // The modules of the config's head (its kind reads them), or nullptr.
+  const Module* head() const { return head_; }
 
  private:
   DraftConfig config_;
+  const Module* head_ = nullptr;
 
  public:
   Linear& fc;
   RMSNorm& hidden_norm;
   std::vector<QwenDecoderLayer*> layers;
   RMSNorm* norm = nullptr;
-  // Domino drafts only: `prefix_gru`, `embed_proj.0` (H + G -> E) and `embed_proj.2` (E -> V).
-  GRU* prefix_gru = nullptr;
-  Linear* embed_proj_in = nullptr;
-  Linear* embed_proj_out = nullptr;
 };
 
 // Throws "[draft] <label> drafts for a target of ..." unless `draft` fits `target`: the same hidden

@@ -139,14 +139,22 @@ class DraftKind {
   // Whether `config` is a draft of this kind, and what a draft of this kind has (for refusals).
   virtual bool is_kind_of(const DraftConfig& config) const = 0;
   virtual std::string_view requirement() const = 0;
+  // A kind whose drafts have a head (DraftHead): the dflash_config.projector_type that names it
+  // ("" for none), the head read from a config.json of that type, and the `architectures` its
+  // published configs declare beside the engines' DFlashDraftModel.
+  virtual std::string_view projector_type() const { return {}; }
+  virtual std::shared_ptr<const DraftHead> read_head(const DraftJsonReader& /*config*/) const {
+    return nullptr;
+  }
+  virtual std::vector<std::string_view> architectures() const { return {}; }
   // What a micro-batch's mean divides its loss sum by (DraftLoss::denominator).
   virtual double mean_denominator(double loss_weight) const = 0;
   virtual std::vector<DraftRatio> extra_ratios() const { return {}; }
   virtual std::unique_ptr<DraftObjective> objective(const DraftSettings& settings) const = 0;
   // Training: the kind's own settings of draft:, in the order the resolved config lists them; the
   // loss types of draft.loss_type it trains with (the first the default); the options of a fresh
-  // draft the settings give (Domino's head, JetSpec's causality); and the settings a loaded draft
-  // of this kind fixes (its head's shape), which a run from it records.
+  // draft the settings give (its head, in-block causality); and the settings a loaded draft of
+  // this kind fixes (its head's shape), which a run from it records.
   virtual std::vector<DraftSetting> train_settings() const { return {}; }
   virtual std::vector<std::string> loss_types() const { return {"dflash"}; }
   virtual void shape(DraftOptions& /*options*/, const DraftSettings& /*settings*/) const {}

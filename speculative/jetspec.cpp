@@ -111,7 +111,7 @@ class JetSpec : public DraftKind {
     return "Teacher-forced JetSpec draft evaluation: the forward KL to the target's logits, "
            "accuracy and acceptance length against the target's argmax";
   }
-  bool is_kind_of(const DraftConfig& c) const override { return c.causal && !c.domino; }
+  bool is_kind_of(const DraftConfig& c) const override { return c.causal && !c.head; }
   std::string_view requirement() const override {
     return "a JetSpec recipe needs an in-block causal draft (is_causal true)";
   }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 #include "nn/checkpoint.h"
@@ -17,10 +18,6 @@ using json = nlohmann::json;
 
 [[noreturn]] void fail(const std::string& message) {
   throw std::invalid_argument("[serve] " + message);
-}
-
-bool is_head_parameter(const std::string& name) {
-  return name.starts_with("prefix_gru.") || name.starts_with("embed_proj.");
 }
 
 }  // namespace
@@ -96,10 +93,12 @@ SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dt
   config << serving_config(exported, dtype, how.engine).dump(2) << "\n";
   if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
   config.close();
+  std::set<std::string> dropped;  // the parameters of a head the export leaves out
+  if (draft.head() && !exported.head)
+    for (const auto& [name, p] : draft.head()->named_parameters()) dropped.insert(name);
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, p] : draft.named_parameters())
-    if (exported.domino || !is_head_parameter(name))
-      entries.push_back({name, p.value().to(Device::cpu(), dtype)});
+    if (!dropped.contains(name)) entries.push_back({name, p.value().to(Device::cpu(), dtype)});
   save_safetensors((tmp / "model.safetensors").string(), entries, out.metadata());
   for (const std::string& name : saved.tokenizer_files)
     fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);

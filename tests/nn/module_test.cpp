@@ -1,4 +1,5 @@
-// Module: parameter names in transformers' order, dtype/device moves, train/eval, state dicts
+// Module: parameter names in transformers' order (an unnamed child's as its parent's own),
+// dtype/device moves, train/eval, state dicts
 // (round trip, one error listing every missing, unexpected and mis-shaped name) and HF-style
 // seeded initialisation.
 #include "nn/module.h"
@@ -7,6 +8,7 @@
 
 #include <cmath>
 
+#include "nn/layers.h"
 #include "nn/qwen.h"
 #include "tests/test_util.h"
 
@@ -123,6 +125,27 @@ TEST(Module, TrainEvalRequiresGradAndZeroGrad) {
   EXPECT_FALSE(model.model.norm->weight.grad().defined());
   model.set_requires_grad(false);
   for (const Var& p : model.parameters()) EXPECT_FALSE(p.requires_grad());
+}
+
+// A child registered without a name (a part built elsewhere, as a draft's head is): its
+// parameters are named as the parent's own, and state dicts reach them under those names.
+class WithUnnamedPart : public Module {
+ public:
+  explicit WithUnnamedPart(Generator& gen)
+      : norm(register_module("norm", std::make_unique<RMSNorm>(3, 1e-6))),
+        part(register_module("", std::make_unique<Linear>(3, 2, false, 0.02, gen))) {}
+  RMSNorm& norm;
+  Linear& part;
+};
+
+TEST(Module, AnUnnamedChildsParametersAreNamedAsTheParents) {
+  Generator gen(3);
+  WithUnnamedPart m(gen);
+  EXPECT_EQ(names_of(m), (std::vector<std::string>{"norm.weight", "weight"}));
+  std::map<std::string, Tensor> state = m.state_dict();
+  state.at("weight") = Tensor::full({2, 3}, 0.5);
+  m.load_state_dict(state);
+  EXPECT_EQ(m.part.weight.value().to_vector<float>(), std::vector<float>(6, 0.5f));
 }
 
 TEST(Module, StateDictRoundTripCopiesValues) {

@@ -24,14 +24,15 @@ std::unique_ptr<DFlashDraft> domino_draft(const QwenConfig& target, bool shift_l
   o.block_size = kBs;
   o.mask_token_id = kMask;
   o.target_layer_ids = {0, 1};
-  o.domino = DominoHeadConfig{.emb_dim = 8,
-                              .gru_hidden_dim = 6,
-                              .pure_draft_prefix_len = prefix,
-                              .shift_label = shift_label};
+  o.head = domino_head({.emb_dim = 8,
+                        .gru_hidden_dim = 6,
+                        .pure_draft_prefix_len = prefix,
+                        .shift_label = shift_label});
   Generator gen(11);
   auto draft = std::make_unique<DFlashDraft>(draft_config_for(target, o), gen);
   // Larger head weights than the initialisation's, so the correction moves the logits.
-  for (const Var& w : {draft->embed_proj_in->weight, draft->embed_proj_out->weight})
+  const DominoHeadModule& head = domino_head_module(*draft);
+  for (const Var& w : {head.embed_proj_in.weight, head.embed_proj_out.weight})
     w.value().copy_(testing::rand_normal(w.shape(), 3, w.dtype()));
   return draft;
 }
@@ -146,11 +147,12 @@ TEST(DominoGradcheck, WholeLossInF64) {
   const DraftRows rows = micro_packed_row();
   for (const bool shift : {true, false}) {
     DraftOptions o = micro_draft_options();
-    o.domino = DominoHeadConfig{
-        .emb_dim = 3, .gru_hidden_dim = 2, .pure_draft_prefix_len = 1, .shift_label = shift};
+    o.head = domino_head(
+        {.emb_dim = 3, .gru_hidden_dim = 2, .pure_draft_prefix_len = 1, .shift_label = shift});
     DFlashDraft draft(draft_config_for(tc, o), gen);
     draft.to(Device::cpu(), DType::f64);
-    for (const Var& w : {draft.embed_proj_in->weight, draft.embed_proj_out->weight})
+    const DominoHeadModule& head = domino_head_module(draft);
+    for (const Var& w : {head.embed_proj_in.weight, head.embed_proj_out.weight})
       w.value().copy_(testing::rand_normal(w.shape(), 8, DType::f64));
     const Anchors anchors = anchors_at({2, 6});
     expect_gradients_match(
@@ -197,7 +199,9 @@ TEST(Domino, BlocksShiftTheirLabelsAndKeepTheDraftsWindow) {
   EXPECT_FALSE(o.causal);
   EXPECT_EQ(o.label_start, 1);
   EXPECT_TRUE(o.labels_within_document);
-  c.domino->shift_label = false;
+  DominoHeadConfig unshifted = domino_head_config(c);
+  unshifted.shift_label = false;
+  c.head = domino_head(unshifted);
   o = block_options(c);
   EXPECT_EQ(o.label_start, 0);
   EXPECT_FALSE(o.labels_within_document);

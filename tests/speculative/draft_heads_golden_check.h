@@ -19,10 +19,13 @@ inline std::unique_ptr<speculative::DFlashDraft> golden_head_draft(const nlohman
   const bool domino = meta.at("kind") == "domino";
   auto stored = speculative::load_draft(kGolden + (domino ? "domino_tiny" : "dflash_tiny"));
   speculative::DraftConfig c = stored->config();
-  if (domino)
-    c.domino->shift_label = meta.at("shift_label").get<bool>();
-  else
+  if (domino) {
+    speculative::DominoHeadConfig head = speculative::domino_head_config(c);
+    head.shift_label = meta.at("shift_label").get<bool>();
+    c.head = speculative::domino_head(head);
+  } else {
     c.causal = true;
+  }
   Generator gen(0);
   auto draft = std::make_unique<speculative::DFlashDraft>(c, gen);
   draft->load_state_dict(stored->state_dict());

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "speculative/domino.h"
 #include "speculative/draft_kind.h"
 #include "speculative/serving.h"
 #include "tests/nn/checkpoint_fixtures.h"
@@ -174,13 +175,13 @@ TEST(DraftConfig, TheServingLayoutChecklist) {
   EXPECT_EQ(draft_config_for(target_config(), o).to_json(DType::bf16)["is_causal"], true);
 }
 
-DominoHeadConfig domino_head() {
+DominoHeadConfig small_head() {
   return {.emb_dim = 6, .gru_hidden_dim = 5, .pure_draft_prefix_len = 1, .shift_label = true};
 }
 
 TEST(DraftConfig, DominoAndJetSpecServingKeys) {
   DraftOptions o = options();
-  o.domino = domino_head();
+  o.head = domino_head(small_head());
   const DraftConfig domino = draft_config_for(target_config(), o);
   EXPECT_EQ(domino.kind().name(), "domino");
   const nlohmann::json j = domino.to_json(DType::bf16);
@@ -196,15 +197,15 @@ TEST(DraftConfig, DominoAndJetSpecServingKeys) {
   EXPECT_EQ(d["causal"], false);
   EXPECT_FALSE(d.contains("causal_head"));
   const DraftConfig back = DraftConfig::from_json(j, "config.json");
-  ASSERT_TRUE(back.domino.has_value());
-  EXPECT_EQ(*back.domino, domino_head());
+  ASSERT_EQ(back.kind().name(), "domino");
+  EXPECT_EQ(domino_head_config(back), small_head());
   // Keys the reference loader defaults: no pure prefix, unshifted labels.
   nlohmann::json sparse = j;
   sparse["dflash_config"].erase("pure_draft_prefix_len");
   sparse["dflash_config"].erase("shift_label");
   const DraftConfig defaulted = DraftConfig::from_json(sparse, "c");
-  EXPECT_EQ(defaulted.domino->pure_draft_prefix_len, 0);
-  EXPECT_FALSE(defaulted.domino->shift_label);
+  EXPECT_EQ(domino_head_config(defaulted).pure_draft_prefix_len, 0);
+  EXPECT_FALSE(domino_head_config(defaulted).shift_label);
 
   o = options();
   o.causal = true;
@@ -218,7 +219,7 @@ TEST(DraftConfig, DominoAndJetSpecServingKeys) {
 
 TEST(DraftConfig, DominoAndProjectorErrors) {
   DraftOptions o = options();
-  o.domino = domino_head();
+  o.head = domino_head(small_head());
   nlohmann::json j = draft_config_for(target_config(), o).to_json(DType::f32);
   j["dflash_config"]["projector_type"] = "eagle";
   try {
@@ -229,9 +230,12 @@ TEST(DraftConfig, DominoAndProjectorErrors) {
               "d/config.json: unknown \"dflash_config.projector_type\" \"eagle\" (sprig knows "
               "\"domino\", or none for a plain draft)");
   }
-  o.domino->pure_draft_prefix_len = 3;  // with shift_label, slot 3 is the last of 4
+  DominoHeadConfig head = small_head();
+  head.pure_draft_prefix_len = 3;  // with shift_label, slot 3 is the last of 4
+  o.head = domino_head(head);
   EXPECT_NO_THROW(draft_config_for(target_config(), o));
-  o.domino->shift_label = false;  // now the first corrected slot would be 4
+  head.shift_label = false;  // now the first corrected slot would be 4
+  o.head = domino_head(head);
   EXPECT_EQ(testing::invalid_argument_message([&] { draft_config_for(target_config(), o); }),
             "[draft] pure_draft_prefix_len 3 leaves no slot of a block of 4 to correct (without "
             "shift_label slot 0 is the anchor)");
@@ -318,7 +322,7 @@ TEST(DraftConfig, ContradictionsAndForeignArchitecturesAreRefused) {
   EXPECT_EQ(message(j),
             "d/config.json: [draft] block_size 4 is more than max_position_embeddings 3");
   DraftOptions o = options();
-  o.domino = domino_head();
+  o.head = domino_head(small_head());
   j = draft_config_for(target_config(), o).to_json(DType::f32);
   j["emb_dim"] = 7;
   EXPECT_EQ(message(j),
@@ -330,7 +334,7 @@ TEST(DraftConfig, ContradictionsAndForeignArchitecturesAreRefused) {
 // architecture name, and the launch lines.
 TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
   DraftOptions o = options();
-  o.domino = domino_head();
+  o.head = domino_head(small_head());
   const DraftConfig domino = draft_config_for(target_config(), o);
   EXPECT_EQ(testing::invalid_argument_message([&] {
               exported_config(domino, {ServingEngine::vllm, false});
@@ -347,7 +351,9 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
             "an engine's dflash method would read every draft one position off; only a draft "
             "trained without shift_label can drop its head");
   DraftOptions unshifted = o;
-  unshifted.domino->shift_label = false;
+  DominoHeadConfig unshifted_head = small_head();
+  unshifted_head.shift_label = false;
+  unshifted.head = domino_head(unshifted_head);
   EXPECT_EQ(
       testing::invalid_argument_message([&] {
         exported_config(draft_config_for(target_config(), unshifted), {ServingEngine::vllm, false});
@@ -370,7 +376,9 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
             std::vector<std::string>{
                 "python3 -m sglang.launch_server --model-path T --speculative-algorithm DFLASH "
                 "--speculative-draft-model-path /d --speculative-num-draft-tokens 4"});
-  o.domino->pure_draft_prefix_len = 2;
+  DominoHeadConfig p2_head = small_head();
+  p2_head.pure_draft_prefix_len = 2;
+  o.head = domino_head(p2_head);
   const DraftConfig p2 = draft_config_for(target_config(), o);
   EXPECT_EQ(testing::invalid_argument_message([&] {
               exported_config(p2, {ServingEngine::sglang, false});
@@ -378,7 +386,8 @@ TEST(ServingExport, PerEngineLayoutsRefusalsAndLaunchLines) {
             "[serve] SGLang serves a Domino head only with pure_draft_prefix_len 1; this draft "
             "has 2; its head cannot be dropped (trained with shift_label, every slot would be read "
             "one position off): export with --serve reference");
-  unshifted.domino->pure_draft_prefix_len = 2;
+  unshifted_head.pure_draft_prefix_len = 2;
+  unshifted.head = domino_head(unshifted_head);
   EXPECT_EQ(testing::invalid_argument_message([&] {
               exported_config(draft_config_for(target_config(), unshifted),
                               {ServingEngine::sglang, false});
@@ -414,8 +423,9 @@ TEST(DraftFiles, ADroppedHeadLeavesTheDFlashPartBitForBit) {
   testing::NamedTempDir tmp("draft_dropped_head");
   Generator gen(4);
   DraftOptions o = options();
-  o.domino = domino_head();
-  o.domino->shift_label = false;
+  DominoHeadConfig head = small_head();
+  head.shift_label = false;
+  o.head = domino_head(head);
   DFlashDraft draft(draft_config_for(target_config(), o), gen);
   const SavedDraft saved =
       save_draft(draft, tmp.path + "/d", DType::f32, {}, false, {ServingEngine::vllm, true});
@@ -434,7 +444,7 @@ TEST(DraftFiles, DominoHeadUnderItsServingNames) {
   testing::NamedTempDir tmp("draft_domino_files");
   Generator gen(4);
   DraftOptions o = options();
-  o.domino = domino_head();
+  o.head = domino_head(small_head());
   DFlashDraft draft(draft_config_for(target_config(), o), gen);
   const auto params = draft.named_parameters();
   const auto shape = [&](const std::string& name) {

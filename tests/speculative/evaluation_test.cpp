@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "speculative/dflash.h"
+#include "speculative/domino.h"
 #include "speculative/spec_eval.h"
 #include "tests/speculative/draft_test_util.h"
 
@@ -36,7 +37,7 @@ TEST(DraftKinds, EveryConfigHasExactlyOneKind) {
   c.causal = true;
   EXPECT_EQ(c.kind().name(), "jetspec");
   c.causal = false;
-  c.domino = DominoHeadConfig{};
+  c.head = domino_head({});
   EXPECT_EQ(c.kind().name(), "domino");
   for (const DraftKind* kind : draft_kinds()) {
     EXPECT_EQ(find_draft_kind(kind->name()), kind);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "nn/generate.h"
+#include "speculative/domino.h"
 #include "speculative/draft_kind.h"
 #include "tests/speculative/draft_test_util.h"
 #include "tests/tensor/op_test_util.h"
@@ -25,14 +26,15 @@ std::unique_ptr<DFlashDraft> variant(std::string_view kind, bool shift_label = t
   DraftConfig c = plain->config();
   if (kind == "jetspec") c.causal = true;
   if (kind == "domino")
-    c.domino = DominoHeadConfig{.emb_dim = 8, .gru_hidden_dim = 6, .shift_label = shift_label};
+    c.head = domino_head({.emb_dim = 8, .gru_hidden_dim = 6, .shift_label = shift_label});
   Generator gen(5);
   auto draft = std::make_unique<DFlashDraft>(c, gen);
   std::map<std::string, Var> params;
   for (const auto& [name, p] : draft->named_parameters()) params[name] = p;
   for (const auto& [name, value] : plain->state_dict()) params.at(name).value().copy_(value);
-  if (draft->embed_proj_out)  // a correction large enough to change drafts
-    for (const Var& w : {draft->embed_proj_in->weight, draft->embed_proj_out->weight})
+  if (draft->head())  // a correction large enough to change drafts
+    for (const Var& w : {domino_head_module(*draft).embed_proj_in.weight,
+                         domino_head_module(*draft).embed_proj_out.weight})
       w.value().copy_(testing::rand_normal(w.shape(), 3, w.dtype()));
   draft->train(false);
   return draft;
@@ -118,7 +120,7 @@ TEST(SpecDecode, AgreeingDraftIsAcceptedWholeUpToTheBudget) {
     SCOPED_TRACE(c.name);
     const auto draft = variant(c.kind, c.shift_label);
     draft->norm->weight.value().zero_();
-    if (draft->embed_proj_out) draft->embed_proj_out->weight.value().zero_();
+    if (draft->head()) domino_head_module(*draft).embed_proj_out.weight.value().zero_();
     const SpecDecodeResult r =
         speculative_generate(target.model(), *draft, tokens(6, 7), {.max_new_tokens = 10});
     EXPECT_EQ(r.output_ids, std::vector<int64_t>(10, 0));

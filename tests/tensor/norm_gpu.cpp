@@ -1,52 +1,19 @@
-// GPU parity of rms_norm, forward and backward, CUDA against the CPU twin in f32 and bf16 on
-// awkward shapes (scalar and 16-byte vector paths), non-contiguous inputs, mixed-device errors.
+// GPU parity of rms_norm (the table of tests/parity/norm_cases.h), its backward without features,
+// its scratch's stream rule and its mixed-device error.
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include "tensor/ops.h"
+#include "tests/parity/norm_cases.h"
 #include "tests/tensor/op_test_util.h"
 #include "tests/test_util.h"
 
 namespace sprig {
 namespace {
 
-using testing::non_contiguous;
-using testing::rand_normal;
 using testing::throws_invalid;
 using testing::to_cuda;
 
-TEST(RmsNormGpu, MatchesCpuOnAwkwardShapes) {
-  SPRIG_REQUIRE_CUDA();
-  uint64_t seed = 0;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (int64_t R : {1, 17, 97, 1025})
-      for (int64_t H : {31, 33, 1024}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(R) +
-                     " H=" + std::to_string(H));
-        const Tensor x = rand_normal({R, H}, ++seed, dt), w = rand_normal({H}, ++seed, dt);
-        const Tensor dy = rand_normal({R, H}, ++seed, dt);
-        const auto [y, rstd] = rms_norm(x, w, 1e-6);
-        const auto [gy, grstd] = rms_norm(to_cuda(x), to_cuda(w), 1e-6);
-        EXPECT_PARITY(gy, y);
-        EXPECT_PARITY(grstd, rstd, H, 1.0 / static_cast<double>(H));  // a mean of H squares
-        // dw accumulates (starts at 1) into f32 and into w's dtype.
-        for (DType dw_dt : {DType::f32, dt}) {
-          const Tensor dw = Tensor::ones({H}, dw_dt), gdw = to_cuda(dw);
-          const Tensor dx = rms_norm_backward(dy, x, w, rstd, dw);
-          const Tensor gdx = rms_norm_backward(to_cuda(dy), to_cuda(x), to_cuda(w), grstd, gdw);
-          EXPECT_PARITY(gdx, dx, H);  // each row's correction sums over H
-          EXPECT_PARITY(gdw, dw, R);  // summed over the R rows
-        }
-      }
-}
-
-TEST(RmsNormGpu, NonContiguousInputAndLeadingDims) {
-  SPRIG_REQUIRE_CUDA();
-  const Tensor x = rand_normal({6, 5, 64}, 100), w = rand_normal({64}, 101);
-  EXPECT_PARITY(rms_norm(non_contiguous(to_cuda(x)), to_cuda(w), 1e-6).first,
-                rms_norm(x, w, 1e-6).first);
-}
+SPRIG_GPU_PARITY_TEST(RmsNormGpu, MatchesCpuOnAwkwardShapes, parity::rms_norm_cases())
 
 // H == 0 used to size the dw reduction by dividing by the number of column blocks (0).
 TEST(RmsNormGpu, BackwardWithoutFeatures) {

@@ -1,12 +1,8 @@
-// tensor/cuda/reduce.cu run on the emulated device against the CPU twins, under the GPU tests'
-// parity rule, in f32 and bf16: sum, mean, max, logsumexp and argmax, softmax and log_softmax with
-// their backward, over the last dim (a block per line) and other dims (a thread per line, or a
-// split team of several threads per line, as threads_per_line picks), a sum over 99425 elements
-// (sum_all's one line), and rows of -inf. The shapes are those of tests/tensor/reduce_gpu.cpp
-// thinned out: every awkward reduced length, but on few lines, as the GPU test's every
-// (rows, cols) pair would emulate about a million threads per kernel. The split team is also run at
-// chosen threads per line (1, 2, 8 and a block's most) on ragged lengths and line counts that are
-// not a multiple of 32, with ties across threads for argmax and lines of -inf and NaN.
+// tensor/cuda/reduce.cu run on the emulated device against the CPU twins: the tables of
+// tests/parity/reduce_cases.h, a sum over 99425 elements (sum_all's one line), and rows of -inf.
+// The split team is also run at chosen threads per line (1, 2, 8 and a block's most) on ragged
+// lengths and line counts that are not a multiple of 32, with ties across threads for argmax and
+// lines of -inf and NaN.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +14,7 @@
 #include "tensor/cuda/reduce.cu"  // compiled against tests/kernel_emu/device_emu.h
 #include "tensor/ops.h"
 #include "tests/kernel_emu/emu_test_util.h"
+#include "tests/parity/reduce_cases.h"
 #include "tests/test_util.h"
 
 namespace sprig {
@@ -27,30 +24,6 @@ using testing::all_close;
 using testing::rand_normal;
 
 const std::vector<DType> kDtypes{DType::f32, DType::bf16};
-const std::vector<int64_t> kSizes{1, 17, 31, 33, 97, 1025};
-
-struct Case {
-  Shape shape;
-  int64_t dim;
-};
-
-std::string trace(DType dtype, const Case& c) {
-  return std::string(dtype_name(dtype)) + " " + shape_str(c.shape) + " dim " +
-         std::to_string(c.dim);
-}
-
-// Each reduced length n in kSizes over the last dim (one warp for n <= 32, up to 16 warps that
-// loop for n = 1025) on 1 and 17 lines, and over dim 0 on 1, 17 and 300 lines (300: two blocks of
-// threads, the second ragged); plus the middle dim of a 3-D tensor.
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (int64_t n : kSizes) {
-    for (int64_t lines : {1, 17}) out.push_back({{lines, n}, 1});
-    for (int64_t lines : {1, 17, 300}) out.push_back({{n, lines}, 0});
-  }
-  out.push_back({{3, 97, 33}, 1});
-  return out;
-}
 
 // The launchers at `split` threads per line of a non-last dim, or (kRule) through the public entry
 // points, at the threads threads_per_line picks.
@@ -103,22 +76,7 @@ int rule(const Shape& shape, int64_t dim) {
 // most a block holds (32 lines of 32 threads, or 4 lines of 256 for 3 lines).
 std::vector<int> splits_for(int64_t lines) { return {1, 2, 8, 1024 / cuda::split_lanes(lines)}; }
 
-TEST(ReduceEmu, ReductionsAndArgmaxMatchTheCpuTwin) {
-  for (DType dtype : kDtypes)
-    for (const Case& c : cases()) {
-      SCOPED_TRACE(trace(dtype, c));
-      const int64_t n = c.shape[static_cast<size_t>(c.dim)];  // terms per reduced element
-      const Tensor x = rand_normal(c.shape, 1, dtype);
-      const Tensor s = sum(x, c.dim), m = mean(x, c.dim), top = max(x, c.dim);
-      const Tensor lse = logsumexp(x, c.dim), idx = argmax(x, c.dim);
-      EXPECT_EMU_PARITY(emulated_reduce(ReduceOp::sum, x, c.dim, s), s, n);
-      EXPECT_EMU_PARITY(emulated_reduce(ReduceOp::mean, x, c.dim, m), m, n);
-      EXPECT_EMU_PARITY(emulated_reduce(ReduceOp::max, x, c.dim, top), top, n);
-      EXPECT_EMU_PARITY(emulated_reduce(ReduceOp::logsumexp, x, c.dim, lse), lse, n);
-      // Both see the same values, so the first maximum is the same element.
-      EXPECT_EQ(emulated_argmax(x, c.dim, idx).to_vector<int64_t>(), idx.to_vector<int64_t>());
-    }
-}
+SPRIG_EMU_PARITY_TEST(ReduceEmu, ReductionsAndArgmaxMatchTheCpuTwin, parity::reduce_cases())
 
 TEST(ReduceEmu, SumOfOneLongLineMatchesTheCpuTwin) {
   for (DType dtype : kDtypes) {
@@ -128,22 +86,7 @@ TEST(ReduceEmu, SumOfOneLongLineMatchesTheCpuTwin) {
   }
 }
 
-TEST(ReduceEmu, SoftmaxAndBackwardMatchTheCpuTwin) {
-  for (DType dtype : kDtypes)
-    for (const Case& c : cases()) {
-      SCOPED_TRACE(trace(dtype, c));
-      const int64_t n = c.shape[static_cast<size_t>(c.dim)];  // terms of each normalisation
-      const Tensor x = mul(rand_normal(c.shape, 4, dtype), 3.0);
-      const Tensor dy = rand_normal(c.shape, 5, dtype);
-      const Tensor p = softmax(x, c.dim), lp = log_softmax(x, c.dim);
-      EXPECT_EMU_PARITY(emulated_softmax(x, c.dim, false), p, n);
-      EXPECT_EMU_PARITY(emulated_softmax(x, c.dim, true), lp, n);
-      EXPECT_EMU_PARITY(emulated_softmax_backward(p, dy, c.dim, false),
-                        softmax_backward(p, dy, c.dim), n);
-      EXPECT_EMU_PARITY(emulated_softmax_backward(lp, dy, c.dim, true),
-                        log_softmax_backward(lp, dy, c.dim), n);
-    }
-}
+SPRIG_EMU_PARITY_TEST(ReduceEmu, SoftmaxAndBackwardMatchTheCpuTwin, parity::softmax_cases())
 
 TEST(ReduceEmu, RowsOfNegativeInfinity) {
   for (DType dtype : kDtypes)
@@ -215,7 +158,8 @@ TEST(ReduceEmu, SplitLinesMatchTheCpuTwin) {
       const Tensor lse = logsumexp(x, c.dim), idx = argmax(x, c.dim);
       const Tensor p = softmax(x, c.dim), lp = log_softmax(x, c.dim);
       for (int split : splits_for(lines)) {
-        SCOPED_TRACE(trace(dtype, {c.shape, c.dim}) + " split " + std::to_string(split));
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(c.shape) + " dim " +
+                     std::to_string(c.dim) + " split " + std::to_string(split));
         EXPECT_EMU_PARITY(emulated_reduce(ReduceOp::sum, x, c.dim, s, split), s, n);
         EXPECT_EMU_PARITY(emulated_reduce(ReduceOp::mean, x, c.dim, m, split), m, n);
         EXPECT_EMU_PARITY(emulated_reduce(ReduceOp::max, x, c.dim, top, split), top, n);

@@ -1,13 +1,8 @@
-// tensor/cuda/loss.cu run on the emulated device against the CPU twins, under the GPU tests' parity
-// rule, on the shapes of tests/tensor/loss_gpu.cpp (but 33 rows for its 97 and 1025: a row is a CTA
-// of 256 to 1024 threads) and rows of 65536 (1024 threads): cross-entropy (loss, lse, argmax,
-// dlogits; ignored rows get exactly 0 even with infinite logits), the kernels of Domino's corrected
-// pair (the corrections given: the launcher's GEMMs need cuBLASLt; the backward in place as the
-// launcher runs it), forward KL (kl, lses, argmax, dstudent, with and without teacher rows), huge
-// logits, and tied maxima across threads. Each backward kernel gets its twin's inputs, the CPU's
-// lses included: the forward's lses are checked on their own, and one ulp of difference in a lse
-// (as the kernels' other summation order gives) moves the gradient entries that cancel beyond their
-// 1 / V-scaled tolerance.
+// tensor/cuda/loss.cu run on the emulated device against the CPU twins: cross-entropy and forward
+// KL (the tables of tests/parity/loss_cases.h), ignored rows getting exactly 0 even with infinite
+// logits, the kernels of Domino's corrected pair (the corrections given: the launcher's GEMMs need
+// cuBLASLt; the backward in place as the launcher runs it), huge logits, and tied maxima across
+// threads. Each backward kernel gets the CPU's lses (tests/parity/loss_cases.h says why).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,20 +12,22 @@
 #include "tensor/cuda/loss.cu"  // compiled against tests/kernel_emu/device_emu.h
 #include "tensor/ops.h"
 #include "tests/kernel_emu/emu_test_util.h"
+#include "tests/parity/loss_cases.h"
 #include "tests/tensor/loss_test_util.h"
 #include "tests/test_util.h"
 
 namespace sprig {
 namespace {
 
+using parity::some_targets;
+using parity::unset_indices;
 using testing::quarter_steps;
 using testing::rand_normal;
 using testing::RowsVocab;
-using testing::some_targets;
 
 // V = 1001 takes the scalar path; the others the 16-byte vector path. Rows of 32000 run 512
 // threads in f32 (256 in bf16), rows of 65536 1024 threads in both (row_threads).
-const RowsVocab kShapes[] = {{1, 1000}, {17, 32000}, {33, 1001}, {33, 1000}, {3, 65536}};
+const RowsVocab kCorrectedShapes[] = {{1, 1000}, {17, 32000}, {33, 1001}, {33, 1000}, {3, 65536}};
 
 TEST(CrossEntropyEmu, ThreadsPerRowGrowWithTheVocabulary) {
   EXPECT_EQ(cuda::row_threads<float>(1000, 4), 256);
@@ -46,11 +43,6 @@ TEST(CrossEntropyEmu, ThreadsPerRowGrowWithTheVocabulary) {
 std::string trace(DType dtype, const RowsVocab& s) {
   return std::string(dtype_name(dtype)) + " R=" + std::to_string(s.rows) +
          " V=" + std::to_string(s.vocab);
-}
-
-// An index output like `like` that the kernel must overwrite (no index is -1), or none.
-Tensor unset_indices(const Tensor& like) {
-  return like.defined() ? Tensor::full(like.shape(), -1, DType::i64) : Tensor();
 }
 
 CrossEntropyResult emulated_cross_entropy(const Tensor& logits, const Tensor& targets,
@@ -77,34 +69,8 @@ KLResult emulated_kl_div(const Tensor& teacher, const Tensor& student, double te
   return out;
 }
 
-Tensor emulated_kl_div_backward(const Tensor& dkl, const Tensor& teacher, const Tensor& student,
-                                const Tensor& teacher_rows, const KLResult& fwd,
-                                double temperature) {
-  const Tensor dstudent = emu::nan_like(student);
-  cuda::kl_div_backward(dkl, teacher, student, teacher_rows, fwd.teacher_lse, fwd.student_lse,
-                        dstudent, temperature, nullptr);
-  return dstudent;
-}
-
-TEST(CrossEntropyEmu, MatchesTheCpuTwinOnAwkwardShapes) {
-  uint64_t seed = 0;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : kShapes) {
-      SCOPED_TRACE(trace(dt, s));
-      const Tensor logits = rand_normal({s.rows, s.vocab}, ++seed, dt);
-      const Tensor t = some_targets(s.rows, s.vocab, ++seed);
-      const CrossEntropyResult cpu = cross_entropy(logits, t, -100, true);
-      const CrossEntropyResult emulated = emulated_cross_entropy(logits, t, cpu);
-      EXPECT_EMU_PARITY(emulated.loss, cpu.loss);
-      EXPECT_EMU_PARITY(emulated.lse, cpu.lse);
-      EXPECT_EQ(emulated.argmax.to_vector<int64_t>(), cpu.argmax.to_vector<int64_t>());
-      const Tensor dloss = rand_normal({s.rows}, ++seed);
-      // dloss * (softmax - onehot): entries of size about 1 / V that can cancel.
-      EXPECT_EMU_PARITY(emulated_cross_entropy_backward(dloss, logits, t, cpu.lse),
-                        cross_entropy_backward(dloss, logits, t, cpu.lse), 1,
-                        1.0 / static_cast<double>(s.vocab));
-    }
-}
+SPRIG_EMU_PARITY_TEST(CrossEntropyEmu, MatchesTheCpuTwinOnAwkwardShapes,
+                      parity::cross_entropy_cases())
 
 // Row 0 has a huge logit, row 1 two tied maxima (the first one wins), row 2 is ignored.
 TEST(CrossEntropyEmu, HugeLogitsAndTies) {
@@ -159,7 +125,7 @@ TEST(CorrectedCrossEntropyEmu, KernelsMatchTheCpuTwinOnAwkwardShapesAndInPlace) 
   uint64_t seed = 100;
   constexpr int64_t E = 4;
   for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : kShapes) {
+    for (const RowsVocab& s : kCorrectedShapes) {
       SCOPED_TRACE(trace(dt, s));
       const Tensor b = rand_normal({s.rows, s.vocab}, ++seed, dt);
       const Tensor e = quarter_steps({s.rows, E}, ++seed, dt);
@@ -192,52 +158,8 @@ TEST(CorrectedCrossEntropyEmu, KernelsMatchTheCpuTwinOnAwkwardShapesAndInPlace) 
     }
 }
 
-TEST(KlDivEmu, MatchesTheCpuTwinOnAwkwardShapes) {
-  uint64_t seed = 100;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : {kShapes[0], kShapes[1], kShapes[2]})
-      for (double temp : {1.0, 2.0}) {
-        SCOPED_TRACE(trace(dt, s) + " T=" + std::to_string(temp));
-        const Tensor teacher = rand_normal({s.rows, s.vocab}, ++seed, dt);
-        const Tensor student = rand_normal({s.rows, s.vocab}, ++seed, dt);
-        const KLResult cpu = kl_div(teacher, student, temp);
-        const KLResult emulated = emulated_kl_div(teacher, student, temp, {}, cpu);
-        // kl sums V terms of size about 1 / V.
-        EXPECT_EMU_PARITY(emulated.kl, cpu.kl, s.vocab, 1.0 / static_cast<double>(s.vocab));
-        EXPECT_EMU_PARITY(emulated.teacher_lse, cpu.teacher_lse);
-        EXPECT_EMU_PARITY(emulated.student_lse, cpu.student_lse);
-        const Tensor dkl = rand_normal({s.rows}, ++seed);
-        // dkl * (q - p) / T: entries of size about 1 / V that can cancel.
-        EXPECT_EMU_PARITY(emulated_kl_div_backward(dkl, teacher, student, {}, cpu, temp),
-                          kl_div_backward(dkl, teacher, student, cpu, temp), 1,
-                          1.0 / static_cast<double>(s.vocab));
-      }
-}
-
-// Teachers named by row (the rows reversed, every other one repeated) and the student argmax.
-TEST(KlDivEmu, TeacherRowsAndArgmaxMatchTheCpuTwin) {
-  uint64_t seed = 200;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : {kShapes[1], kShapes[2]}) {
-      SCOPED_TRACE(trace(dt, s));
-      const Tensor teachers = rand_normal({s.rows, s.vocab}, ++seed, dt);
-      const Tensor student = rand_normal({s.rows, s.vocab}, ++seed, dt);
-      std::vector<int32_t> index(static_cast<size_t>(s.rows));
-      for (int64_t r = 0; r < s.rows; ++r) index[r] = static_cast<int32_t>((s.rows - 1 - r) & ~1);
-      const Tensor rows = Tensor::from_vector(index, {s.rows});
-      const KLResult cpu = kl_div(teachers, student, 1.5, rows, true);
-      const KLResult emulated = emulated_kl_div(teachers, student, 1.5, rows, cpu);
-      EXPECT_EMU_PARITY(emulated.kl, cpu.kl, s.vocab, 1.0 / static_cast<double>(s.vocab));
-      EXPECT_EMU_PARITY(emulated.teacher_lse, cpu.teacher_lse);
-      EXPECT_EMU_PARITY(emulated.student_lse, cpu.student_lse);
-      EXPECT_EQ(emulated.student_argmax.to_vector<int64_t>(),
-                cpu.student_argmax.to_vector<int64_t>());
-      const Tensor dkl = rand_normal({s.rows}, ++seed);
-      EXPECT_EMU_PARITY(emulated_kl_div_backward(dkl, teachers, student, rows, cpu, 1.5),
-                        kl_div_backward(dkl, teachers, student, cpu, 1.5, rows), 1,
-                        1.0 / static_cast<double>(s.vocab));
-    }
-}
+SPRIG_EMU_PARITY_TEST(KlDivEmu, MatchesTheCpuTwinOnAwkwardShapes, parity::kl_div_cases(false))
+SPRIG_EMU_PARITY_TEST(KlDivEmu, TeacherRowsAndArgmaxMatchTheCpuTwin, parity::kl_div_cases(true))
 
 TEST(KlDivEmu, ZeroProbabilityTermsAndSpecE14) {
   const Tensor teacher =

@@ -1,12 +1,13 @@
-// GPU parity tests of the row losses: cross-entropy (loss, lse, argmax, dlogits), Domino's
-// corrected pair (also in place, with the gradients of its features and projection) and forward KL
-// (kl, lses, dstudent), CUDA against the CPU reference in f32 and bf16 on awkward row counts and
-// vocabulary sizes (scalar and 16-byte vector paths), huge and -inf logits, non-contiguous input.
+// GPU parity tests of the row losses: cross-entropy and forward KL (the tables of
+// tests/parity/loss_cases.h), Domino's corrected pair (also in place, with the gradients of its
+// features and projection) in f32 and bf16 on awkward row counts and vocabulary sizes, huge and
+// -inf logits, non-contiguous input, zero-probability terms.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "tensor/ops.h"
+#include "tests/parity/loss_cases.h"
 #include "tests/tensor/loss_test_util.h"
 #include "tests/tensor/op_test_util.h"
 #include "tests/test_util.h"
@@ -14,47 +15,18 @@
 namespace sprig {
 namespace {
 
-using testing::all_close;
+using parity::some_targets;
 using testing::non_contiguous;
 using testing::quarter_steps;
 using testing::rand_normal;
 using testing::RowsVocab;
-using testing::some_targets;
 using testing::throws_invalid;
 using testing::to_cuda;
 
 // V = 1001 takes the scalar path; the others the 16-byte vector path.
-const RowsVocab kShapes[] = {{1, 1000}, {17, 32000}, {97, 1001}, {1025, 1000}};
+const RowsVocab kCorrectedShapes[] = {{1, 1000}, {17, 32000}, {97, 1001}, {1025, 1000}};
 
-// Each backward gets its twin's inputs, the CPU's lses included: the forward's lses are checked on
-// their own, and one ulp of difference in a lse (the devices sum in different orders) moves the
-// gradient entries that cancel beyond their 1 / V-scaled tolerance.
-KLResult on_gpu(const KLResult& cpu) {
-  return {to_cuda(cpu.kl), to_cuda(cpu.teacher_lse), to_cuda(cpu.student_lse), {}};
-}
-
-TEST(CrossEntropyGpu, MatchesCpuOnAwkwardShapes) {
-  SPRIG_REQUIRE_CUDA();
-  uint64_t seed = 0;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : kShapes) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
-                   " V=" + std::to_string(s.vocab));
-      const Tensor logits = rand_normal({s.rows, s.vocab}, ++seed, dt);
-      const Tensor t = some_targets(s.rows, s.vocab, ++seed);
-      const CrossEntropyResult cpu = cross_entropy(logits, t, -100, true);
-      const CrossEntropyResult gpu = cross_entropy(to_cuda(logits), to_cuda(t), -100, true);
-      EXPECT_PARITY(gpu.loss, cpu.loss);
-      EXPECT_PARITY(gpu.lse, cpu.lse);
-      EXPECT_EQ(gpu.argmax.to_vector<int64_t>(), cpu.argmax.to_vector<int64_t>());
-      const Tensor dloss = rand_normal({s.rows}, ++seed);
-      const Tensor dlogits = cross_entropy_backward(dloss, logits, t, cpu.lse);
-      const Tensor gdlogits =
-          cross_entropy_backward(to_cuda(dloss), to_cuda(logits), to_cuda(t), to_cuda(cpu.lse));
-      // dloss * (softmax - onehot): entries of size about 1 / V that can cancel.
-      EXPECT_PARITY(gdlogits, dlogits, 1, 1.0 / static_cast<double>(s.vocab));
-    }
-}
+SPRIG_GPU_PARITY_TEST(CrossEntropyGpu, MatchesCpuOnAwkwardShapes, parity::cross_entropy_cases())
 
 // Features and projection in quarter steps (E = 4): both devices add the same exact corrections
 // and agree on the argmax exactly.
@@ -63,7 +35,7 @@ TEST(CorrectedCrossEntropyGpu, MatchesCpuOnAwkwardShapesAndInPlace) {
   uint64_t seed = 100;
   constexpr int64_t E = 4;
   for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : kShapes) {
+    for (const RowsVocab& s : kCorrectedShapes) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
                    " V=" + std::to_string(s.vocab));
       const Tensor b = rand_normal({s.rows, s.vocab}, ++seed, dt);
@@ -125,56 +97,8 @@ TEST(CrossEntropyGpu, IgnoredRowsGetZeroGradientWhateverTheirLogits) {
   EXPECT_PARITY(got, expect);
 }
 
-TEST(KlDivGpu, MatchesCpuOnAwkwardShapes) {
-  SPRIG_REQUIRE_CUDA();
-  uint64_t seed = 100;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : {kShapes[0], kShapes[1], kShapes[2]})
-      for (double temp : {1.0, 2.0}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
-                     " V=" + std::to_string(s.vocab) + " T=" + std::to_string(temp));
-        const Tensor teacher = rand_normal({s.rows, s.vocab}, ++seed, dt);
-        const Tensor student = rand_normal({s.rows, s.vocab}, ++seed, dt);
-        const KLResult cpu = kl_div(teacher, student, temp);
-        const KLResult gpu = kl_div(to_cuda(teacher), to_cuda(student), temp);
-        // kl sums V terms of size about 1 / V.
-        EXPECT_PARITY(gpu.kl, cpu.kl, s.vocab, 1.0 / static_cast<double>(s.vocab));
-        EXPECT_PARITY(gpu.teacher_lse, cpu.teacher_lse);
-        EXPECT_PARITY(gpu.student_lse, cpu.student_lse);
-        const Tensor dkl = rand_normal({s.rows}, ++seed);
-        const Tensor ds = kl_div_backward(dkl, teacher, student, cpu, temp);
-        const Tensor gds =
-            kl_div_backward(to_cuda(dkl), to_cuda(teacher), to_cuda(student), on_gpu(cpu), temp);
-        // dkl * (q - p) / T: entries of size about 1 / V that can cancel.
-        EXPECT_PARITY(gds, ds, 1, 1.0 / static_cast<double>(s.vocab));
-      }
-}
-
-// Teachers named by row (the rows reversed, every other one repeated) and the student argmax.
-TEST(KlDivGpu, TeacherRowsAndArgmaxMatchCpu) {
-  SPRIG_REQUIRE_CUDA();
-  uint64_t seed = 200;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (const RowsVocab& s : {kShapes[1], kShapes[2]}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " R=" + std::to_string(s.rows) +
-                   " V=" + std::to_string(s.vocab));
-      const Tensor teachers = rand_normal({s.rows, s.vocab}, ++seed, dt);
-      const Tensor student = rand_normal({s.rows, s.vocab}, ++seed, dt);
-      std::vector<int32_t> index(static_cast<size_t>(s.rows));
-      for (int64_t r = 0; r < s.rows; ++r) index[r] = static_cast<int32_t>((s.rows - 1 - r) & ~1);
-      const Tensor rows = Tensor::from_vector(index, {s.rows});
-      const KLResult cpu = kl_div(teachers, student, 1.5, rows, true);
-      const KLResult gpu = kl_div(to_cuda(teachers), to_cuda(student), 1.5, to_cuda(rows), true);
-      EXPECT_PARITY(gpu.kl, cpu.kl, s.vocab, 1.0 / static_cast<double>(s.vocab));
-      EXPECT_PARITY(gpu.teacher_lse, cpu.teacher_lse);
-      EXPECT_EQ(gpu.student_argmax.to_vector<int64_t>(), cpu.student_argmax.to_vector<int64_t>());
-      const Tensor dkl = rand_normal({s.rows}, ++seed);
-      const Tensor ds = kl_div_backward(dkl, teachers, student, cpu, 1.5, rows);
-      const Tensor gds = kl_div_backward(to_cuda(dkl), to_cuda(teachers), to_cuda(student),
-                                         on_gpu(cpu), 1.5, to_cuda(rows));
-      EXPECT_PARITY(gds, ds, 1, 1.0 / static_cast<double>(s.vocab));
-    }
-}
+SPRIG_GPU_PARITY_TEST(KlDivGpu, MatchesCpuOnAwkwardShapes, parity::kl_div_cases(false))
+SPRIG_GPU_PARITY_TEST(KlDivGpu, TeacherRowsAndArgmaxMatchCpu, parity::kl_div_cases(true))
 
 TEST(KlDivGpu, ZeroProbabilityTermsAndSpecE14) {
   SPRIG_REQUIRE_CUDA();

@@ -1,4 +1,4 @@
-// Inputs shared by the loss kernels' parity tests (tests/tensor/loss_gpu.cpp on a GPU,
+// Inputs shared by the corrected cross-entropy's parity tests (tests/tensor/loss_gpu.cpp on a GPU,
 // tests/kernel_emu/loss_emu.cpp on the emulated device).
 #pragma once
 
@@ -13,14 +13,6 @@ namespace sprig::testing {
 struct RowsVocab {
   int64_t rows, vocab;
 };
-
-// Targets in [0, V) with every fifth row ignored (-100).
-inline Tensor some_targets(int64_t rows, int64_t V, uint64_t seed) {
-  std::vector<int64_t> t(rows);
-  Generator gen(seed);
-  for (int64_t r = 0; r < rows; ++r) t[r] = r % 5 == 4 ? -100 : gen.next_int(0, V);
-  return Tensor::from_vector(t, {rows});
-}
 
 // Small multiples of 1/4: as Domino's features and projection with E = 4, every correction
 // e @ P^T is exact whatever the summation order.

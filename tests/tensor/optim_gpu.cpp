@@ -1,17 +1,16 @@
-// GPU parity tests of the optimizer ops: global norm and clipping, and three AdamW steps with f32
-// and bf16 gradients and bf16/f16 compute copies, CUDA against the CPU reference.
+// GPU parity tests of the optimizer ops: global norm and clipping, and AdamW (the table of
+// tests/parity/optim_cases.h).
 #include <gtest/gtest.h>
 
 #include "tensor/ops.h"
+#include "tests/parity/optim_cases.h"
 #include "tests/tensor/op_test_util.h"
 #include "tests/test_util.h"
 
 namespace sprig {
 namespace {
 
-using testing::all_close;
 using testing::rand_normal;
-using testing::rand_uniform;
 using testing::throws_invalid;
 using testing::to_cuda;
 
@@ -45,35 +44,7 @@ TEST(ClipGradNormGpu, MatchesCpu) {
   }
 }
 
-TEST(AdamWGpu, MatchesCpuOverThreeSteps) {
-  SPRIG_REQUIRE_CUDA();
-  for (DType grad_dt : {DType::f32, DType::bf16})
-    for (DType copy_dt : {DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::string("grad ") + dtype_name(grad_dt) + ", copy " + dtype_name(copy_dt));
-      const Shape shape = {1025, 33};
-      const Tensor p = rand_normal(shape, 10), m = Tensor::zeros(shape), v = Tensor::zeros(shape);
-      const Tensor gp = to_cuda(p), gm = to_cuda(m), gv = to_cuda(v);
-      const Tensor gcopy = Tensor::zeros(shape, copy_dt, Device::cuda());
-      for (int64_t step = 1; step <= 3; ++step) {
-        const AdamWParams hp{.lr = 1e-2,
-                             .beta1 = 0.9,
-                             .beta2 = 0.95,
-                             .eps = 1e-8,
-                             .weight_decay = 0.1,
-                             .step = step,
-                             .grad_scale = step == 2 ? 0.3 : 1.0};  // step 2: a clipped one
-        const Tensor g = rand_uniform(shape, -1, 1, 20 + step, grad_dt);
-        adamw_step(p, g, m, v, hp);
-        adamw_step(gp, to_cuda(g), gm, gv, hp, gcopy);
-      }
-      // A few correctly rounded ops per element with the same scalars on both devices: scales
-      // well below the values' sizes (p ~ 1, m ~ 0.1, v ~ 0.05).
-      EXPECT_PARITY(gp, p, 1, 0.1);
-      EXPECT_PARITY(gm, m, 1, 1e-2);
-      EXPECT_PARITY(gv, v, 1, 1e-3);
-      EXPECT_TRUE(all_close(gcopy, gp.to(copy_dt), 0.0));  // the copy is the updated parameter
-    }
-}
+SPRIG_GPU_PARITY_TEST(AdamWGpu, MatchesCpuOverThreeSteps, parity::adamw_cases())
 
 TEST(OptimGpu, RejectsMixedDevices) {
   SPRIG_REQUIRE_CUDA();

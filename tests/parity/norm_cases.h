@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
@@ -33,7 +34,9 @@ inline std::vector<Case> rms_norm_cases() {
                            }
                            std::vector<Output> out = {
                                {"y", y}, {"rstd", rstd, H, 1.0 / static_cast<double>(H)}};
-                           for (DType dw_dt : {DType::f32, dt}) {
+                           const std::vector<DType> dw_dtypes =
+                               dt == DType::f32 ? std::vector{dt} : std::vector{DType::f32, dt};
+                           for (DType dw_dt : dw_dtypes) {
                              const Tensor dw = on(b, Tensor::ones({H}, dw_dt));
                              Tensor dx;
                              if (b == kEmu) {

@@ -1,61 +1,25 @@
-// CUDA parity of matmul (cuBLASLt) and matmul_backward against the CPU (Eigen): all transpose
-// combinations, batched and broadcast b, awkward sizes (1, 17, 31, 33, 97, 1025), f32 / bf16 /
-// f16 / f64, accumulate, strided and misaligned operands.
+// CUDA parity of matmul (cuBLASLt) against the CPU (Eigen): the tables of
+// tests/parity/matmul_cases.h (every flag and shape, the backward), strided and misaligned
+// operands, the kernel's accumulation, matmul_into, an empty inner dimension.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
+#include "tests/parity/index_cases.h"
+#include "tests/parity/matmul_cases.h"
 #include "tests/test_util.h"
 
 namespace sprig {
 namespace {
 
+using parity::offset_copy;
 using testing::all_close;
 
 const Device kCuda = Device::cuda();
 
-// Stored shape of an operand [rows, cols] after op, 2-D when batch is 0.
-Shape stored(int64_t batch, int64_t rows, int64_t cols, bool trans) {
-  Shape s = trans ? Shape{cols, rows} : Shape{rows, cols};
-  if (batch > 0) s.insert(s.begin(), batch);
-  return s;
-}
-
-// A contiguous copy of x starting one element into a larger buffer (not 16-byte aligned).
-Tensor offset_copy(const Tensor& x) {
-  Tensor buffer = Tensor::zeros({x.numel() + 1}, x.dtype(), x.device());
-  Tensor view = buffer.narrow(0, 1, x.numel()).view(x.shape());
-  view.copy_(x);
-  return view;
-}
-
-struct Dims {
-  int64_t m, k, n;
-};
-const Dims kDims[] = {{1, 1, 1}, {17, 31, 33}, {97, 1025, 17}, {33, 97, 1025}, {1, 1025, 31}};
-
-TEST(MatmulGpu, MatchesCpuForAllFlagsAndShapes) {
-  SPRIG_REQUIRE_CUDA();
-  uint64_t seed = 500;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64})
-    for (const Dims& d : kDims)
-      for (int64_t batch : {int64_t{0}, int64_t{3}})
-        for (bool broadcast : {false, true}) {
-          if (batch == 0 && broadcast) continue;
-          for (bool ta : {false, true})
-            for (bool tb : {false, true}) {
-              const Tensor a = testing::rand_normal(stored(batch, d.m, d.k, ta), ++seed, dtype);
-              const Tensor b =
-                  testing::rand_normal(stored(broadcast ? 0 : batch, d.k, d.n, tb), ++seed, dtype);
-              const Tensor ref = matmul(a, b, ta, tb);
-              EXPECT_PARITY(matmul(a.to(kCuda), b.to(kCuda), ta, tb), ref, d.k)
-                  << dtype_name(dtype) << " m " << d.m << " k " << d.k << " n " << d.n << " batch "
-                  << batch << " broadcast " << broadcast << " ta " << ta << " tb " << tb;
-            }
-        }
-}
+SPRIG_GPU_PARITY_TEST(MatmulGpu, MatchesCpuForAllFlagsAndShapes, parity::matmul_cases())
 
 TEST(MatmulGpu, StridedAndMisalignedOperands) {
   SPRIG_REQUIRE_CUDA();
@@ -113,26 +77,7 @@ TEST(MatmulGpu, EmptyInnerDimensionGivesZeros) {
   EXPECT_TRUE(all_close(out, Tensor::zeros({17, 31}), 0));
 }
 
-TEST(MatmulGpu, BackwardMatchesCpu) {
-  SPRIG_REQUIRE_CUDA();
-  const int64_t B = 3, M = 17, K = 97, N = 33;
-  uint64_t seed = 800;
-  for (DType dtype : {DType::f32, DType::bf16})
-    for (int64_t b_batch : {int64_t{0}, B})
-      for (bool ta : {false, true})
-        for (bool tb : {false, true}) {
-          const Tensor a = testing::rand_normal(stored(B, M, K, ta), ++seed, dtype);
-          const Tensor b = testing::rand_normal(stored(b_batch, K, N, tb), ++seed, dtype);
-          const Tensor dy = testing::rand_normal({B, M, N}, ++seed, dtype);
-          const auto [da, db] = matmul_backward(a, b, dy, ta, tb);
-          const auto [gda, gdb] = matmul_backward(a.to(kCuda), b.to(kCuda), dy.to(kCuda), ta, tb);
-          // db of a broadcast b sums over the batch too: B * M terms.
-          EXPECT_PARITY(gda, da, N)
-              << dtype_name(dtype) << " b_batch " << b_batch << " ta " << ta << " tb " << tb;
-          EXPECT_PARITY(gdb, db, B * M)
-              << dtype_name(dtype) << " b_batch " << b_batch << " ta " << ta << " tb " << tb;
-        }
-}
+SPRIG_GPU_PARITY_TEST(MatmulGpu, BackwardMatchesCpu, parity::matmul_backward_cases())
 
 }  // namespace
 }  // namespace sprig

@@ -7,7 +7,10 @@
 #include <string>
 
 #include "tests/parity/elementwise_cases.h"
+#include "tests/parity/gru_cases.h"
+#include "tests/parity/index_cases.h"
 #include "tests/parity/loss_cases.h"
+#include "tests/parity/matmul_cases.h"
 #include "tests/parity/norm_cases.h"
 #include "tests/parity/optim_cases.h"
 #include "tests/parity/reduce_cases.h"
@@ -19,10 +22,11 @@ namespace {
 
 TEST(ParityTables, EveryCaseComputesItsReferenceOnTheCpu) {
   const std::vector<std::vector<Case>> tables = {
-      swiglu_cases(),     rms_norm_cases(), rope_cases(),          reduce_cases(),
-      softmax_cases(),    adamw_cases(),    cross_entropy_cases(), kl_div_cases(false),
-      kl_div_cases(true), unary_cases(),    binary_cases(),        binary_scalar_cases(),
-      where_cases()};
+      swiglu_cases(),     rms_norm_cases(),        rope_cases(),          reduce_cases(),
+      softmax_cases(),    adamw_cases(),           cross_entropy_cases(), kl_div_cases(false),
+      kl_div_cases(true), unary_cases(),           binary_cases(),        binary_scalar_cases(),
+      where_cases(),      embedding_cases(),       index_select_cases(),  gather_cases(),
+      matmul_cases(),     matmul_backward_cases(), gru_cell_cases(),      gru_autograd_cases()};
   for (const std::vector<Case>& table : tables) {
     ASSERT_FALSE(table.empty());
     std::set<std::string> names;

@@ -13,6 +13,7 @@
 #include "attention/backend.h"
 #include "attention/cudnn/sdpa.h"
 #include "tests/attention/flash_reference.h"
+#include "tests/parity/attention_cases.h"
 #include "tests/test_util.h"
 
 namespace sprig {
@@ -42,17 +43,33 @@ Outputs run_op(AttentionBackend backend, const Problem& p, const Inputs& host) {
   return flash_test::host_outputs(f.out, f.lse, g.dq, g.dk, g.dv);
 }
 
-void check(const Problem& p, uint64_t seed) {
-  const Outputs ours =
-      flash_test::check_flash(p, seed, [](const Problem& pr, const Inputs& host, bool) {
-        return run_op(AttentionBackend::cudnn, pr, host);
-      });
-  if (p.head_dim != 64 && p.head_dim != 128) return;  // sprig's kernels run 64 and 128
-  const Outputs sprig = run_op(AttentionBackend::sprig, p, flash_test::random_inputs(p, seed));
-  // Two fp32-accumulating kernels on the same bf16/f16 inputs: close, not bitwise.
-  EXPECT_LT(testing::max_abs_diff(ours.out, sprig.out), 2e-2);
-  EXPECT_LT(testing::max_abs_diff(ours.lse, sprig.lse), 1e-3);
-  EXPECT_LT(testing::max_abs_diff(ours.dq, sprig.dq), 5e-2);
+// The attention op under backend auto.
+const flash_test::FlashRunner automatic = [](const Problem& p, const Inputs& host, bool) {
+  return run_op(AttentionBackend::automatic, p, host);
+};
+
+// cuDNN against the reference (tests/parity/attention_cases.h), and against sprig's kernels on
+// the same inputs where they run (head dims 64 and 128).
+void check(const std::vector<Problem>& problems, const std::vector<uint64_t>& seeds) {
+  const flash_test::FlashRunner cudnn = [](const Problem& p, const Inputs& host, bool) {
+    return run_op(AttentionBackend::cudnn, p, host);
+  };
+  std::vector<parity::Case> cases;
+  for (size_t i = 0; i < problems.size(); ++i)
+    cases.push_back(parity::attention_case(problems[i], seeds[i], parity::kCuda, cudnn, false));
+  parity::check(cases, parity::kCuda);
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const Problem& p = problems[i];
+    if (p.head_dim != 64 && p.head_dim != 128) continue;
+    SCOPED_TRACE(cases[i].name);
+    const Inputs host = flash_test::random_inputs(p, seeds[i]);
+    const Outputs ours = run_op(AttentionBackend::cudnn, p, host),
+                  sprig = run_op(AttentionBackend::sprig, p, host);
+    // Two fp32-accumulating kernels on the same bf16/f16 inputs: close, not bitwise.
+    EXPECT_LT(testing::max_abs_diff(ours.out, sprig.out), 2e-2);
+    EXPECT_LT(testing::max_abs_diff(ours.lse, sprig.lse), 1e-3);
+    EXPECT_LT(testing::max_abs_diff(ours.dq, sprig.dq), 5e-2);
+  }
 }
 
 // Every row the same form: documents differ per row, the window (if any) is shared.
@@ -63,6 +80,8 @@ BatchMask documents(int64_t t, int64_t batch, int64_t window) {
 }
 
 void check_form(bool ragged, int64_t window) {
+  std::vector<Problem> problems;
+  std::vector<uint64_t> seeds;
   uint64_t seed = 500;
   for (int64_t t : {1, 17, 97, 1025})
     for (int64_t d : {64, 96, 128})
@@ -70,8 +89,10 @@ void check_form(bool ragged, int64_t window) {
         const int64_t batch = t <= 97 ? 2 : 1, kv_heads = t <= 97 ? 2 : 1;
         const BatchMask mask =
             ragged && t >= 4 ? documents(t, batch, window) : BatchMask(causal_mask(t, window));
-        check({mask, batch, group * kv_heads, kv_heads, d}, seed += 10);
+        problems.push_back({mask, batch, group * kv_heads, kv_heads, d});
+        seeds.push_back(seed += 10);
       }
+  check(problems, seeds);
 }
 
 TEST(CudnnGpu, Causal) {
@@ -98,27 +119,24 @@ TEST(CudnnGpu, HalfPrecision) {
   SPRIG_REQUIRE_CUDNN();
   Problem p{documents(97, 2, 0), 2, 4, 2, 128};
   p.dtype = DType::f16;
-  check(p, 900);
+  check({p}, {900});
 }
 
 // The first call of a key measures both backends, later calls run the faster: right either way.
 TEST(CudnnGpu, AutoMeasuresOncePerShapeAndStaysRight) {
   SPRIG_REQUIRE_CUDNN();
-  for (const BatchMask& mask : {BatchMask(causal_mask(1025)), documents(1025, 1, 0)}) {
-    const Problem p{mask, 1, 8, 2, 128};
+  std::vector<parity::Case> cases;
+  for (const BatchMask& mask : {BatchMask(causal_mask(1025)), documents(1025, 1, 0)})
     for (int call = 0; call < 2; ++call)
-      flash_test::check_flash(p, 300 + call, [](const Problem& pr, const Inputs& host, bool) {
-        return run_op(AttentionBackend::automatic, pr, host);
-      });
-  }
+      cases.push_back(parity::attention_case({mask, 1, 8, 2, 128}, 300 + call, parity::kCuda,
+                                             automatic, false));
+  parity::check(cases, parity::kCuda);
 }
 
 TEST(CudnnGpu, AutoRunsSprigsKernelsWhereCudnnCannotAndCudnnSaysWhy) {
   SPRIG_REQUIRE_CUDNN();
   const Problem p{flash_test::make_mask(flash_test::Kind::prefix_tree, 97, 1), 1, 4, 2, 64};
-  flash_test::check_flash(p, 77, [](const Problem& pr, const Inputs& host, bool) {
-    return run_op(AttentionBackend::automatic, pr, host);
-  });
+  parity::check({parity::attention_case(p, 77, parity::kCuda, automatic, false)}, parity::kCuda);
   const Inputs host = flash_test::random_inputs(p, 77);
   const std::string message =
       testing::invalid_argument_message([&] { run_op(AttentionBackend::cudnn, p, host); });

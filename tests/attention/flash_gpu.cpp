@@ -1,10 +1,7 @@
-// CUDA flash attention against a dense f64 reference on the host, with FlashAttention's rule: the
-// error of out, lse, dq, dk, dv is at most 2x the error of a naive implementation in the inputs'
-// precision, plus 1e-3. Causal, packed documents (a different mask per batch row), prefix trees
-// and DFlash masks at lengths 1, 17, 97, 1025, head dims 64 and 128, GQA 1:1, 2:1 and 8:1, bf16
-// (and f16). Fully masked rows, query tiles without entries and keys nobody sees must give exact
-// zeros (and lse = -inf); the deterministic backward must reproduce itself bitwise and agree with
-// the atomic one.
+// CUDA flash attention against the dense f64 reference on the host (the tables of
+// tests/parity/attention_cases.h: every mask kind, FlashAttention's rule, exact zeros, the
+// deterministic dQ reproducing itself bitwise), the attention op running the kernels on its
+// mask's tile maps, and the device check.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +10,7 @@
 #include "attention/attention.h"
 #include "attention/cuda/flash.h"
 #include "tests/attention/flash_reference.h"
+#include "tests/parity/attention_cases.h"
 #include "tests/test_util.h"
 
 namespace sprig {
@@ -20,7 +18,6 @@ namespace {
 
 using cuda::FlashPass;
 using flash_test::Inputs;
-using flash_test::Kind;
 using flash_test::make_mask;
 using flash_test::Outputs;
 using flash_test::Problem;
@@ -45,53 +42,16 @@ Outputs flash(const Problem& p, const Inputs& host, bool deterministic) {
   return flash_test::host_outputs(out, lse, dq, dk, dv);
 }
 
-// Both modes against the reference; the deterministic dQ reproduces itself bitwise.
-void check(const Problem& p, uint64_t seed) {
-  const Outputs det = flash_test::check_flash(p, seed, flash);
-  EXPECT_EQ(max_abs_diff(flash(p, flash_test::random_inputs(p, seed), true).dq, det.dq), 0.0);
-}
+using flash_test::Kind;
 
-void check_kind(Kind kind) {
-  uint64_t seed = 100;
-  for (int64_t t : {1, 17, 97, 1025})
-    for (int64_t d : {64, 128})
-      for (int64_t group : {1, 2, 8}) {
-        const int64_t batch = t <= 97 ? 2 : 1, kv_heads = t <= 97 ? 2 : 1;
-        check({make_mask(kind, t, batch), batch, group * kv_heads, kv_heads, d}, seed += 10);
-      }
-}
-
-TEST(FlashGpu, Causal) {
-  SPRIG_REQUIRE_CUDA();
-  check_kind(Kind::causal);
-}
-
-TEST(FlashGpu, DocumentsWithAMaskPerBatchRow) {
-  SPRIG_REQUIRE_CUDA();
-  check_kind(Kind::documents);
-}
-
-TEST(FlashGpu, PrefixTree) {
-  SPRIG_REQUIRE_CUDA();
-  check_kind(Kind::prefix_tree);
-}
-
-TEST(FlashGpu, DFlash) {
-  SPRIG_REQUIRE_CUDA();
-  check_kind(Kind::dflash);
-}
-
-// Rows 0-149 see nothing (query tile 0 has no entries at all), keys 210-299 are seen by nobody.
-TEST(FlashGpu, FullyMaskedRowsAndUnseenKeys) {
-  SPRIG_REQUIRE_CUDA();
-  const Mask m{300, 300, {Rect{150, 300, 0, 150}, Rect{200, 260, 150, 210, RectKind::causal}}};
-  for (int64_t d : {64, 128}) check({BatchMask(m), 2, 4, 2, d}, 7 + d);
-}
-
-TEST(FlashGpu, Float16) {
-  SPRIG_REQUIRE_CUDA();
-  for (int64_t d : {64, 128}) check({make_mask(Kind::documents, 97, 2), 2, 4, 2, d, DType::f16}, 3);
-}
+SPRIG_GPU_PARITY_TEST(FlashGpu, Causal, parity::flash_cases(Kind::causal, {}, flash, true))
+SPRIG_GPU_PARITY_TEST(FlashGpu, DocumentsWithAMaskPerBatchRow,
+                      parity::flash_cases(Kind::documents, {}, flash, true))
+SPRIG_GPU_PARITY_TEST(FlashGpu, PrefixTree, parity::flash_cases(Kind::prefix_tree, {}, flash, true))
+SPRIG_GPU_PARITY_TEST(FlashGpu, DFlash, parity::flash_cases(Kind::dflash, {}, flash, true))
+SPRIG_GPU_PARITY_TEST(FlashGpu, FullyMaskedRowsAndUnseenKeys,
+                      parity::fully_masked_cases(flash, true))
+SPRIG_GPU_PARITY_TEST(FlashGpu, Float16, parity::float16_cases(flash, true))
 
 // The attention op on CUDA tensors runs the twin entry points on the mask's own device tile maps
 // (compiled and uploaded on first use, then reused): the same results as the kernels on maps

@@ -1,8 +1,8 @@
-// The dense host reference of the flash-attention kernels and the checks their tests share
-// (tests/attention/flash_gpu.cpp on a GPU, tests/kernel_emu/flash_emu.cpp on the emulated device):
-// FlashAttention's rule, the error of out, lse, dq, dk, dv is at most 2x the error of a naive
-// implementation in the inputs' precision, plus 1e-3; fully masked rows, query tiles without
-// entries and keys nobody sees must give exact zeros (and lse = -inf).
+// The dense host reference of the flash-attention kernels, the masks and inputs their tests share
+// (tests/parity/attention_cases.h runs them: tests/attention/flash_gpu.cpp and cudnn_gpu.cpp on a
+// GPU, tests/kernel_emu/flash_emu.cpp on the emulated device): attention in f64, and the naive
+// implementation in the inputs' precision whose error FlashAttention's rule bounds the kernels'
+// by.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -122,43 +122,6 @@ Outputs dense_attention(const Problem& p, const Inputs& host, Round round) {
           tensor(dk, host.k), tensor(dv, host.k)};
 }
 
-// ---- checks -----------------------------------------------------------------------------------
-
-inline void expect_flash_rule(const char* name, const Tensor& flash, const Tensor& naive,
-                              const Tensor& ref) {
-  const double err = max_abs_diff(flash, ref), naive_err = max_abs_diff(naive, ref);
-  EXPECT_LE(err, 2 * naive_err + 1e-3)
-      << name << ": flash error " << err << ", naive error " << naive_err;
-}
-
-// Rows no key reaches must have out = 0 and dq = 0 exactly, keys no query reaches dk = dv = 0.
-inline void expect_exact_zeros(const Problem& p, const Outputs& f) {
-  const int64_t Tq = p.q_len(), Tk = p.k_len(), D = p.head_dim;
-  const std::vector<double> out = f.out.to_vector<double>(), dq = f.dq.to_vector<double>(),
-                            dk = f.dk.to_vector<double>(), dv = f.dv.to_vector<double>();
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const std::vector<int32_t> allowed = p.mask.row(b).dense().to_vector<int32_t>();
-    std::vector<bool> row_seen(Tq), key_seen(Tk);
-    for (int64_t i = 0; i < Tq; ++i)
-      for (int64_t j = 0; j < Tk; ++j)
-        if (allowed[i * Tk + j]) row_seen[i] = key_seen[j] = true;
-    for (int64_t x = 0; x < p.q_heads * D; ++x)
-      for (int64_t i = 0; i < Tq; ++i)
-        if (!row_seen[i]) {
-          const int64_t at = (b * Tq + i) * p.q_heads * D + x;
-          ASSERT_EQ(out[at], 0.0) << "fully masked row " << i;
-          ASSERT_EQ(dq[at], 0.0) << "fully masked row " << i;
-        }
-    for (int64_t x = 0; x < p.kv_heads * D; ++x)
-      for (int64_t j = 0; j < Tk; ++j)
-        if (!key_seen[j]) {
-          const int64_t at = (b * Tk + j) * p.kv_heads * D + x;
-          ASSERT_EQ(dk[at], 0.0) << "unseen key " << j;
-          ASSERT_EQ(dv[at], 0.0) << "unseen key " << j;
-        }
-  }
-}
-
 // ---- masks ------------------------------------------------------------------------------------
 
 enum class Kind { causal, documents, prefix_tree, dflash };
@@ -207,8 +170,8 @@ inline Outputs host_outputs(const Tensor& out, const Tensor& lse, const Tensor& 
   return {host(out), host(lse), host(dq), host(dk), host(dv)};
 }
 
-// The kernels on host inputs: out, lse, dq, dk, dv as host f64 tensors, dQ by atomics or by the
-// deterministic kernel.
+// A backend's attention on host inputs: out, lse, dq, dk, dv as host f64 tensors, dQ by atomics
+// or by the deterministic kernel.
 using FlashRunner =
     std::function<Outputs(const Problem& p, const Inputs& host, bool deterministic)>;
 
@@ -218,34 +181,6 @@ inline Inputs random_inputs(const Problem& p, uint64_t seed) {
   };
   return {input(p.q_len(), p.q_heads, seed), input(p.k_len(), p.kv_heads, seed + 1),
           input(p.k_len(), p.kv_heads, seed + 2), input(p.q_len(), p.q_heads, seed + 3)};
-}
-
-// Both backward modes of `run` on random_inputs(p, seed) against the dense reference; returns the
-// deterministic run.
-inline Outputs check_flash(const Problem& p, uint64_t seed, const FlashRunner& run) {
-  SCOPED_TRACE("T " + std::to_string(p.q_len()) + "x" + std::to_string(p.k_len()) + " D " +
-               std::to_string(p.head_dim) + " heads " + std::to_string(p.q_heads) + ":" +
-               std::to_string(p.kv_heads) + " " + dtype_name(p.dtype));
-  const Inputs host = random_inputs(p, seed);
-  const Outputs ref = dense_attention<double>(p, host, [](double x) { return x; });
-  const Outputs naive = dense_attention<float>(p, host, [&](float x) {
-    return p.dtype == DType::bf16 ? static_cast<float>(bf16(x)) : static_cast<float>(f16(x));
-  });
-  const Outputs f = run(p, host, false), det = run(p, host, true);
-
-  expect_flash_rule("out", f.out, naive.out, ref.out);
-  expect_flash_rule("lse", f.lse, naive.lse, ref.lse);
-  EXPECT_LE(max_abs_diff(f.lse, ref.lse), 1e-3);  // scores stay fp32: far tighter than the rule
-  expect_flash_rule("dq", f.dq, naive.dq, ref.dq);
-  expect_flash_rule("dk", f.dk, naive.dk, ref.dk);
-  expect_flash_rule("dv", f.dv, naive.dv, ref.dv);
-  expect_flash_rule("dq (deterministic)", det.dq, naive.dq, ref.dq);
-  expect_exact_zeros(p, f);
-  expect_exact_zeros(p, det);
-  // dK/dV come from the same kernel in both modes.
-  EXPECT_EQ(max_abs_diff(det.dk, f.dk), 0.0);
-  EXPECT_EQ(max_abs_diff(det.dv, f.dv), 0.0);
-  return det;
 }
 
 }  // namespace sprig::flash_test

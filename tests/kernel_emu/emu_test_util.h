@@ -1,5 +1,6 @@
-// Helpers of the kernel_emu tests: outputs that start as NaN, so that an element a kernel fails to
-// write cannot pass, and the GPU tests' parity rule (tests/test_util.h) for emulated results.
+// Helpers of the kernel_emu tests outside the parity tables (tests/parity): outputs that start as
+// NaN, so that an element a kernel fails to write cannot pass, and the GPU tests' parity rule
+// (tests/test_util.h) for emulated results.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,11 +8,12 @@
 #include <cmath>
 
 #include "tensor/tensor.h"
+#include "tests/parity/parity.h"
 #include "tests/test_util.h"
 
 namespace sprig::emu {
 
-inline Tensor nan_like(const Tensor& t) { return Tensor::full(t.shape(), NAN, t.dtype()); }
+using parity::nan_like;
 
 // The emulated kernel's result (a host tensor) against the CPU twin under parity_tolerance.
 inline ::testing::AssertionResult parity(const Tensor& emulated, const Tensor& cpu,

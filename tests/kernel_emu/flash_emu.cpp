@@ -1,8 +1,7 @@
 // attention/cuda/flash_fwd.cu and flash_bwd.cu run on the emulated device against the dense host
-// reference of tests/attention/flash_reference.h, with FlashAttention's rule: every mask kind
-// (causal, packed documents with a different mask per batch row and a sliding window, prefix
-// trees, DFlash blocks), head dims 64 and 128, GQA 1:1 and 4:1, lengths with ragged tails and
-// several tiles, fully masked rows and unseen keys, the atomic and the deterministic dQ.
+// reference: the tables of tests/parity/attention_cases.h (every mask kind, lengths with ragged
+// tails and several tiles, fully masked rows and unseen keys, the atomic and the deterministic
+// dQ), long entry lists and ragged tiles, and the shared memory limit raised before any launch.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,58 +12,38 @@
 #include "attention/cuda/flash_bwd.cu"  // compiled against tests/kernel_emu/device_emu.h
 #include "attention/cuda/flash_fwd.cu"
 #include "tests/attention/flash_reference.h"
-#include "tests/kernel_emu/emu_test_util.h"
+#include "tests/parity/attention_cases.h"
 
 namespace sprig {
 namespace {
 
 using flash_test::Inputs;
 using flash_test::Kind;
-using flash_test::make_mask;
 using flash_test::Outputs;
 using flash_test::Problem;
 
 Outputs emulated_flash(const Problem& p, const Inputs& host, bool deterministic) {
   const flash_test::PassMaps maps = flash_test::pass_maps(p, Device::cpu());
-  const Tensor out = emu::nan_like(host.q), dq = emu::nan_like(host.q), dk = emu::nan_like(host.k),
-               dv = emu::nan_like(host.k);
-  const Tensor lse = emu::nan_like(Tensor::empty({p.batch, p.q_heads, p.q_len()}));
+  const Tensor out = parity::nan_like(host.q), dq = parity::nan_like(host.q),
+               dk = parity::nan_like(host.k), dv = parity::nan_like(host.k);
+  const Tensor lse = parity::nan_like(Tensor::empty({p.batch, p.q_heads, p.q_len()}));
   cuda::run_flash_forward(host.q, host.k, host.v, maps.forward, p.scale(), out, lse, nullptr);
   cuda::run_flash_backward(host.q, host.k, host.v, out, lse, host.dout, maps.backward, p.scale(),
                            dq, dk, dv, nullptr, deterministic);
   return flash_test::host_outputs(out, lse, dq, dk, dv);
 }
 
-void check_kind(Kind kind, std::initializer_list<int64_t> lengths) {
-  uint64_t seed = 100;
-  for (int64_t t : lengths)
-    for (int64_t d : {64, 128})
-      for (int64_t group : {1, 4}) {
-        const int64_t batch = t <= 97 ? 2 : 1;
-        flash_test::check_flash({make_mask(kind, t, batch), batch, group, 1, d}, seed += 10,
-                                emulated_flash);
-      }
-}
-
-TEST(FlashEmu, Causal) { check_kind(Kind::causal, {1, 17, 200}); }
-
-TEST(FlashEmu, DocumentsWithAMaskPerBatchRow) { check_kind(Kind::documents, {17, 97}); }
-
-TEST(FlashEmu, PrefixTree) { check_kind(Kind::prefix_tree, {17, 97}); }
-
-TEST(FlashEmu, DFlash) { check_kind(Kind::dflash, {17, 97}); }
-
-// Rows 0-149 see nothing (query tile 0 has no entries at all), keys 210-299 are seen by nobody.
-TEST(FlashEmu, FullyMaskedRowsAndUnseenKeys) {
-  const Mask m{300, 300, {Rect{150, 300, 0, 150}, Rect{200, 260, 150, 210, RectKind::causal}}};
-  for (int64_t d : {64, 128})
-    flash_test::check_flash({BatchMask(m), 1, 2, 1, d}, 7 + d, emulated_flash);
-}
-
-TEST(FlashEmu, Float16) {
-  flash_test::check_flash({make_mask(Kind::documents, 97, 2), 2, 2, 1, 64, DType::f16}, 3,
-                          emulated_flash);
-}
+SPRIG_EMU_PARITY_TEST(FlashEmu, Causal,
+                      parity::flash_cases(Kind::causal, {1, 17, 200}, emulated_flash, false))
+SPRIG_EMU_PARITY_TEST(FlashEmu, DocumentsWithAMaskPerBatchRow,
+                      parity::flash_cases(Kind::documents, {17, 97}, emulated_flash, false))
+SPRIG_EMU_PARITY_TEST(FlashEmu, PrefixTree,
+                      parity::flash_cases(Kind::prefix_tree, {17, 97}, emulated_flash, false))
+SPRIG_EMU_PARITY_TEST(FlashEmu, DFlash,
+                      parity::flash_cases(Kind::dflash, {17, 97}, emulated_flash, false))
+SPRIG_EMU_PARITY_TEST(FlashEmu, FullyMaskedRowsAndUnseenKeys,
+                      parity::fully_masked_cases(emulated_flash, false))
+SPRIG_EMU_PARITY_TEST(FlashEmu, Float16, parity::float16_cases(emulated_flash, false))
 
 // Long entry lists, so the forward refills both of its K/V buffer pairs several times, partial
 // entries first (2 or 3 at D 64, 3 or 6 at D 128) and full ones after; a query tile whose list
@@ -77,8 +56,11 @@ TEST(FlashEmu, LongEntryListsAndRaggedTiles) {
       258,
       700,
       {Rect{0, 130, 0, 450}, Rect{0, 130, 450, 580, RectKind::causal}, Rect{130, 258, 0, 256}}};
+  std::vector<parity::Case> cases;
   for (int64_t d : {64, 128})
-    flash_test::check_flash({BatchMask(m), 2, 2, 1, d}, 11 + d, emulated_flash);
+    cases.push_back(parity::attention_case({BatchMask(m), 2, 2, 1, d}, 11 + d, parity::kEmu,
+                                           emulated_flash, false));
+  parity::check(cases, parity::kEmu);
 }
 
 // The first launches of a kernel on a device, from several threads at once: none launches before

@@ -51,9 +51,14 @@ std::vector<int64_t> DraftKind::drafts(const DFlashDraft& draft, const Tensor& /
 }
 
 DraftConfig DraftKind::exported(const DraftConfig& draft, const ServingExport& how) const {
-  if (how.drop_correction_head)
+  if (how.drop_correction_head) {
+    std::string with_heads;  // the kinds whose drafts have a head
+    for (const DraftKind* kind : draft_kinds())
+      if (!kind->projector_type().empty())
+        with_heads += (with_heads.empty() ? "" : " or ") + std::string(kind->title());
     throw std::invalid_argument("[serve] --drop-correction-head: this is a " + std::string(name()) +
-                                " draft; only a Domino draft has a correction head");
+                                " draft; only a " + with_heads + " draft has a correction head");
+  }
   return draft;
 }
 

@@ -40,8 +40,7 @@ inline std::string reduced_name(const std::string& op, DType dtype, const Reduce
   return case_name(op, dtype, r.shape) + " dim " + std::to_string(r.dim);
 }
 
-// On the emulated device, a launcher's output: NaN (or -1 for indices) in the shape and dtype of
-// the CPU's.
+// The emulated reduction of x over dim, into NaNs in the shape and dtype of `like` (the CPU's).
 inline Tensor emu_reduce(ReduceOp op, const Tensor& x, int64_t dim, const Tensor& like) {
   const Tensor out = nan_like(like);
   cuda::reduce(op, x, out, dim, nullptr);

@@ -138,6 +138,15 @@ Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> 
   return m;
 }
 
+Mask ttt_mask(const std::vector<int64_t>& seq_lens, int64_t length, int64_t step) {
+  if (step < 0) fail("ttt_mask", "step must be >= 0, got " + std::to_string(step));
+  Mask m = document_mask(seq_lens, length);
+  m.k_len = (step + 1) * m.q_len;
+  for (int64_t i = 1; i <= step; ++i)  // query q sees key i * length + q alone
+    m.rects.push_back(Rect{0, m.q_len, i * m.q_len, (i + 1) * m.q_len, RectKind::causal, 1, 0});
+  return m;
+}
+
 namespace {
 
 // Sample paths must describe one tree, root first: each path starts at node 0 (at any node when

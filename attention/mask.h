@@ -83,6 +83,13 @@ Mask document_mask(const std::vector<int64_t>& seq_lens, std::optional<int64_t> 
 Mask prefix_tree_mask(const std::vector<int64_t>& node_lengths,
                       const std::vector<std::vector<int64_t>>& sample_paths);
 
+// EAGLE-3's training-time test at step `step` (docs/semantics.md §2.10): the queries are the
+// `length` positions of that step, the keys those of steps 0..step side by side ([step 0 | step 1 |
+// ... | step `step`], each `length` wide). A position sees the step-0 keys causally within its
+// document (as document_mask(seq_lens, length)) and its own key of each later step, one diagonal
+// rectangle (causal with a window of 1) per step.
+Mask ttt_mask(const std::vector<int64_t>& seq_lens, int64_t length, int64_t step);
+
 // Places masks side by side on the diagonal: part i's queries and keys are offset by the
 // q_len / k_len of the parts before it (e.g. several prefix trees packed in one batch row).
 Mask block_diagonal(const std::vector<Mask>& parts);

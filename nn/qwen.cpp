@@ -41,24 +41,28 @@ AttentionConfig AttentionConfig::of_layer(const QwenConfig& c, int64_t layer) {
 }
 
 QwenAttention::QwenAttention(const QwenConfig& c, int64_t layer, Generator& gen)
-    : q_proj(register_module(
-          "q_proj", std::make_unique<Linear>(c.hidden_size, c.num_attention_heads * c.head_dim,
-                                             c.has_qkv_bias(), init_std(c), gen))),
+    : QwenAttention(AttentionConfig::of_layer(c, layer), c.hidden_size, layer, init_std(c), gen) {}
+
+QwenAttention::QwenAttention(const AttentionConfig& a, int64_t input_size, int64_t layer,
+                             double weight_std, Generator& gen)
+    : q_proj(
+          register_module("q_proj", std::make_unique<Linear>(input_size, a.num_heads * a.head_dim,
+                                                             a.qkv_bias, weight_std, gen))),
       k_proj(register_module(
-          "k_proj", std::make_unique<Linear>(c.hidden_size, c.num_key_value_heads * c.head_dim,
-                                             c.has_qkv_bias(), init_std(c), gen))),
+          "k_proj", std::make_unique<Linear>(input_size, a.num_kv_heads * a.head_dim, a.qkv_bias,
+                                             weight_std, gen))),
       v_proj(register_module(
-          "v_proj", std::make_unique<Linear>(c.hidden_size, c.num_key_value_heads * c.head_dim,
-                                             c.has_qkv_bias(), init_std(c), gen))),
+          "v_proj", std::make_unique<Linear>(input_size, a.num_kv_heads * a.head_dim, a.qkv_bias,
+                                             weight_std, gen))),
       o_proj(register_module(
-          "o_proj", std::make_unique<Linear>(c.num_attention_heads * c.head_dim, c.hidden_size,
-                                             c.has_o_bias(), init_std(c), gen))),
-      config_(AttentionConfig::of_layer(c, layer)),
+          "o_proj", std::make_unique<Linear>(a.num_heads * a.head_dim, a.hidden_size, a.o_bias,
+                                             weight_std, gen))),
+      config_(a),
       rope_(config_.rope.frequencies(config_.head_dim)),
       layer_(layer) {
   if (config_.qk_norm) {
-    q_norm = &register_module("q_norm", std::make_unique<RMSNorm>(c.head_dim, c.rms_norm_eps));
-    k_norm = &register_module("k_norm", std::make_unique<RMSNorm>(c.head_dim, c.rms_norm_eps));
+    q_norm = &register_module("q_norm", std::make_unique<RMSNorm>(a.head_dim, a.rms_norm_eps));
+    k_norm = &register_module("k_norm", std::make_unique<RMSNorm>(a.head_dim, a.rms_norm_eps));
   }
 }
 
@@ -107,8 +111,7 @@ void QwenAttention::append_keys_values(const Var& xkv, const Tensor& kv_pos, KVC
 Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv, const Tensor& kv_pos,
                            const std::shared_ptr<const AttentionMask>& mask, KVCache* cache) const {
   const int64_t B = xq.size(0), Tq = xq.size(1), D = config_.head_dim;
-  const int64_t nH = config_.num_heads;
-  Var q = reshape(q_proj.forward(xq), {B, Tq, nH, D});  // (B, Tq, nH, D)
+  Var q = reshape(q_proj.forward(xq), {B, Tq, config_.num_heads, D});  // (B, Tq, nH, D)
   if (q_norm) q = q_norm->forward(q);
   // Queries and keys turn by the same frequencies: those of every position this forward holds.
   const RopeFrequencies freqs = frequencies(kv_pos);
@@ -119,8 +122,23 @@ Var QwenAttention::forward(const Var& xq, const Tensor& q_pos, const Var& xkv, c
     k = Var(ck);
     v = Var(cv);
   }
-  Var a = attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)));  // (B, Tq, nH, D)
-  return o_proj.forward(reshape(a, {B, Tq, nH * D}));
+  return attend(q, k, v, mask);
+}
+
+QwenAttention::Projections QwenAttention::project(const Var& x, const Tensor& positions) const {
+  const int64_t B = x.size(0), T = x.size(1);
+  Var q = reshape(q_proj.forward(x), {B, T, config_.num_heads, config_.head_dim});
+  if (q_norm) q = q_norm->forward(q);
+  const RopeFrequencies freqs = frequencies(positions);
+  auto [k, v] = keys_values(x, positions, freqs);
+  return {rope(q, positions, freqs), k, v};
+}
+
+Var QwenAttention::attend(const Var& q, const Var& k, const Var& v,
+                          const std::shared_ptr<const AttentionMask>& mask) const {
+  const int64_t B = q.size(0), Tq = q.size(1), D = config_.head_dim;
+  const Var a = attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)));
+  return o_proj.forward(reshape(a, {B, Tq, config_.num_heads * D}));
 }
 
 // ---- decoder ----------------------------------------------------------------------------------

@@ -43,6 +43,10 @@ struct AttentionConfig {
 class QwenAttention : public Module {
  public:
   QwenAttention(const QwenConfig& config, int64_t layer, Generator& gen);
+  // A layer of settings `config` whose q/k/v projections read `input_size` features (an EAGLE-3
+  // draft's layer reads [embedding | hidden], 2H), its weights drawn with `init_std`.
+  QwenAttention(const AttentionConfig& config, int64_t input_size, int64_t layer, double init_std,
+                Generator& gen);
   // Queries from xq (B, Tq, H) at positions q_pos (B, Tq); keys and values from xkv (B, Tk, H)
   // at kv_pos (B, Tk) (self-attention passes the same input twice) -> (B, Tq, H). `mask` is
   // [Tq, Tk]; with a cache, the new keys/values are appended to it and the mask covers
@@ -52,6 +56,16 @@ class QwenAttention : public Module {
   // Appends the keys and values of xkv (B, Tk, H) at kv_pos (B, Tk) to `cache` without attending
   // (a draft's context rows in speculative decoding).
   void append_keys_values(const Var& xkv, const Tensor& kv_pos, KVCache& cache) const;
+  // The two halves of a self-attention forward, for callers that keep keys across calls (EAGLE-3's
+  // training-time test): the queries (B, T, nH, D), keys and values (B, T, nKV, D) of x at
+  // `positions` (B, T), projected, q/k-normed (Qwen3) and rotated; and the attention of queries
+  // over keys and values under `mask`, through o_proj -> (B, Tq, H).
+  struct Projections {
+    Var q, k, v;
+  };
+  Projections project(const Var& x, const Tensor& positions) const;
+  Var attend(const Var& q, const Var& k, const Var& v,
+             const std::shared_ptr<const AttentionMask>& mask) const;
   const AttentionConfig& config() const { return config_; }
 
   Linear &q_proj, &k_proj, &v_proj, &o_proj;

@@ -194,6 +194,18 @@ TEST(Mask, SlidingWindowCausal) {
             (Rows{"100000", "110000", "001000", "001100", "000110", "000011"}));
 }
 
+TEST(Mask, TrainingTimeTestSeesItsDocumentAtStepZeroAndItselfAtLaterSteps) {
+  // Two documents of 2 and 3 positions at step 2: keys [step 0 | step 1 | step 2].
+  EXPECT_EQ(dense_rows(ttt_mask({2, 3}, 5, 0)),
+            (Rows{"10000", "11000", "00100", "00110", "00111"}));
+  const Mask m = ttt_mask({2, 3}, 5, 2);
+  EXPECT_EQ(m.k_len, 15);
+  EXPECT_EQ(dense_rows(m), (Rows{"100001000010000", "110000100001000", "001000010000100",
+                                 "001100001000010", "001110000100001"}));
+  EXPECT_EQ(invalid_argument_message([] { ttt_mask({5}, 5, -1); }),
+            "[ttt_mask] step must be >= 0, got -1");
+}
+
 TEST(Mask, BatchMaskRows) {
   const BatchMask shared(causal_mask(4));
   EXPECT_EQ(shared.num_rows(), 1);

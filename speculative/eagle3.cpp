@@ -1,0 +1,352 @@
+#include "speculative/eagle3.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "attention/mask.h"
+#include "nn/loss.h"
+#include "speculative/objective.h"  // acceptance
+
+namespace sprig::speculative {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::invalid_argument("[eagle3] " + message);
+}
+
+}  // namespace
+
+std::vector<int64_t> default_aux_layer_ids(int64_t target_layers) {
+  return {1, target_layers / 2 - 1, target_layers - 4};
+}
+
+void Eagle3Config::check() const {
+  if (aux_layer_ids.empty()) fail("aux_layer_ids is empty: fc needs at least one target layer");
+  std::set<int64_t> seen;
+  for (int64_t id : aux_layer_ids) {
+    if (id < 0 || id >= num_target_layers)
+      fail("aux_layer_ids " + nlohmann::json(aux_layer_ids).dump() + ": " + std::to_string(id) +
+           " is outside the target's layers [0, " + std::to_string(num_target_layers) + ")");
+    if (!seen.insert(id).second)
+      fail("aux_layer_ids " + nlohmann::json(aux_layer_ids).dump() + " repeats layer " +
+           std::to_string(id));
+  }
+  if (draft_vocab_size < 1 || draft_vocab_size > layer.vocab_size)
+    fail("draft_vocab_size must be in [1, " + std::to_string(layer.vocab_size) +
+         "] (the target's vocabulary), got " + std::to_string(draft_vocab_size));
+}
+
+Eagle3Config eagle3_config_for(const QwenConfig& target, const Eagle3Options& options) {
+  nlohmann::json j = target.to_json();
+  for (const char* key : {"layer_types", "use_sliding_window", "sliding_window",
+                          "max_window_layers", "bos_token_id", "eos_token_id", "auto_map"})
+    j.erase(key);
+  j["num_hidden_layers"] = 1;
+  Eagle3Config c;
+  c.layer = QwenConfig::from_json(j, "[eagle3] config");
+  c.num_target_layers = target.num_hidden_layers;
+  c.aux_layer_ids = options.aux_layer_ids.empty() ? default_aux_layer_ids(target.num_hidden_layers)
+                                                  : options.aux_layer_ids;
+  c.draft_vocab_size = options.draft_vocab_size > 0 ? options.draft_vocab_size : target.vocab_size;
+  if (options.aux_layer_ids.empty() && target.num_hidden_layers < 8)
+    fail(
+        "the default aux_layer_ids [1, L/2 - 1, L - 4] need a target of at least 8 layers, this "
+        "one has " +
+        std::to_string(target.num_hidden_layers) + ": set aux_layer_ids");
+  c.check();
+  return c;
+}
+
+// ---- the draft ----------------------------------------------------------------------------------
+
+namespace {
+
+// The draft's attention: the target's shape, over [embedding | state] (2H), without q/k norms
+// or biases (the engines' Llama-style EAGLE-3 layer).
+AttentionConfig eagle3_attention(const QwenConfig& c) {
+  AttentionConfig a = AttentionConfig::of_layer(c, 0);
+  a.qkv_bias = a.o_bias = a.qk_norm = false;
+  a.sliding_window = 0;
+  return a;
+}
+
+}  // namespace
+
+Eagle3Layer::Eagle3Layer(const QwenConfig& c, Generator& gen)
+    : input_layernorm(register_module("input_layernorm",
+                                      std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+      hidden_norm(
+          register_module("hidden_norm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+      post_attention_layernorm(register_module(
+          "post_attention_layernorm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps))),
+      self_attn(register_module(
+          "self_attn", std::make_unique<QwenAttention>(eagle3_attention(c), 2 * c.hidden_size, 0,
+                                                       c.initializer_range, gen))),
+      mlp(register_module("mlp", std::make_unique<QwenMLP>(c.hidden_size, c.intermediate_size,
+                                                           c.initializer_range, gen))) {}
+
+Var Eagle3Layer::forward(const Var& embeds, const Var& hidden, const Tensor& positions,
+                         TttKeys& keys, const std::shared_ptr<const AttentionMask>& mask) const {
+  const Var x = concat({input_layernorm.forward(embeds), hidden_norm.forward(hidden)}, 2);
+  const QwenAttention::Projections p = self_attn.project(x, positions);
+  keys.k.push_back(p.k);
+  keys.v.push_back(p.v);
+  const Var h = hidden + self_attn.attend(p.q, concat(keys.k, 1), concat(keys.v, 1), mask);
+  return h + mlp.forward(post_attention_layernorm.forward(h));
+}
+
+std::vector<ParameterPart> Eagle3Config::parameter_parts() const {
+  const auto n = [](int64_t a, int64_t b) {
+    return static_cast<double>(a) * static_cast<double>(b);
+  };
+  const QwenConfig& c = layer;
+  const std::string H = "hidden_size " + std::to_string(c.hidden_size);
+  const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim;
+  return {
+      {n(c.vocab_size, c.hidden_size), "vocab_size " + std::to_string(c.vocab_size) + " x " + H},
+      {n(aux_width(), c.hidden_size),
+       std::to_string(aux_layer_ids.size()) + " aux_layer_ids x " + H + " x " + H},
+      {n(2 * c.hidden_size, qkv) + n(c.num_attention_heads * c.head_dim, c.hidden_size) +
+           3 * n(c.hidden_size, c.intermediate_size),
+       "the decoder layer"},
+      {n(draft_vocab_size, c.hidden_size),
+       "draft_vocab_size " + std::to_string(draft_vocab_size) + " x " + H}};
+}
+
+namespace {
+
+const Eagle3Config& checked(const Eagle3Config& c) {
+  c.check();
+  check_parameters_fit(c.parameter_parts(), "eagle3");
+  return c;
+}
+
+}  // namespace
+
+Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
+    : config_(checked(config)),
+      draft_to_target_(Tensor::arange(config_.draft_vocab_size)),
+      embed_tokens(register_module(
+          "model.embed_tokens",
+          std::make_unique<Embedding>(config_.layer.vocab_size, config_.layer.hidden_size,
+                                      config_.layer.initializer_range, gen))),
+      fc(register_module("model.fc",
+                         std::make_unique<Linear>(config_.aux_width(), config_.layer.hidden_size,
+                                                  false, config_.layer.initializer_range, gen))),
+      layer(register_module("model.layers.0", std::make_unique<Eagle3Layer>(config_.layer, gen))),
+      norm(register_module("model.norm", std::make_unique<RMSNorm>(config_.layer.hidden_size,
+                                                                   config_.layer.rms_norm_eps))),
+      lm_head(register_module(
+          "lm_head", std::make_unique<Linear>(config_.layer.hidden_size, config_.draft_vocab_size,
+                                              false, config_.layer.initializer_range, gen))) {
+  embed_tokens.weight.set_requires_grad(false);
+}
+
+void Eagle3Draft::set_draft_to_target(Tensor ids) {
+  ids = ids.to(Device::cpu(), DType::i64).contiguous();
+  if (ids.dim() != 1 || ids.size(0) != config_.draft_vocab_size)
+    fail("the draft vocabulary maps " + std::to_string(ids.numel()) + " ids, the draft has " +
+         std::to_string(config_.draft_vocab_size));
+  const std::vector<int64_t> v = ids.to_vector<int64_t>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < 0 || v[i] >= config_.layer.vocab_size)
+      fail("draft id " + std::to_string(i) + " maps to " + std::to_string(v[i]) +
+           ", outside the target's vocabulary [0, " + std::to_string(config_.layer.vocab_size) +
+           ")");
+    if (i > 0 && v[i] <= v[i - 1])
+      fail(
+          "the draft vocabulary must list target ids in ascending order, without repeats: draft "
+          "id " +
+          std::to_string(i) + " maps to " + std::to_string(v[i]) + " after " +
+          std::to_string(v[i - 1]));
+  }
+  draft_to_target_ = std::move(ids);
+}
+
+Var Eagle3Draft::project(const Var& aux) const { return fc.forward(aux); }
+
+Var Eagle3Draft::step(const Tensor& ids, const Var& hidden, const Tensor& positions, TttKeys& keys,
+                      const std::shared_ptr<const AttentionMask>& mask) const {
+  return layer.forward(embed_tokens.forward(ids), hidden, positions, keys, mask);
+}
+
+// ---- the training-time test ---------------------------------------------------------------------
+
+Eagle3Teacher eagle3_teacher(const FrozenTarget& target, const Eagle3Draft& draft,
+                             const DraftRows& rows) {
+  Eagle3Teacher t;
+  t.aux = target.capture(rows, draft.config().aux_layer_ids, &t.logits);
+  return t;
+}
+
+namespace {
+
+// What the steps read of a micro-batch, on the host: position t at step k shows the token at
+// t + 1 + k and learns the target's distribution there.
+struct TttPlan {
+  int64_t B = 0, S = 0;
+  std::vector<int64_t> ids, positions, remaining;  // (B * S) each
+  std::vector<bool> supervised;  // the target row r: loss-masked in, in vocabulary
+
+  // Whether position i = b * S + t learns at step k: its document holds token t + 1 + k, which is
+  // supervised there.
+  bool valid(int64_t i, int64_t k) const {
+    return k < remaining[static_cast<size_t>(i)] && supervised[static_cast<size_t>(i + 1 + k)];
+  }
+  // The tokens (B, S) shown at step k: 0 past the row's end.
+  Tensor step_ids(int64_t k) const {
+    std::vector<int64_t> out(ids.size(), 0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t + 1 + k < S; ++t) out[b * S + t] = ids[b * S + t + 1 + k];
+    return Tensor::from_vector(out, {B, S});
+  }
+  Tensor step_positions(int64_t k) const {
+    std::vector<int64_t> out(positions);
+    for (int64_t& p : out) p += k;
+    return Tensor::from_vector(out, {B, S});
+  }
+};
+
+// The target ids of the draft vocabulary as a membership table over the target's vocabulary.
+std::vector<bool> in_draft_vocabulary(const Tensor& draft_to_target, int64_t vocab_size) {
+  std::vector<bool> in(static_cast<size_t>(vocab_size), false);
+  for (int64_t id : draft_to_target.to_vector<int64_t>()) in[static_cast<size_t>(id)] = true;
+  return in;
+}
+
+std::shared_ptr<const AttentionMask> step_mask(const DraftRows& rows, int64_t k) {
+  const int64_t S = rows.seq_len();
+  if (!rows.packed()) return compile_attention_mask(BatchMask(ttt_mask({S}, S, k)));
+  std::vector<Mask> masks;
+  for (const std::vector<int64_t>& lens : rows.doc_lens) masks.push_back(ttt_mask(lens, S, k));
+  return compile_attention_mask(BatchMask(std::move(masks)));
+}
+
+}  // namespace
+
+Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
+                       const Eagle3Teacher& teacher, const Eagle3LossOptions& o, Tensor* logits) {
+  rows.check();
+  if (o.ttt_steps < 1) fail("ttt_steps must be >= 1, got " + std::to_string(o.ttt_steps));
+  const Eagle3Config& c = draft.config();
+  const int64_t B = rows.rows(), S = rows.seq_len(), K = o.ttt_steps, V = c.layer.vocab_size;
+  const int64_t H = c.layer.hidden_size;
+  if (teacher.logits.dim() != 3 || teacher.logits.size(0) != B || teacher.logits.size(1) != S ||
+      teacher.logits.size(2) != V || teacher.aux.dim() != 3 || teacher.aux.size(0) != B ||
+      teacher.aux.size(1) != S || teacher.aux.size(2) != c.aux_width())
+    fail("the target's states and logits do not fit the rows and the draft");
+
+  // The target's distribution over the draft vocabulary, one row per position (B * S, Vd).
+  const Var& head = draft.lm_head.weight;
+  const Device device = head.device();
+  const DType dtype = head.dtype();
+  const Tensor full = teacher.logits.reshape({B * S, V});
+  const bool reduced = c.draft_vocab_size < V;
+  const Tensor restricted =
+      (reduced ? index_select(full, 1, draft.draft_to_target().to(full.device())) : full)
+          .to(device, dtype)
+          .contiguous();
+  // Soft cross-entropy = KL + the target's entropy, which has no gradient.
+  const std::vector<double> entropy =
+      binary(BinaryOp::sub, logsumexp(restricted, 1),
+             sum(binary(BinaryOp::mul, softmax(restricted, 1), restricted), 1))
+          .to(Device::cpu(), DType::f64)
+          .to_vector<double>();
+  const std::vector<int64_t> teacher_top =
+      argmax(restricted, 1).to(Device::cpu()).to_vector<int64_t>();
+
+  TttPlan plan;
+  plan.B = B;
+  plan.S = S;
+  plan.ids = rows.input_ids.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  const std::vector<int64_t> mask =
+      rows.loss_mask.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  const std::vector<int64_t> top = argmax(full, 1).to(Device::cpu()).to_vector<int64_t>();
+  const std::vector<bool> in_vocab =
+      reduced ? in_draft_vocabulary(draft.draft_to_target(), V) : std::vector<bool>(V, true);
+  plan.supervised.resize(static_cast<size_t>(B * S));
+  for (size_t i = 0; i < plan.supervised.size(); ++i)
+    plan.supervised[i] = mask[i] != 0 && in_vocab[static_cast<size_t>(top[i])];
+  if (rows.packed()) {
+    plan.positions = rows.position_ids.to(Device::cpu()).contiguous().to_vector<int64_t>();
+    plan.remaining = rows.doc_remaining.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  } else {
+    plan.positions.resize(static_cast<size_t>(B * S));
+    plan.remaining.resize(static_cast<size_t>(B * S));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < S; ++t) {
+        plan.positions[b * S + t] = t;
+        plan.remaining[b * S + t] = S - 1 - t;
+      }
+  }
+  std::vector<bool> valid(static_cast<size_t>(B * S * K));  // position-major: the acceptance grid
+  for (int64_t i = 0; i < B * S; ++i)
+    for (int64_t k = 0; k < K; ++k) valid[i * K + k] = plan.valid(i, k);
+  if (std::find(valid.begin(), valid.end(), true) == valid.end())
+    throw NoValidAnchors(
+        "[eagle3] no supervised position: no token after a document's first is loss-masked in" +
+        std::string(reduced ? " with the target's argmax in the draft vocabulary" : ""));
+
+  Eagle3Loss out;
+  std::vector<int64_t> pred(valid.size(), 0), truth(valid.size(), 0);
+  std::vector<Tensor> step_logits;
+  Var hidden = draft.project(Var(teacher.aux.to(device, dtype)));
+  TttKeys keys;
+  Var total;
+  double weight_sum = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    hidden = draft.step(plan.step_ids(k).to(device), hidden, plan.step_positions(k).to(device),
+                        keys, step_mask(rows, k));
+    const Var normed = reshape(draft.norm.forward(hidden), {B * S, H});
+    const double weight = std::pow(o.step_decay, static_cast<double>(k));
+    weight_sum += weight;
+    std::vector<int64_t> student_rows, teacher_rows;
+    for (int64_t i = 0; i < B * S; ++i)
+      if (valid[i * K + k]) {
+        student_rows.push_back(i);
+        teacher_rows.push_back(i + 1 + k);
+      }
+    const auto n = static_cast<int64_t>(student_rows.size());
+    double entropy_sum = 0, correct = 0;
+    if (n > 0) {
+      Tensor student_pred;
+      const Var kl =
+          linear_kl_div(index_select(normed, 0, Tensor::from_vector(student_rows, {n}).to(device)),
+                        head, restricted, 1.0, o.chunk_rows,
+                        Tensor::from_vector(teacher_rows, {n}).to(device), &student_pred);
+      const std::vector<int64_t> p = student_pred.to(Device::cpu()).to_vector<int64_t>();
+      for (int64_t j = 0; j < n; ++j) {
+        const auto r = static_cast<size_t>(teacher_rows[j]);
+        const size_t cell = static_cast<size_t>(student_rows[j] * K + k);
+        entropy_sum += entropy[r];
+        pred[cell] = p[j];
+        truth[cell] = teacher_top[r];
+        correct += p[j] == teacher_top[r];
+      }
+      const Var step_sum = sum_all(kl) + entropy_sum;
+      const Var term = step_sum * (weight / static_cast<double>(n));
+      total = total.defined() ? total + term : term;
+      out.step_loss_sum.push_back(step_sum.value().item());
+    } else {
+      out.step_loss_sum.push_back(0);
+    }
+    out.step_valid.push_back(static_cast<double>(n));
+    out.step_correct.push_back(correct);
+    out.step_loss.push_back(out.step_loss_sum.back() / std::max(static_cast<double>(n), 1.0));
+    if (logits) step_logits.push_back(matmul(normed.value(), head.value(), false, true));
+  }
+  out.loss = total * (1.0 / weight_sum);
+  const Acceptance accepted = acceptance(pred, truth, valid, K);
+  out.accept_len_sum = accepted.accept_len_sum;
+  out.valid_positions = accepted.valid_blocks;
+  if (logits) *logits = concat(step_logits, 0).to(Device::cpu(), DType::f32);
+  return out;
+}
+
+}  // namespace sprig::speculative

@@ -1,0 +1,142 @@
+// The EAGLE-3 draft and its training-time test (docs/semantics.md §9.9). The draft reads the
+// frozen target's residual stream after a few of its layers (low, middle, high), concatenated and
+// projected by `fc`; one decoder layer combines that state with the next token's embedding
+// ([embedding | state], 2H wide into its q/k/v projections), and a final norm and its own head
+// give logits over the draft vocabulary (the target's, or a subset of it mapped back by
+// draft_to_target). Training unrolls the draft for ttt_steps steps: step k reads its own states of
+// step k - 1 and the token k further ahead, and attends to the step-0 keys causally and to its
+// own position's keys of the steps before it (attention/mask.h ttt_mask). Parameter names are
+// those of the reference's and SGLang's LlamaForCausalLMEagle3 (`model.fc.weight`, ...).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "nn/qwen.h"
+#include "speculative/blocks.h"
+#include "speculative/target.h"
+
+namespace sprig::speculative {
+
+// The reference's default target layers [1, L/2 - 1, L - 4] (low, middle, high).
+std::vector<int64_t> default_aux_layer_ids(int64_t target_layers);
+
+struct Eagle3Config {
+  // The draft's decoder layer: the target's hidden size, heads, MLP, RoPE and norms, one layer;
+  // vocab_size is the target's (the embedding's rows).
+  QwenConfig layer;
+  int64_t draft_vocab_size = 0;        // the head's rows: vocab_size, or fewer
+  std::vector<int64_t> aux_layer_ids;  // target decoder layers whose outputs fc reads
+  int64_t num_target_layers = 0;
+
+  int64_t aux_width() const {  // fc's input: len(aux_layer_ids) * hidden_size
+    return static_cast<int64_t>(aux_layer_ids.size()) * layer.hidden_size;
+  }
+  // The parameters' sizes, for the memory check before the draft is built.
+  std::vector<ParameterPart> parameter_parts() const;
+  // Throws "[eagle3] ..." for no aux layers, repeated ones or ones outside [0, num_target_layers),
+  // or a draft vocabulary outside [1, vocab_size].
+  void check() const;
+};
+
+// The `draft:` options of an EAGLE-3 draft for a target.
+struct Eagle3Options {
+  std::vector<int64_t> aux_layer_ids;  // empty: default_aux_layer_ids
+  int64_t draft_vocab_size = 0;        // 0: the target's vocabulary
+};
+
+// The config of an EAGLE-3 draft for `target` (its layer shaped as the target's, without q/k norms
+// or biases, as the engines build it); checked.
+Eagle3Config eagle3_config_for(const QwenConfig& target, const Eagle3Options& options);
+
+// The keys and values of the steps run so far, per step (B, S, nKV, D), kept in the graph.
+struct TttKeys {
+  std::vector<Var> k, v;
+  int64_t steps() const { return static_cast<int64_t>(k.size()); }
+};
+
+class Eagle3Layer : public Module {
+ public:
+  Eagle3Layer(const QwenConfig& config, Generator& gen);
+  // One step: the layer's output (B, S, H) from token embeddings `embeds` and states `hidden`
+  // (B, S, H) at `positions` (B, S); appends this step's keys and values to `keys` and attends
+  // over all of them under `mask` (ttt_mask of step keys.steps()).
+  Var forward(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
+              const std::shared_ptr<const AttentionMask>& mask) const;
+
+  RMSNorm& input_layernorm;  // of the embeddings
+  RMSNorm& hidden_norm;      // of the states
+  RMSNorm& post_attention_layernorm;
+  QwenAttention& self_attn;
+  QwenMLP& mlp;
+};
+
+class Eagle3Draft : public Module {
+ public:
+  // HF-style random initialisation from `gen`, f32 on the CPU, after config.check() and
+  // check_parameters_fit (nn/qwen.h). The
+  // embedding is frozen (a training run copies the target's into it).
+  Eagle3Draft(Eagle3Config config, Generator& gen);
+  const Eagle3Config& config() const { return config_; }
+
+  // The draft's vocabulary: the target id of each draft id (draft_vocab_size) i64 on the CPU,
+  // ascending; 0, 1, ... for the full vocabulary. Throws "[eagle3] ..." for a mapping of another
+  // length, not ascending, or outside the target's vocabulary.
+  const Tensor& draft_to_target() const { return draft_to_target_; }
+  void set_draft_to_target(Tensor ids);
+
+  // fc over the target's concatenated states (B, S, aux_width) -> (B, S, H).
+  Var project(const Var& aux) const;
+  // One step of the training-time test from token ids (B, S) and states (B, S, H).
+  Var step(const Tensor& ids, const Var& hidden, const Tensor& positions, TttKeys& keys,
+           const std::shared_ptr<const AttentionMask>& mask) const;
+  // Logits over the draft vocabulary (..., draft_vocab_size) of a step's states (..., H).
+  Var logits(const Var& hidden) const { return lm_head.forward(norm.forward(hidden)); }
+
+ private:
+  Eagle3Config config_;
+  Tensor draft_to_target_;
+
+ public:
+  Embedding& embed_tokens;
+  Linear& fc;
+  Eagle3Layer& layer;
+  RMSNorm& norm;
+  Linear& lm_head;
+};
+
+struct Eagle3LossOptions {
+  int64_t ttt_steps = 7;
+  double step_decay = 0.8;  // step k weighs step_decay^k
+  int64_t chunk_rows = 0;   // rows per chunk of the head's loss (0: automatic)
+};
+
+// The target's side of a micro-batch: its states after the draft's aux layers (B, S, aux_width)
+// and its logits (B, S, V), in the target's dtype on its device.
+struct Eagle3Teacher {
+  Tensor aux, logits;
+};
+Eagle3Teacher eagle3_teacher(const FrozenTarget& target, const Eagle3Draft& draft,
+                             const DraftRows& rows);
+
+// One micro-batch's loss and metrics (docs/semantics.md §9.9).
+struct Eagle3Loss {
+  Var loss;  // 0-dim: sum_k decay^k step_loss[k] / sum_k decay^k
+  // Per step: the mean soft cross-entropy over the valid positions, its sum, how many positions
+  // are valid and how many of them the draft's argmax gets right.
+  std::vector<double> step_loss, step_loss_sum, step_valid, step_correct;
+  // Simulated acceptance over the steps of each position with a valid step (+1 bonus), and the
+  // number of such positions.
+  double accept_len_sum = 0, valid_positions = 0;
+  double value() const { return loss.value().item(); }
+};
+
+// The training-time test of `draft` over `rows` against the target's `teacher`. With `logits`,
+// every step's logits (ttt_steps * B * S, draft_vocab_size) f32 on the CPU, step-major. Throws
+// NoValidAnchors when no position is valid at any step.
+Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
+                       const Eagle3Teacher& teacher, const Eagle3LossOptions& options,
+                       Tensor* logits = nullptr);
+
+}  // namespace sprig::speculative

@@ -1,0 +1,208 @@
+// The EAGLE-3 draft and its training-time test on a micro f64 target: the config's rules, the
+// serving layout's parameter names, the loss's gradient against central differences, a packed
+// row equal to its documents alone, and a draft vocabulary equal to the full one restricted to it.
+#include "speculative/eagle3.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/speculative/draft_test_util.h"
+
+namespace sprig::speculative {
+namespace {
+
+using namespace testing_rows;
+
+struct Micro {
+  std::unique_ptr<FrozenTarget> target;
+  std::unique_ptr<Eagle3Draft> draft;
+};
+
+// The micro target and an EAGLE-3 draft reading both of its layers, in f64; with `vocab`, a
+// draft vocabulary of those target ids.
+Micro micro(const std::vector<int64_t>& vocab = {}) {
+  Generator gen(7);
+  Micro m;
+  m.target = std::make_unique<FrozenTarget>(
+      std::make_unique<QwenForCausalLM>(micro_target_config(), gen), Device::cpu(), DType::f64);
+  Eagle3Options o;
+  o.aux_layer_ids = {0, 1};
+  o.draft_vocab_size = static_cast<int64_t>(vocab.size());
+  m.draft = std::make_unique<Eagle3Draft>(eagle3_config_for(micro_target_config(), o), gen);
+  // Weights large enough that the steps matter and argmaxes are far from ties.
+  for (auto& [name, p] : m.draft->named_parameters())
+    if (name.find("norm") == std::string::npos)
+      p.value().copy_(normal(p.value().shape(), 0, 0.4, DType::f32, Device::cpu(), gen));
+  if (!vocab.empty())
+    m.draft->set_draft_to_target(Tensor::from_vector(vocab, {static_cast<int64_t>(vocab.size())}));
+  m.draft->to(Device::cpu(), DType::f64);
+  return m;
+}
+
+Eagle3Loss run(const Micro& m, const DraftRows& rows, int64_t steps, Tensor* logits = nullptr) {
+  return eagle3_loss(*m.draft, rows, eagle3_teacher(*m.target, *m.draft, rows), {steps, 0.8, 0},
+                     logits);
+}
+
+TEST(Eagle3, ConfigRules) {
+  EXPECT_EQ(default_aux_layer_ids(28), (std::vector<int64_t>{1, 13, 24}));
+  const auto message = [](std::vector<int64_t> aux, int64_t vocab) {
+    return testing::invalid_argument_message([&] {
+      eagle3_config_for(micro_target_config(), {std::move(aux), vocab});
+    });
+  };
+  EXPECT_EQ(message({0, 2}, 0),
+            "[eagle3] aux_layer_ids [0,2]: 2 is outside the target's layers [0, 2)");
+  EXPECT_EQ(message({1, 1}, 0), "[eagle3] aux_layer_ids [1,1] repeats layer 1");
+  EXPECT_EQ(message({0, 1}, 25),
+            "[eagle3] draft_vocab_size must be in [1, 24] (the target's vocabulary), got 25");
+  EXPECT_EQ(message({}, 0),
+            "[eagle3] the default aux_layer_ids [1, L/2 - 1, L - 4] need a target of at least 8 "
+            "layers, this one has 2: set aux_layer_ids");
+  const Micro m = micro({1, 2, 3});
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              m.draft->set_draft_to_target(Tensor::from_vector<int64_t>({1, 3, 3}, {3}));
+            }),
+            "[eagle3] the draft vocabulary must list target ids in ascending order, without "
+            "repeats: draft id 2 maps to 3 after 3");
+  EXPECT_EQ(testing::invalid_argument_message([&] {
+              m.draft->set_draft_to_target(Tensor::from_vector<int64_t>({1, 3, 24}, {3}));
+            }),
+            "[eagle3] draft id 2 maps to 24, outside the target's vocabulary [0, 24)");
+}
+
+TEST(Eagle3, ParametersHaveTheServingLayoutsNamesAndShapes) {
+  const Micro m = micro({0, 5, 7, 9});
+  std::vector<std::string> names;
+  for (const auto& [name, p] : m.draft->named_parameters())
+    names.push_back(name + " " + shape_str(p.value().shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "model.embed_tokens.weight [24, 8]",
+                       "model.fc.weight [8, 16]",
+                       "model.layers.0.input_layernorm.weight [8]",
+                       "model.layers.0.hidden_norm.weight [8]",
+                       "model.layers.0.post_attention_layernorm.weight [8]",
+                       "model.layers.0.self_attn.q_proj.weight [8, 16]",
+                       "model.layers.0.self_attn.k_proj.weight [4, 16]",
+                       "model.layers.0.self_attn.v_proj.weight [4, 16]",
+                       "model.layers.0.self_attn.o_proj.weight [8, 8]",
+                       "model.layers.0.mlp.gate_proj.weight [12, 8]",
+                       "model.layers.0.mlp.up_proj.weight [12, 8]",
+                       "model.layers.0.mlp.down_proj.weight [8, 12]",
+                       "model.norm.weight [8]",
+                       "lm_head.weight [4, 8]",
+                   }));
+  EXPECT_FALSE(m.draft->embed_tokens.weight.requires_grad());  // the target's, frozen
+}
+
+// The gradient of the loss for every element of every trained parameter against central
+// differences of the loss itself, over a packed row, with the full and a reduced vocabulary.
+TEST(Eagle3, GradientsMatchCentralDifferences) {
+  for (const std::vector<int64_t>& vocab :
+       {std::vector<int64_t>{}, std::vector<int64_t>{0, 1, 3, 4, 5, 8, 9, 12, 17, 22}}) {
+    const Micro m = micro(vocab);
+    const DraftRows rows = micro_packed_row();
+    const Eagle3Loss l = run(m, rows, 3);
+    ASSERT_GT(l.step_valid[2], 0);
+    l.loss.backward();
+    for (const auto& [name, p] : m.draft->named_parameters()) {
+      if (!p.requires_grad()) continue;
+      const Tensor numeric = numeric_gradient([&] { return run(m, rows, 3).value(); }, p.value());
+      EXPECT_LE(testing::max_abs_diff(p.grad(), numeric), 1e-7) << vocab.size() << " " << name;
+    }
+  }
+}
+
+// A packed row's steps see only their own document: every step's sums, counts and logits equal
+// those of its documents run alone as rows of their own.
+TEST(Eagle3, PackedRowEqualsEachDocumentAlone) {
+  const Micro m = micro();
+  const DraftRows packed = micro_packed_row();
+  Tensor packed_logits;
+  const Eagle3Loss all = run(m, packed, 3, &packed_logits);
+  const std::vector<int64_t> ids = packed.input_ids.to_vector<int64_t>();
+  const std::vector<int64_t> mask = packed.loss_mask.to_vector<int64_t>();
+  std::vector<double> sum(3), valid(3), correct(3);
+  int64_t start = 0;
+  for (const int64_t len : {6, 4}) {
+    DraftRows alone = unpacked_row({ids.begin() + start, ids.begin() + start + len});
+    alone.loss_mask =
+        Tensor::from_vector<int64_t>({mask.begin() + start, mask.begin() + start + len}, {1, len});
+    Tensor logits;
+    const Eagle3Loss l = run(m, alone, 3, &logits);
+    for (int64_t k = 0; k < 3; ++k) {
+      sum[k] += l.step_loss_sum[k];
+      valid[k] += l.step_valid[k];
+      correct[k] += l.step_correct[k];
+      // The positions whose token k + 1 ahead lies in the document (the others show another
+      // document's token, or none, and learn nothing).
+      EXPECT_LE(testing::max_abs_diff(logits.narrow(0, k * len, len - 1 - k),
+                                      packed_logits.narrow(0, k * 10 + start, len - 1 - k)),
+                1e-6)  // the logits dump is f32
+          << "step " << k << " document at " << start;
+    }
+    start += len;
+  }
+  for (int64_t k = 0; k < 3; ++k) {
+    EXPECT_NEAR(all.step_loss_sum[k], sum[k], 1e-12) << k;
+    EXPECT_EQ(all.step_valid[k], valid[k]) << k;
+    EXPECT_EQ(all.step_correct[k], correct[k]) << k;
+  }
+  EXPECT_EQ(all.step_valid, (std::vector<double>{7, 6, 4}));  // k < doc_remaining, loss-masked in
+}
+
+// A draft over 10 of the 24 ids is the full draft restricted to them: its head's rows are the
+// full head's rows of those ids, and its loss is the soft cross-entropy of the full logits and the
+// target's logits both restricted to those ids, over the positions whose target argmax is one.
+TEST(Eagle3, DraftVocabularyIsTheFullVocabularyRestricted) {
+  const std::vector<int64_t> vocab{0, 1, 3, 4, 5, 8, 9, 12, 17, 22};
+  const Micro full = micro();
+  const Micro reduced = micro(vocab);
+  std::map<std::string, Tensor> state = full.draft->state_dict();
+  state["lm_head.weight"] =
+      index_select(state["lm_head.weight"], 0, Tensor::from_vector(vocab, {10}));
+  reduced.draft->load_state_dict(state);
+  const DraftRows rows = micro_packed_row();
+  Tensor full_logits, reduced_logits;
+  run(full, rows, 3, &full_logits);
+  const Eagle3Loss l = run(reduced, rows, 3, &reduced_logits);
+  const Tensor index = Tensor::from_vector(vocab, {10});
+  EXPECT_EQ(testing::max_abs_diff(reduced_logits, index_select(full_logits, 1, index)), 0);
+
+  // The loss from the restricted logits, by the rule.
+  const Tensor teacher = eagle3_teacher(*full.target, *full.draft, rows).logits.reshape({10, 24});
+  const std::vector<int64_t> top = argmax(teacher, 1).to_vector<int64_t>();
+  const std::vector<double> p = softmax(index_select(teacher, 1, index), 1).to_vector<double>();
+  const std::vector<double> q =
+      log_softmax(index_select(full_logits, 1, index), 1).to_vector<double>();
+  const std::vector<int64_t> mask = rows.loss_mask.to_vector<int64_t>();
+  const std::vector<int64_t> remaining = rows.doc_remaining.to_vector<int64_t>();
+  double loss = 0, weights = 0;
+  for (int64_t k = 0; k < 3; ++k) {
+    double sum = 0, n = 0;
+    for (int64_t t = 0; t < 10; ++t) {
+      const int64_t r = t + 1 + k;
+      if (k >= remaining[t] || !mask[r] || std::count(vocab.begin(), vocab.end(), top[r]) == 0)
+        continue;
+      for (int64_t j = 0; j < 10; ++j) sum -= p[r * 10 + j] * q[(k * 10 + t) * 10 + j];
+      ++n;
+    }
+    EXPECT_EQ(l.step_valid[k], n) << k;
+    EXPECT_NEAR(l.step_loss_sum[k], sum, 1e-6) << k;  // the logits dump is f32
+    loss += std::pow(0.8, k) * sum / std::max(n, 1.0);
+    weights += std::pow(0.8, k);
+  }
+  EXPECT_NEAR(l.value(), loss / weights, 1e-6);
+  EXPECT_LT(l.step_valid[0], 7);  // the vocabulary drops a position the loss mask keeps
+}
+
+TEST(Eagle3, NoValidPositionIsNamed) {
+  const Micro m = micro();
+  DraftRows rows = micro_packed_row();
+  rows.loss_mask = Tensor::zeros({1, 10}, DType::i64);
+  EXPECT_THROW(run(m, rows, 3), NoValidAnchors);
+}
+
+}  // namespace
+}  // namespace sprig::speculative

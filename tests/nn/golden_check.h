@@ -29,6 +29,25 @@ struct GoldenTolerance {
   double logits, loss, grads;  // relative errors (relative_error above)
 };
 
+// Every trained parameter's gradient against the fixture's `<name>.grad.<param>` (`count` of them:
+// every trained parameter has one); returns the worst relative error.
+inline double check_golden_grads(const Module& model, const SafetensorsFile& expected,
+                                 const std::string& name, double tolerance, int count) {
+  int checked = 0;
+  double worst = 0;
+  for (const auto& [pname, p] : model.named_parameters()) {
+    if (!p.requires_grad()) continue;  // frozen
+    EXPECT_TRUE(p.grad().defined()) << pname;
+    if (!p.grad().defined()) continue;
+    const double err = relative_error(p.grad(), expected.load(name + ".grad." + pname));
+    EXPECT_LE(err, tolerance) << name << " " << pname;
+    worst = std::max(worst, err);
+    ++checked;
+  }
+  EXPECT_EQ(checked, count) << name;
+  return worst;
+}
+
 inline void check_golden_model(const std::string& name, Device device, DType dtype,
                                GoldenTolerance tol) {
   auto model = load_qwen(kGolden + name);

@@ -41,24 +41,6 @@ inline void load_golden_rows(const SafetensorsFile& f, const std::string& name,
   anchors.keep = get("keep").to(DType::boolean);
 }
 
-// Every draft parameter's gradient against the fixture's `<name>.grad.<param>` (`count` of them:
-// every parameter has one); returns the worst relative error.
-inline double check_golden_grads(const Module& draft, const SafetensorsFile& expected,
-                                 const std::string& name, double tolerance, int count) {
-  int checked = 0;
-  double worst = 0;
-  for (const auto& [pname, p] : draft.named_parameters()) {
-    EXPECT_TRUE(p.grad().defined()) << pname;
-    if (!p.grad().defined()) continue;
-    const double err = relative_error(p.grad(), expected.load(name + ".grad." + pname));
-    EXPECT_LE(err, tolerance) << name << " " << pname;
-    worst = std::max(worst, err);
-    ++checked;
-  }
-  EXPECT_EQ(checked, count) << name;
-  return worst;
-}
-
 inline DFlashGoldenCase load_dflash_case(const SafetensorsFile& f, const std::string& name) {
   const nlohmann::json cases = nlohmann::json::parse(f.metadata().at("cases"));
   const nlohmann::json& meta = cases.at(name);

@@ -1,0 +1,91 @@
+// The EAGLE-3 golden-parity check shared by the CPU (f64, f32) and GPU (bf16, f32) tests: the
+// draft written by tests/golden/make_eagle3_golden.py and its target qwen3_tiny, run through the
+// training-time test on the fixture's rows and compared with PyTorch's f64 target states, loss,
+// per-step metrics, logits and every trained parameter's gradient.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "nn/checkpoint.h"
+#include "speculative/eagle3.h"
+#include "tests/nn/checkpoint_fixtures.h"
+#include "tests/nn/golden_check.h"
+
+namespace sprig::testing {
+
+// The rows of case `name`: unpacked, or packed with positions, doc_remaining and seq_lens.
+inline speculative::DraftRows load_eagle3_rows(const SafetensorsFile& f, const std::string& name) {
+  auto get = [&](const std::string& key) { return f.load(name + "." + key); };
+  speculative::DraftRows rows;
+  rows.input_ids = get("input_ids");
+  rows.loss_mask = get("loss_mask");
+  if (f.contains(name + ".seq_lens")) {
+    rows.position_ids = get("position_ids");
+    rows.doc_remaining = get("doc_remaining");
+    const Tensor lens = get("seq_lens");
+    for (int64_t b = 0; b < lens.size(0); ++b)
+      rows.doc_lens.push_back(lens.select(0, b).contiguous().to_vector<int64_t>());
+  }
+  return rows;
+}
+
+inline void check_eagle3_golden(const std::string& name, Device device, DType dtype,
+                                GoldenTolerance tol) {
+  SafetensorsFile expected(kGolden + "eagle3_tiny_expected.safetensors");
+  const nlohmann::json meta = nlohmann::json::parse(expected.metadata().at("cases")).at(name);
+  auto get = [&](const std::string& key) { return expected.load(name + "." + key); };
+  const speculative::FrozenTarget target(load_qwen(kGolden + "qwen3_tiny"), device, dtype);
+
+  speculative::Eagle3Options options;
+  options.aux_layer_ids = meta.at("aux_layer_ids").get<std::vector<int64_t>>();
+  options.draft_vocab_size = meta.at("draft_vocab_size").get<int64_t>();
+  Generator gen(0);
+  speculative::Eagle3Draft draft(speculative::eagle3_config_for(target.config(), options), gen);
+  std::map<std::string, Tensor> weights;
+  SafetensorsFile file(kGolden + "eagle3_tiny/model.safetensors");
+  for (const StTensorInfo& t : file.tensors()) weights[t.name] = file.load(t.name);
+  if (expected.contains(name + ".selected")) {  // a draft vocabulary: the head's rows of its ids
+    const Tensor selected = get("selected");
+    weights["lm_head.weight"] = index_select(weights["lm_head.weight"], 0, selected);
+    draft.set_draft_to_target(selected);
+  }
+  draft.load_state_dict(weights);
+  draft.to(device, dtype);
+
+  const speculative::DraftRows rows = load_eagle3_rows(expected, name);
+  const speculative::Eagle3Teacher teacher = speculative::eagle3_teacher(target, draft, rows);
+  const double aux_err = relative_error(teacher.aux, get("aux"));
+  EXPECT_LE(aux_err, tol.logits) << name << " target states";
+  EXPECT_LE(relative_error(teacher.logits, get("target_logits")), tol.logits) << name;
+  Tensor logits;
+  const speculative::Eagle3Loss loss = speculative::eagle3_loss(
+      draft, rows, teacher, {meta.at("ttt_steps").get<int64_t>(), 0.8, 0}, &logits);
+  const double logits_err = relative_error(logits, get("logits"));
+  EXPECT_LE(logits_err, tol.logits) << name << " logits";
+  const double loss_err =
+      std::abs(loss.value() - get("loss").item()) / std::abs(get("loss").item());
+  EXPECT_LE(loss_err, tol.loss) << name << " loss";
+  const auto vec = [](const std::vector<double>& v) {
+    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
+  };
+  EXPECT_LE(relative_error(vec(loss.step_loss), get("step_loss")), tol.loss) << name;
+  EXPECT_LE(relative_error(vec(loss.step_loss_sum), get("step_loss_sum")), tol.loss) << name;
+  // Counts are exact whenever the argmaxes are: the fixture's logits are far from ties.
+  EXPECT_EQ(loss.step_valid, get("step_valid").to_vector<double>()) << name;
+  if (dtype != DType::bf16) {
+    EXPECT_EQ(loss.step_correct, get("step_correct").to_vector<double>()) << name;
+    EXPECT_EQ(loss.accept_len_sum, get("accept_len_sum").item()) << name;
+    EXPECT_EQ(loss.valid_positions, get("valid_positions").item()) << name;
+  }
+
+  loss.loss.backward();
+  const double worst_grad_err = check_golden_grads(draft, expected, name, tol.grads, 13);
+  std::cout << "eagle3 " << name << " (" << device.str() << ", " << dtype_name(dtype)
+            << "): relative error target states " << aux_err << ", logits " << logits_err
+            << ", loss " << loss_err << ", worst gradient " << worst_grad_err << "\n";
+}
+
+}  // namespace sprig::testing

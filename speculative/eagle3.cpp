@@ -132,10 +132,6 @@ const Eagle3Config& checked(const Eagle3Config& c) {
 Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
     : config_(checked(config)),
       draft_to_target_(Tensor::arange(config_.draft_vocab_size)),
-      embed_tokens(register_module(
-          "model.embed_tokens",
-          std::make_unique<Embedding>(config_.layer.vocab_size, config_.layer.hidden_size,
-                                      config_.layer.initializer_range, gen))),
       fc(register_module("model.fc",
                          std::make_unique<Linear>(config_.aux_width(), config_.layer.hidden_size,
                                                   false, config_.layer.initializer_range, gen))),
@@ -144,9 +140,7 @@ Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
                                                                    config_.layer.rms_norm_eps))),
       lm_head(register_module(
           "lm_head", std::make_unique<Linear>(config_.layer.hidden_size, config_.draft_vocab_size,
-                                              false, config_.layer.initializer_range, gen))) {
-  embed_tokens.weight.set_requires_grad(false);
-}
+                                              false, config_.layer.initializer_range, gen))) {}
 
 void Eagle3Draft::set_draft_to_target(Tensor ids) {
   ids = ids.to(Device::cpu(), DType::i64).contiguous();
@@ -171,9 +165,9 @@ void Eagle3Draft::set_draft_to_target(Tensor ids) {
 
 Var Eagle3Draft::project(const Var& aux) const { return fc.forward(aux); }
 
-Var Eagle3Draft::step(const Tensor& ids, const Var& hidden, const Tensor& positions, TttKeys& keys,
+Var Eagle3Draft::step(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
                       const std::shared_ptr<const AttentionMask>& mask) const {
-  return layer.forward(embed_tokens.forward(ids), hidden, positions, keys, mask);
+  return layer.forward(embeds, hidden, positions, keys, mask);
 }
 
 // ---- the training-time test ---------------------------------------------------------------------
@@ -182,6 +176,7 @@ Eagle3Teacher eagle3_teacher(const FrozenTarget& target, const Eagle3Draft& draf
                              const DraftRows& rows) {
   Eagle3Teacher t;
   t.aux = target.capture(rows, draft.config().aux_layer_ids, &t.logits);
+  t.embedding = target.model().model.embed_tokens.weight.value();
   return t;
 }
 
@@ -239,7 +234,9 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   const int64_t H = c.layer.hidden_size;
   if (teacher.logits.dim() != 3 || teacher.logits.size(0) != B || teacher.logits.size(1) != S ||
       teacher.logits.size(2) != V || teacher.aux.dim() != 3 || teacher.aux.size(0) != B ||
-      teacher.aux.size(1) != S || teacher.aux.size(2) != c.aux_width())
+      teacher.aux.size(1) != S || teacher.aux.size(2) != c.aux_width() ||
+      teacher.embedding.dim() != 2 || teacher.embedding.size(0) != V ||
+      teacher.embedding.size(1) != H)
     fail("the target's states and logits do not fit the rows and the draft");
 
   // The target's distribution over the draft vocabulary, one row per position (B * S, Vd).
@@ -301,8 +298,10 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   Var total;
   double weight_sum = 0;
   for (int64_t k = 0; k < K; ++k) {
-    hidden = draft.step(plan.step_ids(k).to(device), hidden, plan.step_positions(k).to(device),
-                        keys, step_mask(rows, k));
+    const Var embeds(embedding(teacher.embedding, plan.step_ids(k).to(teacher.embedding.device()))
+                         .to(device, dtype));
+    hidden =
+        draft.step(embeds, hidden, plan.step_positions(k).to(device), keys, step_mask(rows, k));
     const Var normed = reshape(draft.norm.forward(hidden), {B * S, H});
     const double weight = std::pow(o.step_decay, static_cast<double>(k));
     weight_sum += weight;

@@ -1,10 +1,10 @@
 // The EAGLE-3 draft and its training-time test (docs/semantics.md §9.9). The draft reads the
 // frozen target's residual stream after a few of its layers (low, middle, high), concatenated and
-// projected by `fc`; one decoder layer combines that state with the next token's embedding
-// ([embedding | state], 2H wide into its q/k/v projections), and a final norm and its own head
-// give logits over the draft vocabulary (the target's, or a subset of it mapped back by
-// draft_to_target). Training unrolls the draft for ttt_steps steps: step k reads its own states of
-// step k - 1 and the token k further ahead, and attends to the step-0 keys causally and to its
+// projected by `fc`; one decoder layer combines that state with the next token's embedding (the
+// target's, frozen: [embedding | state], 2H wide into its q/k/v projections), and a final norm and
+// its own head give logits over the draft vocabulary (the target's, or a subset of it mapped back
+// by draft_to_target). Training unrolls the draft for ttt_steps steps: step k reads its own states
+// of step k - 1 and the token k further ahead, and attends to the step-0 keys causally and to its
 // own position's keys of the steps before it (attention/mask.h ttt_mask). Parameter names are
 // those of the reference's and SGLang's LlamaForCausalLMEagle3 (`model.fc.weight`, ...).
 #pragma once
@@ -24,7 +24,7 @@ std::vector<int64_t> default_aux_layer_ids(int64_t target_layers);
 
 struct Eagle3Config {
   // The draft's decoder layer: the target's hidden size, heads, MLP, RoPE and norms, one layer;
-  // vocab_size is the target's (the embedding's rows).
+  // vocab_size is the target's.
   QwenConfig layer;
   int64_t draft_vocab_size = 0;        // the head's rows: vocab_size, or fewer
   std::vector<int64_t> aux_layer_ids;  // target decoder layers whose outputs fc reads
@@ -75,8 +75,7 @@ class Eagle3Layer : public Module {
 class Eagle3Draft : public Module {
  public:
   // HF-style random initialisation from `gen`, f32 on the CPU, after config.check() and
-  // check_parameters_fit (nn/qwen.h). The
-  // embedding is frozen (a training run copies the target's into it).
+  // check_parameters_fit (nn/qwen.h).
   Eagle3Draft(Eagle3Config config, Generator& gen);
   const Eagle3Config& config() const { return config_; }
 
@@ -88,8 +87,8 @@ class Eagle3Draft : public Module {
 
   // fc over the target's concatenated states (B, S, aux_width) -> (B, S, H).
   Var project(const Var& aux) const;
-  // One step of the training-time test from token ids (B, S) and states (B, S, H).
-  Var step(const Tensor& ids, const Var& hidden, const Tensor& positions, TttKeys& keys,
+  // One step of the training-time test from token embeddings and states (B, S, H).
+  Var step(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
            const std::shared_ptr<const AttentionMask>& mask) const;
   // Logits over the draft vocabulary (..., draft_vocab_size) of a step's states (..., H).
   Var logits(const Var& hidden) const { return lm_head.forward(norm.forward(hidden)); }
@@ -99,7 +98,6 @@ class Eagle3Draft : public Module {
   Tensor draft_to_target_;
 
  public:
-  Embedding& embed_tokens;
   Linear& fc;
   Eagle3Layer& layer;
   RMSNorm& norm;
@@ -112,10 +110,10 @@ struct Eagle3LossOptions {
   int64_t chunk_rows = 0;   // rows per chunk of the head's loss (0: automatic)
 };
 
-// The target's side of a micro-batch: its states after the draft's aux layers (B, S, aux_width)
-// and its logits (B, S, V), in the target's dtype on its device.
+// The target's side of a micro-batch: its states after the draft's aux layers (B, S, aux_width),
+// its logits (B, S, V) and its token embedding table (V, H), in the target's dtype on its device.
 struct Eagle3Teacher {
-  Tensor aux, logits;
+  Tensor aux, logits, embedding;
 };
 Eagle3Teacher eagle3_teacher(const FrozenTarget& target, const Eagle3Draft& draft,
                              const DraftRows& rows);

@@ -63,6 +63,98 @@ Eagle3Config eagle3_config_for(const QwenConfig& target, const Eagle3Options& op
   return c;
 }
 
+namespace {
+
+// The architectures a config.json of an EAGLE-3 draft declares: the engines' names, and the
+// reference's.
+const std::vector<std::string> kArchitectures = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM",
+                                                 "LlamaEagle3DraftModel"};
+constexpr const char* kAuxKey = "eagle_aux_hidden_state_layer_ids";
+
+}  // namespace
+
+nlohmann::json Eagle3Config::to_json(DType dtype) const {
+  QwenConfig c = layer;
+  c.dtype = dtype;
+  nlohmann::json j = c.to_json();
+  j["architectures"] = {kArchitectures[0]};
+  j["model_type"] = "llama";
+  j["num_hidden_layers"] = 1;
+  j["draft_vocab_size"] = draft_vocab_size;
+  j["target_hidden_size"] = layer.hidden_size;
+  j["tie_word_embeddings"] = false;
+  j["attention_bias"] = j["mlp_bias"] = false;
+  j["eagle_config"] = {{kAuxKey, aux_layer_ids}, {"use_aux_hidden_state", true}};
+  std::vector<int64_t> inputs(aux_layer_ids);
+  for (int64_t& id : inputs) ++id;
+  j[kAuxKey] = inputs;
+  return j;
+}
+
+Eagle3Config Eagle3Config::from_json(const nlohmann::json& j, const std::string& label) {
+  const auto refuse = [&](const std::string& message) {
+    throw std::runtime_error(label + ": " + message);
+  };
+  const nlohmann::json arch = j.value("architectures", nlohmann::json::array());
+  const bool eagle3 =
+      arch.is_array() && std::any_of(arch.begin(), arch.end(), [](const auto& a) {
+        return a.is_string() && std::find(kArchitectures.begin(), kArchitectures.end(),
+                                          a.template get<std::string>()) != kArchitectures.end();
+      });
+  if (!eagle3)
+    refuse("architectures " + arch.dump() + " declare no EAGLE-3 draft (LlamaForCausalLMEagle3)");
+  if (j.value("num_hidden_layers", 1) != 1)
+    refuse("num_hidden_layers " + j["num_hidden_layers"].dump() +
+           ": sprig's EAGLE-3 drafts have one layer");
+  for (const char* key : {"attention_bias", "mlp_bias", "fc_norm", "norm_output"})
+    if (j.value(key, false) == true)
+      refuse(std::string(key) +
+             " true: sprig's EAGLE-3 layer has no biases, fc norms or output norm");
+  nlohmann::json q = j;
+  q["model_type"] = "qwen3";
+  q["architectures"] = {"Qwen3ForCausalLM"};
+  for (const char* key :
+       {"layer_types", "use_sliding_window", "sliding_window", "max_window_layers"})
+    q.erase(key);
+  Eagle3Config c;
+  c.layer = QwenConfig::from_json(q, label);
+  c.draft_vocab_size = j.value("draft_vocab_size", c.layer.vocab_size);
+  if (j.value("target_hidden_size", c.layer.hidden_size) != c.layer.hidden_size)
+    refuse("target_hidden_size " + j["target_hidden_size"].dump() + " differs from hidden_size " +
+           std::to_string(c.layer.hidden_size) + ": sprig's EAGLE-3 drafts share the target's");
+  const auto ids = [&](const nlohmann::json& v, const std::string& key) {
+    if (!v.is_array() || v.empty() ||
+        !std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_number_integer(); }))
+      refuse(key + " must be a non-empty list of layer ids, got " + v.dump());
+    return v.get<std::vector<int64_t>>();
+  };
+  const nlohmann::json nested = j.value("eagle_config", nlohmann::json::object());
+  if (nested.contains(kAuxKey)) {
+    c.aux_layer_ids = ids(nested[kAuxKey], std::string("eagle_config.") + kAuxKey);
+    if (j.contains(kAuxKey)) {
+      std::vector<int64_t> inputs = ids(j[kAuxKey], kAuxKey);
+      for (int64_t& id : inputs) --id;
+      if (inputs != c.aux_layer_ids)
+        refuse(std::string(kAuxKey) + " " + j[kAuxKey].dump() +
+               " (the layers' inputs) and eagle_config." + kAuxKey + " " + nested[kAuxKey].dump() +
+               " (their outputs) name different layers: an engine would read other states");
+    }
+  } else if (j.contains(kAuxKey)) {
+    c.aux_layer_ids = ids(j[kAuxKey], kAuxKey);
+    for (int64_t& id : c.aux_layer_ids) --id;
+  } else {
+    refuse(std::string("names no aux layers: set eagle_config.") + kAuxKey +
+           " (the target layers whose outputs fc reads)");
+  }
+  c.num_target_layers = *std::max_element(c.aux_layer_ids.begin(), c.aux_layer_ids.end()) + 1;
+  try {
+    c.check();
+  } catch (const std::invalid_argument& e) {
+    refuse(e.what());
+  }
+  return c;
+}
+
 // ---- the draft ----------------------------------------------------------------------------------
 
 namespace {
@@ -132,12 +224,12 @@ const Eagle3Config& checked(const Eagle3Config& c) {
 Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
     : config_(checked(config)),
       draft_to_target_(Tensor::arange(config_.draft_vocab_size)),
-      fc(register_module("model.fc",
-                         std::make_unique<Linear>(config_.aux_width(), config_.layer.hidden_size,
-                                                  false, config_.layer.initializer_range, gen))),
-      layer(register_module("model.layers.0", std::make_unique<Eagle3Layer>(config_.layer, gen))),
-      norm(register_module("model.norm", std::make_unique<RMSNorm>(config_.layer.hidden_size,
-                                                                   config_.layer.rms_norm_eps))),
+      fc(register_module(
+          "fc", std::make_unique<Linear>(config_.aux_width(), config_.layer.hidden_size, false,
+                                         config_.layer.initializer_range, gen))),
+      layer(register_module("midlayer", std::make_unique<Eagle3Layer>(config_.layer, gen))),
+      norm(register_module("norm", std::make_unique<RMSNorm>(config_.layer.hidden_size,
+                                                             config_.layer.rms_norm_eps))),
       lm_head(register_module(
           "lm_head", std::make_unique<Linear>(config_.layer.hidden_size, config_.draft_vocab_size,
                                               false, config_.layer.initializer_range, gen))) {}

@@ -6,11 +6,14 @@
 // by draft_to_target). Training unrolls the draft for ttt_steps steps: step k reads its own states
 // of step k - 1 and the token k further ahead, and attends to the step-0 keys causally and to its
 // own position's keys of the steps before it (attention/mask.h ttt_mask). Parameter names are
-// those of the reference's and SGLang's LlamaForCausalLMEagle3 (`model.fc.weight`, ...).
+// those the serving engines' LlamaForCausalLMEagle3 loaders read (`fc.weight`, `midlayer.*`,
+// `norm.weight`, `lm_head.weight`, docs/semantics.md §9.9).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "nn/qwen.h"
@@ -33,6 +36,15 @@ struct Eagle3Config {
   int64_t aux_width() const {  // fc's input: len(aux_layer_ids) * hidden_size
     return static_cast<int64_t>(aux_layer_ids.size()) * layer.hidden_size;
   }
+  // The serving layout's config.json (docs/semantics.md §9.9): LlamaForCausalLMEagle3 with one
+  // layer, draft_vocab_size and target_hidden_size, the aux layers as SGLang reads them
+  // (eagle_config.eagle_aux_hidden_state_layer_ids: the layers whose outputs fc reads) and as vLLM
+  // does (top-level eagle_aux_hidden_state_layer_ids: the layers whose inputs those are, one more),
+  // stamping `dtype` as the weights' dtype.
+  nlohmann::json to_json(DType dtype) const;
+  // Reads that layout back; `label` (a path) prefixes errors. num_target_layers is not in it: the
+  // deepest aux layer + 1, until the draft meets its target.
+  static Eagle3Config from_json(const nlohmann::json& j, const std::string& label);
   // The parameters' sizes, for the memory check before the draft is built.
   std::vector<ParameterPart> parameter_parts() const;
   // Throws "[eagle3] ..." for no aux layers, repeated ones or ones outside [0, num_target_layers),

@@ -1,4 +1,4 @@
-// `sprig train sft|dflash|domino|jetspec -c CONFIG.yaml [--a.b=value ...] [--resume]
+// `sprig train sft|dflash|domino|jetspec|eagle3 -c CONFIG.yaml [--a.b=value ...] [--resume]
 // [--allow-config-change]`, as one process or as every rank of `mpirun -np N sprig train ...`.
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -11,6 +11,7 @@
 #include "tools/overrides.h"
 #include "train/communicator.h"
 #include "train/draft.h"
+#include "train/eagle3.h"
 #include "train/sft.h"
 
 namespace sprig::tools {
@@ -19,6 +20,7 @@ namespace {
 
 using TrainFn =
     std::function<TrainSummary(const TrainConfig&, bool, const StepCallback&, Communicator&)>;
+using LoadFn = std::function<TrainConfig(const std::string&, const std::vector<std::string>&)>;
 
 // `arg` as one word of a POSIX shell.
 std::string shell_word(const std::string& arg) {
@@ -51,8 +53,8 @@ constexpr const char* kRecipeFooter =
     "it at once.";
 
 // One recipe's subcommand: the config, its overrides and --resume.
-void add_recipe(CLI::App* train, const std::string& name, const std::string& help,
-                const speculative::DraftKind* kind, TrainFn run) {
+void add_recipe(CLI::App* train, const std::string& name, const std::string& help, LoadFn load,
+                TrainFn run) {
   struct Options {
     std::string config;
     bool resume = false, allow_config_change = false;
@@ -66,7 +68,7 @@ void add_recipe(CLI::App* train, const std::string& name, const std::string& hel
                 "With --resume: continue even when the config changes settings that alter the "
                 "run (e.g. data.seq_len; they are printed)");
   cmd->allow_extras();
-  cmd->callback([cmd, opt, name, kind, run] {
+  cmd->callback([cmd, opt, name, load, run] {
     std::vector<std::string> overrides;
     try {
       overrides = parse_overrides(cmd->remaining());
@@ -77,7 +79,7 @@ void add_recipe(CLI::App* train, const std::string& name, const std::string& hel
     for (const std::string& o : overrides) resume_command += " " + shell_word("--" + o);
     TrainConfig config;
     try {
-      config = load_train_config(opt->config, overrides, kind);
+      config = load(opt->config, overrides);
     } catch (const OverrideError& e) {  // a usage error: what the command line says is wrong
       const std::string message = e.what(), tag = "[config] ";
       throw CLI::ValidationError(message.rfind(tag, 0) == 0 ? message.substr(tag.size()) : message);
@@ -112,15 +114,25 @@ void add_recipe(CLI::App* train, const std::string& name, const std::string& hel
 
 void add_train_command(CLI::App& app) {
   CLI::App* train = app.add_subcommand(
-      "train", "Train a model (recipes: sft, " + speculative::draft_kind_names() + ")");
+      "train", "Train a model (recipes: sft, " + speculative::draft_kind_names() + ", eagle3)");
   train->require_subcommand(1);
   train->footer(kRecipeFooter);
+  const auto loader = [](const speculative::DraftKind* kind) -> LoadFn {
+    return [kind](const std::string& path, const std::vector<std::string>& overrides) {
+      return load_train_config(path, overrides, kind);
+    };
+  };
   add_recipe(train, "sft", "Next-token SFT on packed documents or folded shared-prefix rollouts",
-             nullptr, train_sft);
+             loader(nullptr), train_sft);
   for (const speculative::DraftKind* kind : speculative::draft_kinds()) {
     const std::string name(kind->name());
-    add_recipe(train, name, std::string(kind->train_help()), kind, train_draft);
+    add_recipe(train, name, std::string(kind->train_help()), loader(kind), train_draft);
   }
+  add_recipe(train, "eagle3",
+             "Train an EAGLE-3 draft: one layer over the target's low, middle and high states and "
+             "the next token, unrolled ttt_steps steps on its own states (target: and draft: "
+             "aux_layer_ids, ttt_steps)",
+             load_eagle3_train_config, train_eagle3);
 }
 
 }  // namespace sprig::tools

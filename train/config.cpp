@@ -96,7 +96,9 @@ const std::map<std::string, std::vector<std::string>>& schema() {
         "lambda_base_start",
         "lambda_base_decay_ratio",
         "kd_temperature",
-        "kd_chunk_size"}},
+        "kd_chunk_size",
+        "aux_layer_ids",
+        "ttt_steps"}},
       {"train",
        {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm", "loss_normalization",
         "max_consecutive_skips"}},
@@ -305,7 +307,49 @@ void parse_setting(YAML::Node& root, const speculative::DraftSetting& setting,
     fail("draft." + setting.key + " " + refusal + ", got " + written(root["draft"][key]));
 }
 
-// target: and draft: of sprig train dflash|domino|jetspec.
+// The keys of draft: that only sprig train eagle3 reads, and those it reads besides.
+const std::vector<std::string> kEagle3Keys = {"aux_layer_ids", "ttt_steps"};
+const std::vector<std::string> kEagle3SharedKeys = {"dtype"};
+
+// target: of the draft recipes.
+void parse_target(YAML::Node& root, TrainConfig& c) {
+  if (present(root["target"]) && present(root["target"]["path"]))
+    c.target_path = get<std::string>(root, "target", "path", "");
+  if (present(root["target"]) && present(root["target"]["config"]))
+    c.target_config = get<std::string>(root, "target", "config", "");
+  if (c.target_path.empty() == c.target_config.empty())
+    fail(
+        "give exactly one of target.path (the frozen target: an HF directory or a sprig "
+        "checkpoint) or target.config (a fresh target from a config.json)");
+}
+
+// draft: of sprig train eagle3 (its own keys and draft.dtype; the DFlash family's are refused).
+void parse_eagle3(YAML::Node& root, TrainConfig& c) {
+  if (present(root["draft"]))
+    for (const auto& entry : root["draft"]) {
+      const std::string key = entry.first.as<std::string>();
+      if (std::find(kEagle3Keys.begin(), kEagle3Keys.end(), key) == kEagle3Keys.end() &&
+          std::find(kEagle3SharedKeys.begin(), kEagle3SharedKeys.end(), key) ==
+              kEagle3SharedKeys.end())
+        fail("draft." + key + " is a setting of the DFlash drafts (sprig train " +
+             speculative::draft_kind_names() + "), not of sprig train eagle3");
+    }
+  Eagle3TrainConfig& e = c.eagle3_draft;
+  // Absent: the default rule (left out of the resolved config, which cannot know the target's
+  // depth).
+  if (present(root["draft"]) && present(root["draft"]["aux_layer_ids"])) {
+    e.draft.aux_layer_ids = get<std::vector<int64_t>>(root, "draft", "aux_layer_ids", {});
+    if (e.draft.aux_layer_ids.empty())
+      fail(
+          "draft.aux_layer_ids is empty: list the target layers the draft reads, or leave the key "
+          "out for the default ids");
+  }
+  e.ttt_steps = get<int64_t>(root, "draft", "ttt_steps", 7);
+  if (e.ttt_steps < 1)
+    fail("draft.ttt_steps must be >= 1, got " + written(root["draft"]["ttt_steps"]));
+}
+
+// draft: of sprig train dflash|domino|jetspec.
 void parse_dflash(YAML::Node& root, TrainConfig& c) {
   DFlashConfig& d = c.dflash;
   const speculative::DraftKind& kind = *c.draft_kind;
@@ -316,14 +360,10 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
            written(root["draft"][key]));
   };
   refuse_other_kinds_settings(root, kind);
-  if (present(root["target"]) && present(root["target"]["path"]))
-    d.target_path = get<std::string>(root, "target", "path", "");
-  if (present(root["target"]) && present(root["target"]["config"]))
-    d.target_config = get<std::string>(root, "target", "config", "");
-  if (d.target_path.empty() == d.target_config.empty())
-    fail(
-        "give exactly one of target.path (the frozen target: an HF directory or a sprig "
-        "checkpoint) or target.config (a fresh target from a config.json)");
+  for (const std::string& key : kEagle3Keys)
+    if (present(root["draft"]) && root["draft"][key].IsDefined())
+      fail("draft." + key + " is a setting of sprig train eagle3, not of sprig train " +
+           std::string(kind.name()));
   adopt_init_shape(root, kind);
   if (!present(root["draft"]) || !present(root["draft"]["mask_token_id"]))
     fail(
@@ -396,11 +436,13 @@ void parse_loss(YAML::Node& root, TrainConfig& c) {
 }  // namespace
 
 std::string TrainConfig::recipe_name() const {
-  return draft_kind ? std::string(draft_kind->name()) : "sft";
+  return draft_kind ? std::string(draft_kind->name()) : eagle3 ? "eagle3" : "sft";
 }
 
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
-                              const speculative::DraftKind* draft_kind) {
+namespace {
+
+TrainConfig load(const std::string& path, const std::vector<std::string>& overrides,
+                 const speculative::DraftKind* draft_kind, bool eagle3) {
   YAML::Node root = data::load_yaml_file(path);
   try {
     if (!root.IsMap()) fail("the config must be a mapping");
@@ -420,15 +462,20 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
       fail("device must be auto, cpu or cuda, got '" + c.device + "'");
     c.draft_kind = draft_kind;
+    c.eagle3 = eagle3;
     const bool dflash = c.is_draft();
     if (dflash) {
       if (present(root["model"]))
         fail("sprig train " + c.recipe_name() + " reads target: and draft:, not model:");
-      parse_dflash(root, c);
+      parse_target(root, c);
+      if (eagle3)
+        parse_eagle3(root, c);
+      else
+        parse_dflash(root, c);
     } else {
       if (present(root["target"]) || present(root["draft"]))
         fail("target: and draft: are sections of the draft recipes (sprig train " +
-             speculative::draft_kind_names() + "), not of sprig train sft");
+             speculative::draft_kind_names() + ", eagle3), not of sprig train sft");
       if (!present(root["model"])) fail("the model: section is required");
       if (present(root["model"]["path"]))
         c.model_path = get<std::string>(root, "model", "path", "");
@@ -483,7 +530,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     c.loss_normalization =
         normalization == "mean" ? LossNormalization::mean : LossNormalization::tokens;
 
-    c.optimizer.lr = get<double>(root, "optimizer", "lr", dflash ? 6e-4 : 1e-4);
+    c.optimizer.lr = get<double>(root, "optimizer", "lr", dflash && !eagle3 ? 6e-4 : 1e-4);
     const auto betas =
         get<std::vector<double>>(root, "optimizer", "betas", {0.9, dflash ? 0.95 : 0.999});
     if (betas.size() != 2) fail("optimizer.betas must be a list of two numbers");
@@ -566,6 +613,18 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
       throw OverrideError(message + " (from the command line: --" + *source + ")");
     throw std::invalid_argument(message + " (in " + path + ")");
   }
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const speculative::DraftKind* draft_kind) {
+  return load(path, overrides, draft_kind, false);
+}
+
+TrainConfig load_eagle3_train_config(const std::string& path,
+                                     const std::vector<std::string>& overrides) {
+  return load(path, overrides, nullptr, true);
 }
 
 std::string with_override(const std::string& resolved_yaml, const std::string& override_text) {

@@ -24,13 +24,12 @@
 #include "data/config.h"
 #include "speculative/draft.h"
 #include "speculative/draft_kind.h"
+#include "speculative/eagle3.h"
 #include "train/optimizer.h"
 
 namespace sprig {
 
-// The sections of `sprig train dflash|domino|jetspec`:
-//   target: {path: ckpt/}            # the frozen target (HF or sprig checkpoint), or
-//           {config: config.json}    # a fresh one seeded by `seed` (for tests and demos)
+// The sections of `sprig train dflash|domino|jetspec` (target: as TrainConfig::target_path):
 //   draft: {mask_token_id: 151669, num_layers: 5, block_size: 16, num_anchors: 512,
 //           loss_type: dflash, prefix_weight_base: 0.9, target_layer_ids: [...], init: draft_dir/,
 //           # and the kind's own settings (DraftKind::train_settings), e.g.
@@ -38,13 +37,19 @@ namespace sprig {
 //           #   pure_draft_prefix_len, shift_label, lambda_base_start, lambda_base_decay_ratio;
 //           # jetspec: kd_temperature, kd_chunk_size}
 struct DFlashConfig {
-  std::string target_path, target_config;  // exactly one is set
   std::string init;  // a draft directory to start from (empty: a fresh initialisation)
   speculative::DraftOptions draft;
   int64_t num_anchors = 512;
   // What the kind's objective reads, by name: loss_type, prefix_weight_base (the variable-prefix
   // loss's prefix-length weights) and the kind's own settings.
   speculative::DraftSettings settings;
+};
+
+// The draft: section of `sprig train eagle3` (docs/semantics.md §9.9):
+//   draft: {aux_layer_ids: [1, 13, 24], ttt_steps: 7}
+struct Eagle3TrainConfig {
+  speculative::Eagle3Options draft;  // aux_layer_ids: empty for the default
+  int64_t ttt_steps = 7;
 };
 
 // How the loss of an accumulation window is normalised: "mean" averages each micro-batch's mean
@@ -68,11 +73,12 @@ struct LossConfig {
 };
 
 struct TrainConfig {
-  // The recipe: sft (null) reads `model:`; a draft kind's (`sprig train <kind>`) reads `target:`
-  // and `draft:`.
+  // The recipe: sft (neither set) reads `model:`; a draft kind of the DFlash family
+  // (`sprig train <kind>`) and EAGLE-3 (`sprig train eagle3`) read `target:` and `draft:`.
   const speculative::DraftKind* draft_kind = nullptr;
-  bool is_draft() const { return draft_kind != nullptr; }
-  std::string recipe_name() const;  // "sft" or the draft kind's name, as checkpoints record it
+  bool eagle3 = false;
+  bool is_draft() const { return draft_kind != nullptr || eagle3; }
+  std::string recipe_name() const;  // "sft", the draft kind's name or "eagle3", as checkpoints say
   std::string run_dir;
   uint64_t seed = 0;
   std::string device = "auto";
@@ -81,8 +87,12 @@ struct TrainConfig {
   std::string model_dtype = "auto";
   // attention: {backend: auto}: the kernels attention runs on CUDA (attention/backend.h).
   AttentionBackend attention_backend = AttentionBackend::automatic;
-  DFlashConfig dflash;  // the draft recipes only
-  LossConfig loss;      // sft only
+  // target: of the draft recipes, exactly one of {path: ckpt/} (the frozen target, an HF or sprig
+  // checkpoint) or {config: config.json} (a fresh one seeded by `seed`, for tests and demos).
+  std::string target_path, target_config;
+  DFlashConfig dflash;             // the DFlash family only
+  Eagle3TrainConfig eagle3_draft;  // EAGLE-3 only
+  LossConfig loss;                 // sft only
   data::DataConfig data;
 
   int64_t max_steps = 0;  // 0: num_epochs over the training data
@@ -141,5 +151,8 @@ struct OverrideError : std::invalid_argument {
 // ("(from the command line: --a.b=value)").
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               const speculative::DraftKind* draft_kind = nullptr);
+// The same for `sprig train eagle3` (the draft recipes' defaults, with the reference's lr 1e-4).
+TrainConfig load_eagle3_train_config(const std::string& path,
+                                     const std::vector<std::string>& overrides);
 
 }  // namespace sprig

@@ -12,10 +12,40 @@
 
 namespace sprig {
 
-namespace {
-
 namespace fs = std::filesystem;
 using namespace speculative;
+
+namespace {
+
+FrozenTarget load_target(const TrainConfig& c, Device device) {
+  const bool bf16 = device.is_cuda() && c.model_dtype == "bf16";
+  const DType dtype = bf16 ? DType::bf16 : DType::f32;
+  if (!c.target_path.empty()) {
+    if (!fs::is_directory(c.target_path))
+      throw std::runtime_error("target.path " + c.target_path + " is not a directory");
+    return FrozenTarget(load_qwen(c.target_path), device, dtype);
+  }
+  if (!fs::exists(c.target_config))
+    throw std::runtime_error("target.config " + c.target_config + " does not exist");
+  Generator gen(c.seed);
+  return FrozenTarget(std::make_unique<QwenForCausalLM>(QwenConfig::load(c.target_config), gen),
+                      device, dtype);
+}
+
+}  // namespace
+
+DraftTarget::DraftTarget(const TrainConfig& c, Device device)
+    : target_(load_target(c, device)),
+      fresh_(c.target_path.empty()),
+      dir_(fresh_ ? "" : fs::absolute(c.target_path).string()) {}
+
+void DraftTarget::begin_run(const std::string& run_dir) {
+  if (!fresh_) return;
+  dir_ = fs::absolute(fs::path(run_dir) / "target").string();
+  if (!fs::exists(dir_)) save_qwen(target_.model(), dir_);
+}
+
+namespace {
 
 // The draft of draft.init, or a fresh one for the target; either way it must fit the target and
 // be of the recipe's kind (a Domino recipe needs the head, JetSpec a causal draft).
@@ -41,14 +71,12 @@ class DraftRecipe : public Recipe {
       : c_(c.dflash),
         kind_(*c.draft_kind),
         objective_(kind_.objective(c.dflash.settings)),
-        target_(load_target(c, device)),
+        target_(c, device),
         draft_(build_draft(c, target_.config())),
         data_(c.data),
         packed_(c.data.packing == data::Packing::dflash),
         gen_(c.seed + static_cast<uint64_t>(comm.rank())),
-        val_seed_(c.seed + static_cast<uint64_t>(comm.world_size() + comm.rank())),
-        target_dir_(c.dflash.target_path.empty() ? ""
-                                                 : fs::absolute(c.dflash.target_path).string()) {
+        val_seed_(c.seed + static_cast<uint64_t>(comm.world_size() + comm.rank())) {
     const int64_t vocab = target_.config().vocab_size;
     if (data_.vocab_size > vocab)
       throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
@@ -75,11 +103,11 @@ class DraftRecipe : public Recipe {
     s.layers = d.layers;
     s.tokens = rows * c_.num_anchors * d.block_size;
     s.context_tokens = context;
-    s.frozen_parameters = target_.model().num_parameters();
+    s.frozen_parameters = target_.frozen().model().num_parameters();
     s.kept_elements = context * d.context_width();
     return s;
   }
-  std::string companion_files_dir() const override { return target_dir_; }
+  std::string companion_files_dir() const override { return target_.dir(); }
   nlohmann::json checkpoint_config() const override {
     return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
   }
@@ -89,7 +117,7 @@ class DraftRecipe : public Recipe {
             {"block_size", d.block_size},
             {"mask_token_id", d.mask_token_id},
             {"target_layer_ids", d.target_layer_ids},
-            {"target", target_dir_},
+            {"target", target_.dir()},
             {"rng", {{"seed", gen_.seed()}, {"offset", gen_.offset()}}}};
   }
   void restore(const nlohmann::json& saved) override {
@@ -105,13 +133,7 @@ class DraftRecipe : public Recipe {
     gen_.set_state(saved.at("rng").at("seed").get<uint64_t>(),
                    saved.at("rng").at("offset").get<uint64_t>());
   }
-  // A fresh target (target.config) is saved in the run directory once, so the run's drafts can be
-  // evaluated and exported against it.
-  void begin_run(const std::string& run_dir) override {
-    if (!c_.target_path.empty()) return;
-    target_dir_ = fs::absolute(fs::path(run_dir) / "target").string();
-    if (!fs::exists(target_dir_)) save_qwen(target_.model(), target_dir_);
-  }
+  void begin_run(const std::string& run_dir) override { target_.begin_run(run_dir); }
   void begin_validation() override { val_gen_ = Generator(val_seed_); }
   void begin_step(int64_t step, int64_t total_steps) override {
     objective_->begin_step(step, total_steps);
@@ -125,7 +147,7 @@ class DraftRecipe : public Recipe {
     try {
       b.anchors = sample_anchors(b.rows, config.block_size, c_.num_anchors, gen);
       objective_->complete(config, b, gen);
-      l = objective_->loss(target_, *draft_, b);
+      l = objective_->loss(target_.frozen(), *draft_, b);
     } catch (const NoValidAnchors&) {  // no anchor, or (JetSpec) no supervised slot
       return std::nullopt;
     }
@@ -134,35 +156,18 @@ class DraftRecipe : public Recipe {
     out.sum = l.sum;
     out.weight = m.loss_weight;
     out.tokens = static_cast<int64_t>(m.valid_tokens);
-    out.flops = dflash_flops(target_, *draft_, b.rows.rows(), b.rows.seq_len(), b.anchors.blocks(),
-                             objective_->reads_teacher_logits());
+    out.flops = dflash_flops(target_.frozen(), *draft_, b.rows.rows(), b.rows.seq_len(),
+                             b.anchors.blocks(), objective_->reads_teacher_logits());
     for (const RatioMetric& r : ratios())
       for (const std::string& name : {r.numerator, r.denominator}) out.sums[name] = m.sum(name);
     return out;
   }
 
  private:
-  static FrozenTarget load_target(const TrainConfig& c, Device device) {
-    const bool bf16 = device.is_cuda() && c.model_dtype == "bf16";
-    const DType dtype = bf16 ? DType::bf16 : DType::f32;
-    const std::string& path = c.dflash.target_path;
-    if (!path.empty()) {
-      if (!fs::is_directory(path))
-        throw std::runtime_error("target.path " + path + " is not a directory");
-      return FrozenTarget(load_qwen(path), device, dtype);
-    }
-    const std::string& config = c.dflash.target_config;
-    if (!fs::exists(config))
-      throw std::runtime_error("target.config " + config + " does not exist");
-    Generator gen(c.seed);
-    return FrozenTarget(std::make_unique<QwenForCausalLM>(QwenConfig::load(config), gen), device,
-                        dtype);
-  }
-
   const DFlashConfig& c_;
   const DraftKind& kind_;
   std::unique_ptr<DraftObjective> objective_;
-  FrozenTarget target_;
+  DraftTarget target_;
   std::unique_ptr<DFlashDraft> draft_;
   data::DataConfig data_;
   bool packed_;
@@ -170,15 +175,14 @@ class DraftRecipe : public Recipe {
   // Rank r draws from seed + r in training and from seed + world + r in validation (which starts
   // afresh each pass): every stream is distinct, and one rank's are seed and seed + 1.
   uint64_t val_seed_;
-  std::string target_dir_;  // where the target is, as checkpoints record it
 };
 
 }  // namespace
 
 TrainSummary train_draft(const TrainConfig& config, bool resume, const StepCallback& on_step,
                          Communicator& comm) {
-  if (!config.is_draft())
-    throw std::invalid_argument("[train] train_draft runs the configs of the draft recipes (" +
+  if (config.draft_kind == nullptr)
+    throw std::invalid_argument("[train] train_draft runs the configs of the DFlash drafts (" +
                                 draft_kind_names() + ")");
   if (data::target_form(config.data.packing) != data::TargetForm::loss_mask)
     throw std::invalid_argument("[train] " + config.recipe_name() +

@@ -6,10 +6,31 @@
 // (docs/semantics.md §8-§10).
 #pragma once
 
+#include <string>
+
+#include "speculative/target.h"
 #include "train/config.h"
 #include "train/trainer.h"
 
 namespace sprig {
+
+// The frozen target of a draft recipe (target: of its config), in the run's compute dtype, and
+// the directory checkpoints name as it: target.path, or for a fresh target (target.config) its
+// copy in the run directory, saved once so that the run's drafts can be evaluated and exported
+// against it.
+class DraftTarget {
+ public:
+  DraftTarget(const TrainConfig& config, Device device);
+  const speculative::FrozenTarget& frozen() const { return target_; }
+  const QwenConfig& config() const { return target_.config(); }
+  const std::string& dir() const { return dir_; }  // "" for a fresh one until begin_run
+  void begin_run(const std::string& run_dir);
+
+ private:
+  speculative::FrozenTarget target_;
+  bool fresh_;
+  std::string dir_;
+};
 
 // Runs (or, with resume, continues) the draft training `config` describes (config.recipe is
 // dflash, domino or jetspec). `on_step` (optional) is called after every optimizer step with the

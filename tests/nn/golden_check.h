@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <iostream>
 
 #include "nn/checkpoint.h"
@@ -30,16 +31,19 @@ struct GoldenTolerance {
 };
 
 // Every trained parameter's gradient against the fixture's `<name>.grad.<param>` (`count` of them:
-// every trained parameter has one); returns the worst relative error.
-inline double check_golden_grads(const Module& model, const SafetensorsFile& expected,
-                                 const std::string& name, double tolerance, int count) {
+// every trained parameter has one), `param` the fixture's name of it (`fixture_name`, by default
+// the same); returns the worst relative error.
+inline double check_golden_grads(
+    const Module& model, const SafetensorsFile& expected, const std::string& name, double tolerance,
+    int count, const std::function<std::string(const std::string&)>& fixture_name = {}) {
   int checked = 0;
   double worst = 0;
   for (const auto& [pname, p] : model.named_parameters()) {
     if (!p.requires_grad()) continue;  // frozen
     EXPECT_TRUE(p.grad().defined()) << pname;
     if (!p.grad().defined()) continue;
-    const double err = relative_error(p.grad(), expected.load(name + ".grad." + pname));
+    const double err = relative_error(
+        p.grad(), expected.load(name + ".grad." + (fixture_name ? fixture_name(pname) : pname)));
     EXPECT_LE(err, tolerance) << name << " " << pname;
     worst = std::max(worst, err);
     ++checked;

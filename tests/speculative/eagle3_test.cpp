@@ -78,20 +78,72 @@ TEST(Eagle3, ParametersHaveTheServingLayoutsNamesAndShapes) {
   for (const auto& [name, p] : m.draft->named_parameters())
     names.push_back(name + " " + shape_str(p.value().shape()));
   EXPECT_EQ(names, (std::vector<std::string>{
-                       "model.fc.weight [8, 16]",
-                       "model.layers.0.input_layernorm.weight [8]",
-                       "model.layers.0.hidden_norm.weight [8]",
-                       "model.layers.0.post_attention_layernorm.weight [8]",
-                       "model.layers.0.self_attn.q_proj.weight [8, 16]",
-                       "model.layers.0.self_attn.k_proj.weight [4, 16]",
-                       "model.layers.0.self_attn.v_proj.weight [4, 16]",
-                       "model.layers.0.self_attn.o_proj.weight [8, 8]",
-                       "model.layers.0.mlp.gate_proj.weight [12, 8]",
-                       "model.layers.0.mlp.up_proj.weight [12, 8]",
-                       "model.layers.0.mlp.down_proj.weight [8, 12]",
-                       "model.norm.weight [8]",
+                       "fc.weight [8, 16]",
+                       "midlayer.input_layernorm.weight [8]",
+                       "midlayer.hidden_norm.weight [8]",
+                       "midlayer.post_attention_layernorm.weight [8]",
+                       "midlayer.self_attn.q_proj.weight [8, 16]",
+                       "midlayer.self_attn.k_proj.weight [4, 16]",
+                       "midlayer.self_attn.v_proj.weight [4, 16]",
+                       "midlayer.self_attn.o_proj.weight [8, 8]",
+                       "midlayer.mlp.gate_proj.weight [12, 8]",
+                       "midlayer.mlp.up_proj.weight [12, 8]",
+                       "midlayer.mlp.down_proj.weight [8, 12]",
+                       "norm.weight [8]",
                        "lm_head.weight [4, 8]",
                    }));
+}
+
+// config.json as both engines read it: the aux layers' outputs for SGLang, their inputs for vLLM.
+TEST(Eagle3, ConfigJsonIsTheServingLayoutAndReadsBack) {
+  const Micro m = micro({0, 5, 7, 9});
+  const nlohmann::json j = m.draft->config().to_json(DType::bf16);
+  EXPECT_EQ(j["architectures"], nlohmann::json({"LlamaForCausalLMEagle3"}));
+  EXPECT_EQ(j["model_type"], "llama");
+  EXPECT_EQ(j["num_hidden_layers"], 1);
+  EXPECT_EQ(j["vocab_size"], 24);
+  EXPECT_EQ(j["draft_vocab_size"], 4);
+  EXPECT_EQ(j["target_hidden_size"], 8);
+  EXPECT_EQ(j["head_dim"], 4);
+  EXPECT_EQ(j["tie_word_embeddings"], false);
+  EXPECT_EQ(j["torch_dtype"], "bfloat16");
+  EXPECT_EQ(j["eagle_config"]["eagle_aux_hidden_state_layer_ids"], nlohmann::json({0, 1}));
+  EXPECT_EQ(j["eagle_aux_hidden_state_layer_ids"], nlohmann::json({1, 2}));
+  const Eagle3Config back = Eagle3Config::from_json(j, "draft/config.json");
+  EXPECT_EQ(back.aux_layer_ids, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(back.draft_vocab_size, 4);
+  EXPECT_EQ(back.to_json(DType::bf16), j);
+  // vLLM's key alone reads as well; two keys that disagree, or none, are refused.
+  nlohmann::json vllm = j;
+  vllm.erase("eagle_config");
+  EXPECT_EQ(Eagle3Config::from_json(vllm, "c").aux_layer_ids, (std::vector<int64_t>{0, 1}));
+  const auto refusal = [](nlohmann::json bad) {
+    try {
+      Eagle3Config::from_json(bad, "c");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  nlohmann::json bad = j;
+  bad["eagle_aux_hidden_state_layer_ids"] = {0, 1};
+  EXPECT_EQ(refusal(bad),
+            "c: eagle_aux_hidden_state_layer_ids [0,1] (the layers' inputs) and "
+            "eagle_config.eagle_aux_hidden_state_layer_ids [0,1] (their outputs) name different "
+            "layers: an engine would read other states");
+  bad = vllm;
+  bad.erase("eagle_aux_hidden_state_layer_ids");
+  EXPECT_EQ(refusal(bad),
+            "c: names no aux layers: set eagle_config.eagle_aux_hidden_state_layer_ids (the target "
+            "layers whose outputs fc reads)");
+  bad = j;
+  bad["num_hidden_layers"] = 2;
+  EXPECT_EQ(refusal(bad), "c: num_hidden_layers 2: sprig's EAGLE-3 drafts have one layer");
+  bad = j;
+  bad["architectures"] = {"Qwen3ForCausalLM"};
+  EXPECT_EQ(refusal(bad),
+            "c: architectures [\"Qwen3ForCausalLM\"] declare no EAGLE-3 draft "
+            "(LlamaForCausalLMEagle3)");
 }
 
 // The gradient of the loss for every element of every trained parameter against central

@@ -33,7 +33,7 @@ TEST(UsageCli, UsageErrorsAreOneLineNamingTheCommandWithExit2) {
        "sprig: [sprig] unknown command 'trian': one of bench, data, demo, eval, mask, "
        "convert, score, generate, plot, spec-eval, train (see sprig --help)\n"},
       {"train frob",
-       "sprig: [train] unknown command 'frob': one of sft, dflash, domino, jetspec "
+       "sprig: [train] unknown command 'frob': one of sft, dflash, domino, jetspec, eagle3 "
        "(see sprig train --help)\n"},
       {"", "sprig: [sprig] A subcommand is required (see sprig --help)\n"},
   };

@@ -1,0 +1,138 @@
+#include "train/eagle3.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "speculative/eagle3.h"
+#include "train/batch_input.h"
+#include "train/draft.h"
+
+namespace sprig {
+
+namespace {
+
+using namespace speculative;
+
+class Eagle3Recipe : public Recipe {
+ public:
+  Eagle3Recipe(const TrainConfig& c, Device device)
+      : c_(c.eagle3_draft),
+        target_(c, device),
+        data_(c.data),
+        packed_(c.data.packing == data::Packing::dflash) {
+    Generator gen(c.seed);
+    draft_ = std::make_unique<Eagle3Draft>(eagle3_config_for(target_.config(), c_.draft), gen);
+    const int64_t vocab = target_.config().vocab_size;
+    if (data_.vocab_size > vocab)
+      throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
+                                  " exceeds the target's vocabulary of " + std::to_string(vocab));
+    data_.vocab_size = vocab;
+  }
+
+  Module& trainable() override { return *draft_; }
+  const data::DataConfig& data() const override { return data_; }
+  // accuracy and accept_len over every step, and each step's accuracy.
+  std::vector<RatioMetric> ratios() const override {
+    std::vector<RatioMetric> r = {{"accuracy", "correct_tokens", "valid_tokens"},
+                                  {"accept_len", "accept_len_sum", "valid_positions"}};
+    for (int64_t k = 0; k < c_.ttt_steps; ++k) {
+      const std::string step = "step" + std::to_string(k);
+      r.push_back({step + "_accuracy", step + "_correct", step + "_valid"});
+    }
+    return r;
+  }
+  // The draft's layer runs ttt_steps times over every position and its head over the draft
+  // vocabulary; the target runs without gradients and keeps its states and logits.
+  StepShapes step_shapes() const override {
+    const Eagle3Config& d = draft_->config();
+    const int64_t tokens = data_.micro_batch_size * data_.seq_len;
+    StepShapes s;
+    s.layers = d.layer;
+    s.layers.vocab_size = d.draft_vocab_size;
+    s.tokens = tokens * c_.ttt_steps;
+    s.frozen_parameters = target_.frozen().model().num_parameters();
+    s.kept_elements = tokens * (d.aux_width() + d.layer.vocab_size);
+    return s;
+  }
+  std::string companion_files_dir() const override { return target_.dir(); }
+  nlohmann::json checkpoint_config() const override {
+    return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
+  }
+  nlohmann::json checkpoint_metadata() const override {
+    return {{"recipe", "eagle3"},
+            {"aux_layer_ids", draft_->config().aux_layer_ids},
+            {"ttt_steps", c_.ttt_steps},
+            {"target", target_.dir()}};
+  }
+  void restore(const nlohmann::json& saved) override {
+    const nlohmann::json now = draft_->config().aux_layer_ids;
+    if (saved.value("aux_layer_ids", nlohmann::json()) != now)
+      throw std::invalid_argument("[train] the checkpoint's draft has aux_layer_ids " +
+                                  saved.value("aux_layer_ids", nlohmann::json()).dump() +
+                                  ", this config " + now.dump() +
+                                  ": resume with the settings it was trained with");
+  }
+  void begin_run(const std::string& run_dir) override { target_.begin_run(run_dir); }
+
+  std::optional<MicroBatchLoss> loss(const data::Batch& batch) override {
+    const DraftRows rows = draft_rows(batch, packed_);
+    Eagle3Loss l;
+    try {
+      l = eagle3_loss(*draft_, rows, eagle3_teacher(target_.frozen(), *draft_, rows),
+                      {c_.ttt_steps, 0.8, 0});
+    } catch (const NoValidAnchors&) {  // no supervised position
+      return std::nullopt;
+    }
+    MicroBatchLoss out;
+    out.sum = l.loss;
+    out.weight = 1;  // a mean already
+    out.tokens = static_cast<int64_t>(l.valid_positions);
+    out.flops = flops(rows.rows() * rows.seq_len());
+    MetricSums& m = out.sums;
+    for (int64_t k = 0; k < c_.ttt_steps; ++k) {
+      const std::string step = "step" + std::to_string(k);
+      m[step + "_correct"] = l.step_correct[k];
+      m[step + "_valid"] = l.step_valid[k];
+      m["correct_tokens"] += l.step_correct[k];
+      m["valid_tokens"] += l.step_valid[k];
+    }
+    m["accept_len_sum"] = l.accept_len_sum;
+    m["valid_positions"] = l.valid_positions;
+    return out;
+  }
+
+ private:
+  // Training FLOPs of `tokens` positions: the target's forward (2 per parameter and token) and
+  // each step's forward and backward of the draft (6), its attention over the step's keys
+  // neglected.
+  double flops(int64_t tokens) const {
+    const double target = static_cast<double>(target_.frozen().model().num_parameters());
+    const double draft = static_cast<double>(draft_->num_parameters());
+    return static_cast<double>(tokens) *
+           (2 * target + 6 * draft * static_cast<double>(c_.ttt_steps));
+  }
+
+  const Eagle3TrainConfig& c_;
+  DraftTarget target_;
+  std::unique_ptr<Eagle3Draft> draft_;
+  data::DataConfig data_;
+  bool packed_;
+};
+
+}  // namespace
+
+TrainSummary train_eagle3(const TrainConfig& config, bool resume, const StepCallback& on_step,
+                          Communicator& comm) {
+  if (!config.eagle3)
+    throw std::invalid_argument("[train] train_eagle3 runs the configs of sprig train eagle3");
+  if (data::target_form(config.data.packing) != data::TargetForm::loss_mask)
+    throw std::invalid_argument(
+        "[train] eagle3 trains on loss_mask rows: use data.packing dflash (packed documents) or "
+        "padded (one document per row)");
+  Trainer trainer(config, resume, comm);
+  Eagle3Recipe recipe(trainer.config(), trainer.device());
+  return trainer.run(recipe, on_step);
+}
+
+}  // namespace sprig

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -213,6 +214,14 @@ std::vector<ParameterPart> Eagle3Config::parameter_parts() const {
 
 namespace {
 
+DraftVocabulary whole_vocabulary(int64_t vocab_size) {
+  DraftVocabulary v;
+  v.vocab_size = vocab_size;
+  v.draft_to_target.resize(static_cast<size_t>(vocab_size));
+  std::iota(v.draft_to_target.begin(), v.draft_to_target.end(), 0);
+  return v;
+}
+
 const Eagle3Config& checked(const Eagle3Config& c) {
   c.check();
   check_parameters_fit(c.parameter_parts(), "eagle3");
@@ -223,7 +232,9 @@ const Eagle3Config& checked(const Eagle3Config& c) {
 
 Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
     : config_(checked(config)),
-      draft_to_target_(Tensor::arange(config_.draft_vocab_size)),
+      vocabulary_(config_.draft_vocab_size == config_.layer.vocab_size
+                      ? whole_vocabulary(config_.layer.vocab_size)
+                      : DraftVocabulary{}),
       fc(register_module(
           "fc", std::make_unique<Linear>(config_.aux_width(), config_.layer.hidden_size, false,
                                          config_.layer.initializer_range, gen))),
@@ -234,25 +245,20 @@ Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
           "lm_head", std::make_unique<Linear>(config_.layer.hidden_size, config_.draft_vocab_size,
                                               false, config_.layer.initializer_range, gen))) {}
 
-void Eagle3Draft::set_draft_to_target(Tensor ids) {
-  ids = ids.to(Device::cpu(), DType::i64).contiguous();
-  if (ids.dim() != 1 || ids.size(0) != config_.draft_vocab_size)
-    fail("the draft vocabulary maps " + std::to_string(ids.numel()) + " ids, the draft has " +
-         std::to_string(config_.draft_vocab_size));
-  const std::vector<int64_t> v = ids.to_vector<int64_t>();
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] < 0 || v[i] >= config_.layer.vocab_size)
-      fail("draft id " + std::to_string(i) + " maps to " + std::to_string(v[i]) +
-           ", outside the target's vocabulary [0, " + std::to_string(config_.layer.vocab_size) +
-           ")");
-    if (i > 0 && v[i] <= v[i - 1])
-      fail(
-          "the draft vocabulary must list target ids in ascending order, without repeats: draft "
-          "id " +
-          std::to_string(i) + " maps to " + std::to_string(v[i]) + " after " +
-          std::to_string(v[i - 1]));
-  }
-  draft_to_target_ = std::move(ids);
+void Eagle3Draft::set_vocabulary(DraftVocabulary vocabulary) {
+  if (vocabulary.vocab_size != config_.layer.vocab_size ||
+      vocabulary.size() != config_.draft_vocab_size)
+    fail("a draft vocabulary of " + std::to_string(vocabulary.size()) + " of " +
+         std::to_string(vocabulary.vocab_size) + " ids does not fit this draft's head of " +
+         std::to_string(config_.draft_vocab_size) + " rows over a target of " +
+         std::to_string(config_.layer.vocab_size));
+  vocabulary.check("the draft vocabulary");
+  vocabulary_ = std::move(vocabulary);
+}
+
+std::map<std::string, Tensor> Eagle3Draft::vocabulary_tensors() const {
+  if (vocabulary_.size() == vocabulary_.vocab_size) return {};
+  return {{"d2t", vocabulary_.d2t()}, {"t2d", vocabulary_.t2d()}};
 }
 
 Var Eagle3Draft::project(const Var& aux) const { return fc.forward(aux); }
@@ -300,13 +306,6 @@ struct TttPlan {
   }
 };
 
-// The target ids of the draft vocabulary as a membership table over the target's vocabulary.
-std::vector<bool> in_draft_vocabulary(const Tensor& draft_to_target, int64_t vocab_size) {
-  std::vector<bool> in(static_cast<size_t>(vocab_size), false);
-  for (int64_t id : draft_to_target.to_vector<int64_t>()) in[static_cast<size_t>(id)] = true;
-  return in;
-}
-
 std::shared_ptr<const AttentionMask> step_mask(const DraftRows& rows, int64_t k) {
   const int64_t S = rows.seq_len();
   if (!rows.packed()) return compile_attention_mask(BatchMask(ttt_mask({S}, S, k)));
@@ -330,6 +329,9 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
       teacher.embedding.dim() != 2 || teacher.embedding.size(0) != V ||
       teacher.embedding.size(1) != H)
     fail("the target's states and logits do not fit the rows and the draft");
+  if (draft.vocabulary().size() != c.draft_vocab_size)
+    fail("a draft of draft_vocab_size " + std::to_string(c.draft_vocab_size) +
+         " needs its vocabulary's map to target ids (draft.vocab)");
 
   // The target's distribution over the draft vocabulary, one row per position (B * S, Vd).
   const Var& head = draft.lm_head.weight;
@@ -338,7 +340,11 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   const Tensor full = teacher.logits.reshape({B * S, V});
   const bool reduced = c.draft_vocab_size < V;
   const Tensor restricted =
-      (reduced ? index_select(full, 1, draft.draft_to_target().to(full.device())) : full)
+      (reduced ? index_select(
+                     full, 1,
+                     Tensor::from_vector(draft.vocabulary().draft_to_target, {c.draft_vocab_size})
+                         .to(full.device()))
+               : full)
           .to(device, dtype)
           .contiguous();
   // Soft cross-entropy = KL + the target's entropy, which has no gradient.
@@ -357,8 +363,7 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   const std::vector<int64_t> mask =
       rows.loss_mask.to(Device::cpu()).contiguous().to_vector<int64_t>();
   const std::vector<int64_t> top = argmax(full, 1).to(Device::cpu()).to_vector<int64_t>();
-  const std::vector<bool> in_vocab =
-      reduced ? in_draft_vocabulary(draft.draft_to_target(), V) : std::vector<bool>(V, true);
+  const std::vector<int32_t> in_vocab = draft.vocabulary().t2d().to_vector<int32_t>();
   plan.supervised.resize(static_cast<size_t>(B * S));
   for (size_t i = 0; i < plan.supervised.size(); ++i)
     plan.supervised[i] = mask[i] != 0 && in_vocab[static_cast<size_t>(top[i])];

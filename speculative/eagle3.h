@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "nn/qwen.h"
 #include "speculative/blocks.h"
+#include "speculative/draft_vocab.h"
 #include "speculative/target.h"
 
 namespace sprig::speculative {
@@ -91,11 +93,14 @@ class Eagle3Draft : public Module {
   Eagle3Draft(Eagle3Config config, Generator& gen);
   const Eagle3Config& config() const { return config_; }
 
-  // The draft's vocabulary: the target id of each draft id (draft_vocab_size) i64 on the CPU,
-  // ascending; 0, 1, ... for the full vocabulary. Throws "[eagle3] ..." for a mapping of another
-  // length, not ascending, or outside the target's vocabulary.
-  const Tensor& draft_to_target() const { return draft_to_target_; }
-  void set_draft_to_target(Tensor ids);
+  // The draft's vocabulary (speculative/draft_vocab.h): the target's whole one when the head
+  // covers it; a smaller head's must be set.
+  const DraftVocabulary& vocabulary() const { return vocabulary_; }
+  // Throws "[eagle3] ..." for a vocabulary of another size than the head's or of another target.
+  void set_vocabulary(DraftVocabulary vocabulary);
+  // What a checkpoint holds beside the weights: d2t and t2d of a reduced vocabulary (none for
+  // the whole one, as the engines expect).
+  std::map<std::string, Tensor> vocabulary_tensors() const;
 
   // fc over the target's concatenated states (B, S, aux_width) -> (B, S, H).
   Var project(const Var& aux) const;
@@ -107,7 +112,7 @@ class Eagle3Draft : public Module {
 
  private:
   Eagle3Config config_;
-  Tensor draft_to_target_;
+  DraftVocabulary vocabulary_;
 
  public:
   Linear& fc;

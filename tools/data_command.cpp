@@ -1,7 +1,8 @@
-// `sprig data pack|fold|dump|tokenize`: what packing and folding make of a file, the first
-// batches a training config will see, and text or chat records tokenized into documents
-// (docs/tokenizer.md §3). Each writes JSON Lines (one object per row, group, batch or record) with
-// the reference's field names (docs/semantics.md §4.9).
+// `sprig data pack|fold|dump|tokenize|draft-vocab`: what packing and folding make of a file, the
+// first batches a training config will see, text or chat records tokenized into documents
+// (docs/tokenizer.md §3), and a draft vocabulary counted from documents (docs/semantics.md §9.10).
+// Each but draft-vocab writes JSON Lines (one object per row, group, batch or record) with the
+// reference's field names (docs/semantics.md §4.9).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -20,6 +21,8 @@
 #include "data/prefix_tree.h"
 #include "data/readers.h"
 #include "data/tokenize_jsonl.h"
+#include "speculative/draft_vocab.h"
+#include "tensor/json_text.h"
 #include "tensor/storage.h"
 #include "tools/commands.h"
 #include "tools/jsonl.h"
@@ -245,11 +248,74 @@ void run_tokenize(const TokenizeArgs& a) {
   if (bad.count) std::cout << bad.summary() << "\n";
 }
 
+struct DraftVocabArgs {
+  std::vector<std::string> inputs;
+  std::string out, format = "documents";
+  int64_t size = 0, vocab_size = 0, eot_id = -1;
+  bool skip_bad_records = false, overwrite = false;
+};
+
+// A draft vocabulary file is recognised by its format key.
+std::string refuses_draft_vocab(const std::filesystem::path& existing, const OutputKind& kind) {
+  try {
+    if (read_json_file(existing.string()).value("format", "") == "sprig-draft-vocab") return "";
+  } catch (const std::exception&) {
+  }
+  return "is not a " + std::string(kind.name) + " that sprig wrote";
+}
+const OutputKind kDraftVocabOutput{"draft vocabulary", nullptr, false, refuses_draft_vocab};
+
+// Counts every supervised token (a label: unshifted records' loss-masked tokens after the first)
+// of the inputs and keeps the most frequent.
+void run_draft_vocab(const DraftVocabArgs& a) {
+  if (a.size > a.vocab_size)
+    throw CLI::ValidationError("--size", "the draft vocabulary of " + std::to_string(a.size) +
+                                             " ids is larger than the target's --vocab-size " +
+                                             std::to_string(a.vocab_size));
+  std::vector<InputPath> inputs;
+  for (const std::string& in : a.inputs) inputs.push_back({"--input", in});
+  Output out(a.out, kDraftVocabOutput, a.overwrite, "--out", inputs);
+  std::vector<int64_t> counts(static_cast<size_t>(a.vocab_size), 0);
+  BadRecords bad;
+  int64_t documents = 0, tokens = 0;
+  ProgressLine progress;
+  const ReadOptions options{a.vocab_size, a.eot_id, a.skip_bad_records};
+  const auto count = [&](Document&& doc) {
+    for (int32_t label : doc.labels)
+      if (label != kIgnoreIndex) {
+        ++counts[static_cast<size_t>(label)];
+        ++tokens;
+      }
+    if (++documents % 10000 == 0)
+      progress.show("counted " + std::to_string(documents) + " documents, " +
+                    std::to_string(tokens) + " supervised tokens");
+  };
+  for (const std::string& in : a.inputs) {
+    if (a.format == "shards")
+      read_shard(in, TargetForm::labels, options, bad, count);
+    else
+      read_documents(in, TargetForm::labels, options, bad, count);
+  }
+  progress.finish();
+  if (tokens == 0) throw std::runtime_error("[data] the inputs hold no supervised token to count");
+  const speculative::DraftVocabulary vocab = speculative::most_frequent(counts, a.size);
+  {
+    std::ofstream file(out.temp());
+    file << vocab.to_json().dump() << "\n";
+    if (!file) throw std::runtime_error("[data] writing " + out.path() + " failed");
+  }
+  out.commit();
+  std::cout << "wrote " << a.out << ": " << a.size << " of " << a.vocab_size << " ids, covering "
+            << 100 * vocab.coverage << "% of " << tokens << " supervised tokens in " << documents
+            << " documents\n";
+  if (bad.count) std::cout << bad.summary() << "\n";
+}
+
 }  // namespace
 
 void add_data_command(CLI::App& app) {
   CLI::App* data = app.add_subcommand(
-      "data", "Pack, fold, inspect and tokenize training data; every subcommand writes JSON Lines");
+      "data", "Pack, fold, inspect and tokenize training data, and count a draft vocabulary");
   data->require_subcommand(1);
 
   auto pack_args = std::make_shared<PackArgs>();
@@ -377,6 +443,40 @@ void add_data_command(CLI::App& app) {
                      "skip bad records (counted and reported) instead of stopping at the first");
   add_overwrite_flag(tokenize, tokenize_args->overwrite);
   tokenize->callback([tokenize_args] { run_tokenize(*tokenize_args); });
+
+  auto vocab_args = std::make_shared<DraftVocabArgs>();
+  CLI::App* vocab = data->add_subcommand(
+      "draft-vocab",
+      "Count the supervised tokens of training documents and write the draft vocabulary of the "
+      "--size most frequent (ties to the lower id; the lowest unseen ids fill it up), which "
+      "draft.vocab of sprig train eagle3 reads; the draft's head then covers only those ids");
+  vocab
+      ->add_option("--input", vocab_args->inputs,
+                   "documents JSONL (or token shards with --format shards); repeatable")
+      ->required()
+      ->check(CLI::ExistingFile);
+  add_int_option(vocab, "--size", vocab_args->size, "draft vocabulary size (e.g. 32000)")
+      ->required()
+      ->check(kPositive);
+  add_int_option(vocab, "--vocab-size", vocab_args->vocab_size,
+                 "the target's vocabulary size (its config.json vocab_size); ids outside are bad "
+                 "records")
+      ->required()
+      ->check(kPositive);
+  vocab->add_option("--out", vocab_args->out, "output JSON file")->required();
+  vocab->add_option("--format", vocab_args->format, "documents or shards")
+      ->check(CLI::IsMember({"documents", "shards"}))
+      ->capture_default_str();
+  add_int_option(vocab, "--eot-id", vocab_args->eot_id, "end-of-text id between shard documents");
+  vocab->add_flag("--skip-bad-records", vocab_args->skip_bad_records,
+                  "skip bad records (counted and reported) instead of stopping at the first");
+  add_overwrite_flag(vocab, vocab_args->overwrite);
+  vocab->callback([vocab, vocab_args] {
+    if (vocab->count("--eot-id") && vocab_args->format != "shards")
+      throw CLI::ValidationError("--eot-id applies to --format shards, not --format " +
+                                 vocab_args->format);
+    run_draft_vocab(*vocab_args);
+  });
 }
 
 }  // namespace sprig::tools

@@ -98,7 +98,8 @@ const std::map<std::string, std::vector<std::string>>& schema() {
         "kd_temperature",
         "kd_chunk_size",
         "aux_layer_ids",
-        "ttt_steps"}},
+        "ttt_steps",
+        "vocab"}},
       {"train",
        {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm", "loss_normalization",
         "max_consecutive_skips"}},
@@ -195,8 +196,9 @@ void apply_override(YAML::Node& root, const std::string& text) {
 // records them absolute.
 void make_config_paths_absolute(YAML::Node& root, const std::filesystem::path& base) {
   static const std::pair<const char*, const char*> kPathKeys[] = {
-      {"", "run_dir"},      {"model", "path"}, {"model", "config"}, {"target", "path"},
-      {"target", "config"}, {"draft", "init"}, {"data", "train"},   {"data", "val"}};
+      {"", "run_dir"},    {"model", "path"},    {"model", "config"},
+      {"target", "path"}, {"target", "config"}, {"draft", "init"},
+      {"draft", "vocab"}, {"data", "train"},    {"data", "val"}};
   for (const auto& [section, key] : kPathKeys) {
     YAML::Node holder = *section ? root[section] : root;
     if (holder.IsMap() && present(holder[key])) data::make_paths_absolute(holder[key], base);
@@ -308,7 +310,7 @@ void parse_setting(YAML::Node& root, const speculative::DraftSetting& setting,
 }
 
 // The keys of draft: that only sprig train eagle3 reads, and those it reads besides.
-const std::vector<std::string> kEagle3Keys = {"aux_layer_ids", "ttt_steps"};
+const std::vector<std::string> kEagle3Keys = {"aux_layer_ids", "ttt_steps", "vocab"};
 const std::vector<std::string> kEagle3SharedKeys = {"dtype"};
 
 // target: of the draft recipes.
@@ -345,6 +347,7 @@ void parse_eagle3(YAML::Node& root, TrainConfig& c) {
           "out for the default ids");
   }
   e.ttt_steps = get<int64_t>(root, "draft", "ttt_steps", 7);
+  if (present(root["draft"]["vocab"])) e.vocab = get<std::string>(root, "draft", "vocab", "");
   if (e.ttt_steps < 1)
     fail("draft.ttt_steps must be >= 1, got " + written(root["draft"]["ttt_steps"]));
 }

@@ -1,6 +1,7 @@
 #include "train/eagle3.h"
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -21,8 +22,15 @@ class Eagle3Recipe : public Recipe {
         target_(c, device),
         data_(c.data),
         packed_(c.data.packing == data::Packing::dflash) {
+    Eagle3Options options = c_.draft;
+    std::optional<DraftVocabulary> draft_vocab;
+    if (!c_.vocab.empty()) {
+      draft_vocab = read_draft_vocabulary(c_.vocab, target_.config().vocab_size);
+      options.draft_vocab_size = draft_vocab->size();
+    }
     Generator gen(c.seed);
-    draft_ = std::make_unique<Eagle3Draft>(eagle3_config_for(target_.config(), c_.draft), gen);
+    draft_ = std::make_unique<Eagle3Draft>(eagle3_config_for(target_.config(), options), gen);
+    if (draft_vocab) draft_->set_vocabulary(std::move(*draft_vocab));
     const int64_t vocab = target_.config().vocab_size;
     if (data_.vocab_size > vocab)
       throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
@@ -59,19 +67,26 @@ class Eagle3Recipe : public Recipe {
   nlohmann::json checkpoint_config() const override {
     return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
   }
+  std::map<std::string, Tensor> checkpoint_buffers() const override {
+    return draft_->vocabulary_tensors();
+  }
   nlohmann::json checkpoint_metadata() const override {
     return {{"recipe", "eagle3"},
             {"aux_layer_ids", draft_->config().aux_layer_ids},
+            {"draft_to_target", draft_->vocabulary().draft_to_target},
             {"ttt_steps", c_.ttt_steps},
             {"target", target_.dir()}};
   }
+  // A resume keeps the aux layers and the draft vocabulary the checkpoint was trained with.
   void restore(const nlohmann::json& saved) override {
-    const nlohmann::json now = draft_->config().aux_layer_ids;
-    if (saved.value("aux_layer_ids", nlohmann::json()) != now)
-      throw std::invalid_argument("[train] the checkpoint's draft has aux_layer_ids " +
-                                  saved.value("aux_layer_ids", nlohmann::json()).dump() +
-                                  ", this config " + now.dump() +
-                                  ": resume with the settings it was trained with");
+    for (const auto& [key, now] :
+         {std::pair<const char*, nlohmann::json>{"aux_layer_ids", draft_->config().aux_layer_ids},
+          {"draft_to_target", draft_->vocabulary().draft_to_target}})
+      if (saved.value(key, nlohmann::json()) != now)
+        throw std::invalid_argument(
+            "[train] the checkpoint's draft has another " + std::string(key) + " (" +
+            (std::string(key) == "draft_to_target" ? "draft.vocab" : "draft.aux_layer_ids") +
+            ") than this config: resume with the settings it was trained with");
   }
   void begin_run(const std::string& run_dir) override { target_.begin_run(run_dir); }
 

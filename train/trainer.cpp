@@ -611,6 +611,13 @@ class TrainingRun {
            ": if the losses before it were finite, lower optimizer.lr";
   }
 
+  // What a checkpoint's model.safetensors holds: the fp32 masters and the recipe's buffers.
+  std::map<std::string, Tensor> model_tensors() const {
+    std::map<std::string, Tensor> tensors = optimizer_.masters();
+    for (auto& [name, t] : recipe_.checkpoint_buffers()) tensors.emplace(name, t);
+    return tensors;
+  }
+
   // Rank 0 writes the checkpoint with every rank's recipe state; no rank goes on before it is
   // complete (the gather of its directory's name waits for rank 0). Weights that are not finite
   // are never saved: every rank holds the same masters and stops alike.
@@ -633,7 +640,7 @@ class TrainingRun {
     if (lead_) {
       const CheckpointPayload payload{
           recipe_.checkpoint_config(),
-          {{"model", optimizer_.masters()}, {"optimizer", optimizer_.moments()}},
+          {{"model", model_tensors()}, {"optimizer", optimizer_.moments()}},
           state_json(saved, c_.recipe_name(), total_, recipe_by_rank),
           c_.resolved_yaml,
           recipe_.companion_files_dir()};

@@ -67,6 +67,9 @@ class Recipe {
   virtual StepShapes step_shapes() const { return {}; }
   // The config.json of checkpoints (the model they load as).
   virtual nlohmann::json checkpoint_config() const = 0;
+  // Tensors a checkpoint's model.safetensors holds beside the trained weights, which are not
+  // trained (a draft vocabulary's d2t and t2d); a resume rebuilds them from the config.
+  virtual std::map<std::string, Tensor> checkpoint_buffers() const { return {}; }
   // The model directory whose tokenizer and generation files every checkpoint carries (the base
   // model; a draft's target), or "" for none.
   virtual std::string companion_files_dir() const { return ""; }

@@ -63,7 +63,7 @@ inline void check_eagle3_golden(const std::string& name, Device device, DType dt
   if (expected.contains(name + ".selected")) {  // a draft vocabulary: the head's rows of its ids
     const Tensor selected = get("selected");
     weights["lm_head.weight"] = index_select(weights["lm_head.weight"], 0, selected);
-    draft.set_draft_to_target(selected);
+    draft.set_vocabulary({target.config().vocab_size, selected.to_vector<int64_t>()});
   }
   draft.load_state_dict(weights);
   draft.to(device, dtype);

@@ -34,8 +34,7 @@ Micro micro(const std::vector<int64_t>& vocab = {}) {
   for (auto& [name, p] : m.draft->named_parameters())
     if (name.find("norm") == std::string::npos)
       p.value().copy_(normal(p.value().shape(), 0, 0.4, DType::f32, Device::cpu(), gen));
-  if (!vocab.empty())
-    m.draft->set_draft_to_target(Tensor::from_vector(vocab, {static_cast<int64_t>(vocab.size())}));
+  if (!vocab.empty()) m.draft->set_vocabulary({24, vocab});
   m.draft->to(Device::cpu(), DType::f64);
   return m;
 }
@@ -61,15 +60,33 @@ TEST(Eagle3, ConfigRules) {
             "[eagle3] the default aux_layer_ids [1, L/2 - 1, L - 4] need a target of at least 8 "
             "layers, this one has 2: set aux_layer_ids");
   const Micro m = micro({1, 2, 3});
+  const auto refusal = [&](DraftVocabulary v) {
+    try {
+      m.draft->set_vocabulary(std::move(v));
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refusal({24, {1, 3, 3}}),
+            "[draft vocab] the draft vocabulary: the target ids must be ascending and distinct: "
+            "draft id 2 maps to 3 after 3");
+  EXPECT_EQ(refusal({24, {1, 3, 24}}),
+            "[draft vocab] the draft vocabulary: draft id 2 maps to 24, outside the target's "
+            "vocabulary [0, 24)");
+  EXPECT_EQ(refusal({24, {1, 3}}),
+            "[eagle3] a draft vocabulary of 2 of 24 ids does not fit this draft's head of 3 rows "
+            "over a target of 24");
+  // A smaller head without its map is refused rather than read as the first ids.
+  const Micro unmapped = micro({1, 2, 3});
+  Generator gen(0);
+  Eagle3Draft bare(unmapped.draft->config(), gen);
   EXPECT_EQ(testing::invalid_argument_message([&] {
-              m.draft->set_draft_to_target(Tensor::from_vector<int64_t>({1, 3, 3}, {3}));
+              const DraftRows rows = micro_packed_row();
+              eagle3_loss(bare, rows, eagle3_teacher(*unmapped.target, bare, rows), {});
             }),
-            "[eagle3] the draft vocabulary must list target ids in ascending order, without "
-            "repeats: draft id 2 maps to 3 after 3");
-  EXPECT_EQ(testing::invalid_argument_message([&] {
-              m.draft->set_draft_to_target(Tensor::from_vector<int64_t>({1, 3, 24}, {3}));
-            }),
-            "[eagle3] draft id 2 maps to 24, outside the target's vocabulary [0, 24)");
+            "[eagle3] a draft of draft_vocab_size 3 needs its vocabulary's map to target ids "
+            "(draft.vocab)");
 }
 
 TEST(Eagle3, ParametersHaveTheServingLayoutsNamesAndShapes) {

@@ -1,0 +1,92 @@
+// End-to-end tests of the EAGLE-3 commands of the `sprig` executable (SPRIG_BIN): `data
+// draft-vocab` counts the supervised tokens of documents into a draft vocabulary, and `train
+// eagle3` with it writes checkpoints whose head covers those ids and that map them back as the
+// engines read it (d2t, t2d); a resume with another vocabulary is refused.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_run.h"
+#include "tests/nn/checkpoint_fixtures.h"
+#include "tests/test_util.h"
+#include "tests/tools/draft_cli_util.h"
+
+namespace sprig {
+namespace {
+
+using json = nlohmann::json;
+using testing::CliRun;
+using testing::DraftCli;
+using testing::run_sprig;
+
+TEST_F(DraftCli, DraftVocabularyTrainsAnEagle3HeadOverItsIds) {
+  const std::string docs = testing::source_dir() + "/train/configs/tiny_docs.jsonl";
+  const std::string vocab = dir + "/vocab.json";
+  const CliRun count = run_sprig(
+      "data draft-vocab --input " + docs + " --size 16 --vocab-size 64 --out " + vocab, dir);
+  ASSERT_EQ(count.exit_code, 0) << count.err;
+  EXPECT_NE(count.out.find("16 of 64 ids, covering"), std::string::npos) << count.out;
+  const json v = json::parse(testing::read_text(vocab));
+  const std::vector<int64_t> ids = v.at("draft_to_target").get<std::vector<int64_t>>();
+  ASSERT_EQ(ids.size(), 16u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  EXPECT_GT(v.at("coverage").get<double>(), 16.0 / 64);  // frequent ids, not any ids
+
+  const CliRun big = run_sprig(
+      "data draft-vocab --input " + docs + " --size 65 --vocab-size 64 --out " + dir + "/x.json",
+      dir);
+  EXPECT_EQ(big.exit_code, 2);
+  EXPECT_NE(big.err.find("the draft vocabulary of 65 ids is larger than the target's "
+                         "--vocab-size 64"),
+            std::string::npos)
+      << big.err;
+
+  const std::string config = dir + "/eagle3.yaml";
+  const auto write_config = [&](const std::string& vocab_file) {
+    testing::write_text(config, "run_dir: " + dir + "/run\ndevice: cpu\ntarget:\n  config: " +
+                                    testing::source_dir() +
+                                    "/train/configs/tiny_qwen3.json\ndraft:\n  aux_layer_ids: "
+                                    "[0, 1]\n  ttt_steps: 2\n  vocab: " +
+                                    vocab_file + "\ndata:\n  train: " + docs +
+                                    "\n  seq_len: 64\n  packing: dflash\n  micro_batch_size: 2\n"
+                                    "train:\n  max_steps: 2\nlog:\n  every_steps: 1\n");
+  };
+  write_config(vocab);
+  const CliRun train = run_sprig("train eagle3 -c " + config, dir);
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const std::string ckpt = dir + "/run/checkpoints/step_00000002";
+  const json c = json::parse(testing::read_text(ckpt + "/config.json"));
+  EXPECT_EQ(c["draft_vocab_size"], 16);
+  EXPECT_EQ(c["vocab_size"], 64);
+  const SafetensorsFile weights(ckpt + "/model.safetensors");
+  EXPECT_EQ(weights.info("lm_head.weight").shape, (Shape{16, 64}));
+  const std::vector<int64_t> d2t = weights.load("d2t").to_vector<int64_t>();
+  const std::vector<int32_t> t2d = weights.load("t2d").to_vector<int32_t>();
+  ASSERT_EQ(d2t.size(), 16u);
+  ASSERT_EQ(t2d.size(), 64u);
+  for (size_t i = 0; i < d2t.size(); ++i) {
+    EXPECT_EQ(static_cast<int64_t>(i) + d2t[i], ids[i]) << i;
+    EXPECT_EQ(t2d[static_cast<size_t>(ids[i])], 1) << i;
+  }
+  EXPECT_EQ(std::accumulate(t2d.begin(), t2d.end(), 0), 16);
+
+  // Resuming with another vocabulary would train the head's rows for other ids.
+  const std::string other = dir + "/other.json";
+  std::vector<int64_t> shifted(ids);
+  shifted.back() = shifted.back() == 63 ? 62 : 63;
+  std::sort(shifted.begin(), shifted.end());
+  testing::write_text(
+      other, json{{"format", "sprig-draft-vocab"}, {"vocab_size", 64}, {"draft_to_target", shifted}}
+                 .dump());
+  write_config(other);
+  const CliRun resume =
+      run_sprig("train eagle3 -c " + config + " --resume --train.max_steps=3", dir);
+  EXPECT_EQ(resume.exit_code, 1);
+  EXPECT_NE(resume.err.find("the checkpoint's draft has another draft_to_target (draft.vocab) "
+                            "than this config"),
+            std::string::npos)
+      << resume.err;
+}
+
+}  // namespace
+}  // namespace sprig

@@ -165,7 +165,7 @@ Tensor WeightFiles::load(const std::string& name, Device device) const {
 }
 
 void check_tensors(const WeightFiles& weights, const std::map<std::string, Shape>& expected,
-                   const std::string& what, const std::string& optional) {
+                   const std::string& what, const std::vector<std::string>& optional) {
   std::string missing, unexpected, mis_shaped, mis_typed;
   for (const auto& [name, shape] : expected) {
     if (!weights.contains(name)) {
@@ -181,7 +181,9 @@ void check_tensors(const WeightFiles& weights, const std::map<std::string, Shape
       mis_typed += " " + name + " (" + st_dtype_name(got.dtype) + ")";
   }
   for (const std::string& name : weights.names())
-    if (!expected.count(name) && name != optional) unexpected += " " + name;
+    if (!expected.count(name) &&
+        std::find(optional.begin(), optional.end(), name) == optional.end())
+      unexpected += " " + name;
   if (missing.empty() && unexpected.empty() && mis_shaped.empty() && mis_typed.empty()) return;
   std::string msg = what + ":";
   if (!missing.empty()) msg += " missing" + missing + ";";
@@ -196,7 +198,8 @@ void check_tensors(const WeightFiles& weights, const std::map<std::string, Shape
 void check_weights(const WeightFiles& weights, const QwenConfig& config, const std::string& dir) {
   check_tensors(weights, expected_tensor_shapes(config),
                 dir + ": the weights do not match config.json",
-                config.tie_word_embeddings ? "lm_head.weight" : "");
+                config.tie_word_embeddings ? std::vector<std::string>{"lm_head.weight"}
+                                           : std::vector<std::string>{});
 }
 
 DType stored_dtype(const WeightFiles& weights, const std::string& tensor) {

@@ -45,9 +45,10 @@ class WeightFiles {
 
 // Throws std::runtime_error "<what>: missing ...; unexpected ...; wrong shape ...; wrong dtype ..."
 // listing every tensor of `weights` that is not in `expected` with its shape and a floating-point
-// dtype (an integer weight would load as numbers of another scale); `optional` may be there or not.
+// dtype (an integer weight would load as numbers of another scale); `optional` tensors may be there
+// or not (the caller checks them).
 void check_tensors(const WeightFiles& weights, const std::map<std::string, Shape>& expected,
-                   const std::string& what, const std::string& optional = "");
+                   const std::string& what, const std::vector<std::string>& optional = {});
 
 // check_tensors against a Qwen model's tensors, naming `dir`. A tied model may carry a redundant
 // lm_head.weight; it is ignored.

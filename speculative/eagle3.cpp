@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -10,8 +12,11 @@
 #include <utility>
 
 #include "attention/mask.h"
+#include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "speculative/objective.h"  // acceptance
+#include "tensor/input_file.h"
+#include "tensor/json_text.h"
 
 namespace sprig::speculative {
 
@@ -230,6 +235,18 @@ const Eagle3Config& checked(const Eagle3Config& c) {
 
 }  // namespace
 
+Var Eagle3Layer::decode(const Var& embeds, const Var& hidden, const Tensor& positions,
+                        KVCache& cache) const {
+  const int64_t m = embeds.size(1), past = cache.length();
+  Mask mask{m, past + m, {Rect{0, m, past, past + m, RectKind::causal}}};
+  if (past > 0) mask.rects.push_back(Rect{0, m, 0, past});
+  const Var x = concat({input_layernorm.forward(embeds), hidden_norm.forward(hidden)}, 2);
+  const Var h =
+      hidden + self_attn.forward(x, positions, x, positions,
+                                 compile_attention_mask(BatchMask(std::move(mask))), &cache);
+  return h + mlp.forward(post_attention_layernorm.forward(h));
+}
+
 Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
     : config_(checked(config)),
       vocabulary_(config_.draft_vocab_size == config_.layer.vocab_size
@@ -266,6 +283,63 @@ Var Eagle3Draft::project(const Var& aux) const { return fc.forward(aux); }
 Var Eagle3Draft::step(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
                       const std::shared_ptr<const AttentionMask>& mask) const {
   return layer.forward(embeds, hidden, positions, keys, mask);
+}
+
+void check_eagle3_fits(const Eagle3Config& d, const QwenConfig& target, const std::string& label) {
+  const int64_t deepest = *std::max_element(d.aux_layer_ids.begin(), d.aux_layer_ids.end());
+  if (d.layer.hidden_size != target.hidden_size || d.layer.vocab_size != target.vocab_size ||
+      deepest >= target.num_hidden_layers)
+    throw std::invalid_argument(
+        "[draft] " + label + " drafts for a target of hidden size " +
+        std::to_string(d.layer.hidden_size) + " and vocabulary " +
+        std::to_string(d.layer.vocab_size) + " with a layer " + std::to_string(deepest) +
+        " (aux_layer_ids " + nlohmann::json(d.aux_layer_ids).dump() + "), not this one's " +
+        std::to_string(target.hidden_size) + " and " + std::to_string(target.vocab_size) +
+        " with " + std::to_string(target.num_hidden_layers) + " layers");
+}
+
+bool is_eagle3_dir(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "config.json");
+  if (!in) return false;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("architectures") || !j["architectures"].is_array())
+    return false;
+  for (const nlohmann::json& a : j["architectures"])
+    if (a.is_string() && std::find(kArchitectures.begin(), kArchitectures.end(),
+                                   a.get<std::string>()) != kArchitectures.end())
+      return true;
+  return false;
+}
+
+Eagle3Config load_eagle3_config(const std::string& dir) {
+  const std::string path = model_config_path(dir);
+  check_input_file(path, "a draft config (config.json)");
+  return Eagle3Config::from_json(read_json_file(path), path);
+}
+
+std::unique_ptr<Eagle3Draft> load_eagle3_draft(const std::string& dir) {
+  Generator gen(0);
+  auto draft = std::make_unique<Eagle3Draft>(load_eagle3_config(dir), gen);
+  const Eagle3Config& c = draft->config();
+  const WeightFiles weights(dir);
+  std::map<std::string, Shape> expected;
+  for (const auto& [name, p] : draft->named_parameters()) expected[name] = p.shape();
+  check_tensors(weights, expected, dir + ": the draft's weights do not match its config.json",
+                {"d2t", "t2d", "embed_tokens.weight"});
+  warn_on_dtype_mismatch(weights, c.layer, dir, "fc.weight");
+  if (c.draft_vocab_size < c.layer.vocab_size) {
+    if (!weights.contains("d2t"))
+      throw std::runtime_error(
+          dir + ": a draft of draft_vocab_size " + std::to_string(c.draft_vocab_size) + " of " +
+          std::to_string(c.layer.vocab_size) + " needs d2t, the map of its ids to the target's");
+    draft->set_vocabulary(draft_vocabulary_of(
+        weights.load("d2t"), weights.contains("t2d") ? weights.load("t2d") : Tensor(),
+        c.layer.vocab_size, dir + "/d2t"));
+  }
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, shape] : expected) state[name] = weights.load(name);
+  draft->load_state_dict(state);
+  return draft;
 }
 
 // ---- the training-time test ---------------------------------------------------------------------

@@ -78,6 +78,9 @@ class Eagle3Layer : public Module {
   // over all of them under `mask` (ttt_mask of step keys.steps()).
   Var forward(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
               const std::shared_ptr<const AttentionMask>& mask) const;
+  // Decoding, one sequence, no graph: the outputs (1, m, H) of m new positions attending to the
+  // keys in `cache` and causally to each other, their keys appended to it.
+  Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache) const;
 
   RMSNorm& input_layernorm;  // of the embeddings
   RMSNorm& hidden_norm;      // of the states
@@ -107,6 +110,11 @@ class Eagle3Draft : public Module {
   // One step of the training-time test from token embeddings and states (B, S, H).
   Var step(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
            const std::shared_ptr<const AttentionMask>& mask) const;
+  // Decoding (docs/semantics.md §13.4): the layer's outputs of new positions over `cache`
+  // (Eagle3Layer::decode).
+  Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache) const {
+    return layer.decode(embeds, hidden, positions, cache);
+  }
   // Logits over the draft vocabulary (..., draft_vocab_size) of a step's states (..., H).
   Var logits(const Var& hidden) const { return lm_head.forward(norm.forward(hidden)); }
 
@@ -120,6 +128,19 @@ class Eagle3Draft : public Module {
   RMSNorm& norm;
   Linear& lm_head;
 };
+
+// Throws "[draft] <label> drafts for a target of ..." unless `draft` fits `target`: the same hidden
+// size and vocabulary, and its aux layers among the target's.
+void check_eagle3_fits(const Eagle3Config& draft, const QwenConfig& target,
+                       const std::string& label);
+
+// An EAGLE-3 draft directory: config.json in the serving layout and model.safetensors (single or
+// sharded) with the engines' names, d2t and t2d for a reduced vocabulary (an embed_tokens.weight,
+// which the engines may read, is ignored: the draft embeds with its target's). load_eagle3_draft
+// loads it in f32 on the CPU.
+bool is_eagle3_dir(const std::string& dir);  // its config.json declares an EAGLE-3 draft
+Eagle3Config load_eagle3_config(const std::string& dir);
+std::unique_ptr<Eagle3Draft> load_eagle3_draft(const std::string& dir);
 
 struct Eagle3LossOptions {
   int64_t ttt_steps = 7;

@@ -52,6 +52,55 @@ TargetStep run_target(const QwenForCausalLM& target, const std::vector<int64_t>&
                                    .to_vector<int64_t>()};
 }
 
+// Refuses what no draft can decode: an empty prompt, ids outside the vocabulary, no budget, a
+// stop id outside the vocabulary.
+void check_request(const QwenConfig& tc, const std::vector<int64_t>& prompt,
+                   const SpecDecodeOptions& o) {
+  if (prompt.empty()) fail("the prompt is empty");
+  for (int64_t id : prompt)
+    if (id < 0 || id >= tc.vocab_size)
+      fail("prompt id " + std::to_string(id) + " is outside the vocabulary [0, " +
+           std::to_string(tc.vocab_size) + ")");
+  if (o.max_new_tokens < 1)
+    fail("max_new_tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
+  if (o.stop_id >= tc.vocab_size)
+    fail("stop id " + std::to_string(o.stop_id) + " is outside the vocabulary [0, " +
+         std::to_string(tc.vocab_size) + ")");
+}
+
+// The tokens a step verifies: its anchor and the drafts that fit the budget (k drafts and the
+// bonus commit at most k + 1 tokens), and what it commits: the longest agreeing prefix and the
+// target's token after it. Returns the tokens committed.
+struct Verifier {
+  std::vector<int64_t>& output;
+  int64_t max_new_tokens, stop_id;
+  bool stopped = false;
+
+  bool done() const { return stopped || static_cast<int64_t>(output.size()) >= max_new_tokens; }
+  // Commits `id` unless the run is over; returns whether it was committed.
+  bool commit(int64_t id) {
+    if (done()) return false;
+    output.push_back(id);
+    stopped = id == stop_id;
+    return true;
+  }
+  void fit_budget(std::vector<int64_t>& drafts) const {
+    const int64_t remaining = max_new_tokens - static_cast<int64_t>(output.size());
+    if (static_cast<int64_t>(drafts.size()) > remaining - 1)
+      drafts.resize(static_cast<size_t>(remaining - 1));
+  }
+  int64_t accept(const std::vector<int64_t>& drafts, const std::vector<int64_t>& next) {
+    int64_t accepted = 0;
+    while (accepted < static_cast<int64_t>(drafts.size()) &&
+           drafts[static_cast<size_t>(accepted)] == next[static_cast<size_t>(accepted)])
+      ++accepted;
+    int64_t committed = 0;
+    for (int64_t i = 0; i < accepted && commit(drafts[static_cast<size_t>(i)]); ++i) ++committed;
+    if (commit(next[static_cast<size_t>(committed)])) ++committed;
+    return committed;
+  }
+};
+
 }  // namespace
 
 double SpecDecodeResult::tau() const {
@@ -107,42 +156,25 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
   const QwenConfig& tc = target.config();
   const DraftConfig& dc = draft.config();
   const int64_t n = static_cast<int64_t>(prompt.size());
-  if (prompt.empty()) fail("the prompt is empty");
-  for (int64_t id : prompt)
-    if (id < 0 || id >= tc.vocab_size)
-      fail("prompt id " + std::to_string(id) + " is outside the vocabulary [0, " +
-           std::to_string(tc.vocab_size) + ")");
-  if (o.max_new_tokens < 1)
-    fail("max_new_tokens must be >= 1, got " + std::to_string(o.max_new_tokens));
+  check_request(tc, prompt, o);
   const int64_t bs = o.block_size == 0 ? dc.block_size : o.block_size;
   if (bs < 2 || bs > dc.block_size)
     fail("block size " + std::to_string(bs) + " must be in [2, " + std::to_string(dc.block_size) +
          "], the draft's block size");
-  if (o.stop_id >= tc.vocab_size)
-    fail("stop id " + std::to_string(o.stop_id) + " is outside the vocabulary [0, " +
-         std::to_string(tc.vocab_size) + ")");
 
   NoGradGuard no_grad;
   const Device device = target.head_weight().device();
-  const int64_t drafts_max = drafts_per_block(dc, bs);
   SpecDecodeResult r;
+  Verifier verifier{r.output_ids, o.max_new_tokens, o.stop_id};
   KVCache target_cache, draft_cache;
-  bool stopped = false;
-  // Commits `id` unless the run is over; returns whether it was committed.
-  const auto commit = [&](int64_t id) {
-    if (stopped || static_cast<int64_t>(r.output_ids.size()) >= o.max_new_tokens) return false;
-    r.output_ids.push_back(id);
-    stopped = id == o.stop_id;
-    return true;
-  };
 
   auto start = Clock::now();
   TargetStep step = run_target(target, dc.target_layer_ids, prompt, target_cache, true);
-  commit(step.next.back());
+  verifier.commit(step.next.back());
   r.prefill_seconds = seconds_since(start);
   Tensor pending = step.features;  // target features of committed tokens the draft has not seen
   int64_t s = n;                   // the anchor's position: committed, not yet run by the target
-  while (!stopped && static_cast<int64_t>(r.output_ids.size()) < o.max_new_tokens) {
+  while (!verifier.done()) {
     const int64_t anchor = r.output_ids.back();
     start = Clock::now();
     const int64_t m = pending.size(1);
@@ -151,25 +183,82 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
         propose_block(target, draft, anchor, s, bs, draft_cache, o.correction_head);
     r.draft_seconds += seconds_since(start);
 
-    // Never verify past the budget: k drafts and the bonus commit at most k + 1 tokens.
-    const int64_t remaining = o.max_new_tokens - static_cast<int64_t>(r.output_ids.size());
-    drafts.resize(static_cast<size_t>(std::min(drafts_max, remaining - 1)));
+    verifier.fit_budget(drafts);
     std::vector<int64_t> block = {anchor};
     block.insert(block.end(), drafts.begin(), drafts.end());
     start = Clock::now();
     step = run_target(target, dc.target_layer_ids, block, target_cache);
     r.verify_seconds += seconds_since(start);
-
-    int64_t accepted = 0;
-    while (accepted < static_cast<int64_t>(drafts.size()) &&
-           drafts[static_cast<size_t>(accepted)] == step.next[static_cast<size_t>(accepted)])
-      ++accepted;
-    int64_t committed = 0;
-    for (int64_t i = 0; i < accepted && commit(drafts[static_cast<size_t>(i)]); ++i) ++committed;
-    if (commit(step.next[static_cast<size_t>(committed)])) ++committed;
+    const int64_t committed = verifier.accept(drafts, step.next);
     r.accepted_per_step.push_back(committed);
     r.drafted_per_step.push_back(static_cast<int64_t>(drafts.size()));
     // The anchor and the accepted drafts are now context; the rest of the block rolls back.
+    target_cache.truncate(s + committed);
+    pending = step.features.narrow(1, 0, committed);
+    s += committed;
+  }
+  return r;
+}
+
+SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const Eagle3Draft& draft,
+                                      const std::vector<int64_t>& prompt,
+                                      const SpecDecodeOptions& o) {
+  check_request(target.config(), prompt, o);
+  if (o.draft_tokens < 1) fail("draft_tokens must be >= 1, got " + std::to_string(o.draft_tokens));
+  NoGradGuard no_grad;
+  const Device device = target.head_weight().device();
+  const Embedding& embed = target.model.embed_tokens;
+  const std::vector<int64_t>& draft_to_target = draft.vocabulary().draft_to_target;
+  const std::vector<int64_t>& layers = draft.config().aux_layer_ids;
+  SpecDecodeResult r;
+  Verifier verifier{r.output_ids, o.max_new_tokens, o.stop_id};
+  KVCache target_cache, draft_cache;
+  // The target token the draft's state `g` (1, 1, H) predicts.
+  const auto predict = [&](const Var& g) {
+    const auto id = static_cast<int64_t>(
+        argmax(draft.logits(g).value().reshape({1, draft.config().draft_vocab_size}), 1).item());
+    return draft_to_target[static_cast<size_t>(id)];
+  };
+
+  auto start = Clock::now();
+  TargetStep step = run_target(target, layers, prompt, target_cache, true);
+  verifier.commit(step.next.back());
+  r.prefill_seconds = seconds_since(start);
+  std::vector<int64_t> ids = prompt;  // every committed token
+  ids.push_back(r.output_ids.back());
+  Tensor pending = step.features;  // target states of positions [s - m, s), whose next tokens
+  int64_t s = static_cast<int64_t>(prompt.size());  // are committed; s: the anchor's position
+  while (!verifier.done()) {
+    start = Clock::now();
+    // The committed positions enter the draft's cache as step 0 of training saw them: the
+    // target's state and the next token; the last one's output drafts the first token.
+    const int64_t m = pending.size(1);
+    const std::vector<int64_t> next(ids.end() - m, ids.end());
+    Var g =
+        draft.decode(embed.forward(Tensor::from_vector(next, {1, m}, device)),
+                     draft.project(Var(pending)), positions_from(s - m, m, device), draft_cache);
+    g = narrow(g, 1, m - 1, 1);
+    const int64_t context = draft_cache.length();
+    // Each further draft reads the previous one and the state that drafted it, one position on.
+    std::vector<int64_t> drafts = {predict(g)};
+    for (int64_t j = 1; j < o.draft_tokens; ++j) {
+      g = draft.decode(embed.forward(Tensor::from_vector<int64_t>({drafts.back()}, {1, 1}, device)),
+                       g, positions_from(s - 1 + j, 1, device), draft_cache);
+      drafts.push_back(predict(g));
+    }
+    draft_cache.truncate(context);
+    r.draft_seconds += seconds_since(start);
+
+    verifier.fit_budget(drafts);
+    std::vector<int64_t> block = {ids.back()};
+    block.insert(block.end(), drafts.begin(), drafts.end());
+    start = Clock::now();
+    step = run_target(target, layers, block, target_cache);
+    r.verify_seconds += seconds_since(start);
+    const int64_t committed = verifier.accept(drafts, step.next);
+    r.accepted_per_step.push_back(committed);
+    r.drafted_per_step.push_back(static_cast<int64_t>(drafts.size()));
+    ids.insert(ids.end(), r.output_ids.end() - committed, r.output_ids.end());
     target_cache.truncate(s + committed);
     pending = step.features.narrow(1, 0, committed);
     s += committed;

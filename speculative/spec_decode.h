@@ -1,8 +1,9 @@
-// Greedy speculative decoding of one sequence with a draft of the DFlash family and its target
-// (docs/semantics.md §13): the draft proposes a block from the target's hidden states of the
-// committed tokens, the target verifies the block in one forward, the longest agreeing prefix and
-// the target's own next token are committed, and both caches roll back past the rejection. The
-// output is the target's own greedy decoding; the per-step counts give the true acceptance length.
+// Greedy speculative decoding of one sequence with a draft and its target (docs/semantics.md §13):
+// the draft proposes tokens from the target's hidden states of the committed tokens (a DFlash
+// draft a block at once, an EAGLE-3 draft a chain, one draft forward per token), the target
+// verifies them in one forward, the longest agreeing prefix and the target's own next token are
+// committed, and both caches roll back past the rejection. The output is the target's own greedy
+// decoding; the per-step counts give the true acceptance length.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "nn/qwen.h"
 #include "speculative/draft.h"
+#include "speculative/eagle3.h"
 
 namespace sprig::speculative {
 
@@ -18,6 +20,7 @@ struct SpecDecodeOptions {
   int64_t block_size = 0;       // slots per draft block, in [2, the draft's]; 0: the draft's
   int64_t stop_id = -1;         // stop after committing this id (it is included); < 0: none
   bool correction_head = true;  // Domino: false drafts from the backbone's base logits alone
+  int64_t draft_tokens = 3;     // EAGLE-3: tokens drafted per step (>= 1)
 };
 
 struct SpecDecodeResult {
@@ -37,6 +40,12 @@ struct SpecDecodeResult {
 // budget or a block size outside [2, the draft's]. Positions past max_position_embeddings are
 // computed as any other (callers apply nn/positions.h's rule first).
 SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlashDraft& draft,
+                                      const std::vector<int64_t>& prompt,
+                                      const SpecDecodeOptions& options);
+
+// The same with an EAGLE-3 draft, chaining options.draft_tokens drafts per step (docs/semantics.md
+// §13.4); the draft fits the target (check_eagle3_fits). Throws as above, and for draft_tokens < 1.
+SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const Eagle3Draft& draft,
                                       const std::vector<int64_t>& prompt,
                                       const SpecDecodeOptions& options);
 

@@ -42,15 +42,31 @@ DraftRows supervised_output(const std::vector<int64_t>& prompt,
 SpecEvaluator::SpecEvaluator(const FrozenTarget& target, const DFlashDraft& draft,
                              SpecEvalSettings settings)
     : target_(target),
-      draft_(draft),
+      dflash_(&draft),
       settings_(settings),
-      block_size_(settings.block_size ? settings.block_size : draft.config().block_size),
-      sampled_(target, draft, {}, settings.num_anchors, settings.seed),
-      at_decoding_(target, draft, {}, settings.num_anchors, settings.seed) {}
+      block_size_(settings.block_size ? settings.block_size : draft.config().block_size) {
+  sampled_.emplace(target, draft, DraftSettings{}, settings.num_anchors, settings.seed);
+  at_decoding_.emplace(target, draft, DraftSettings{}, settings.num_anchors, settings.seed);
+}
+
+SpecEvaluator::SpecEvaluator(const FrozenTarget& target, const Eagle3Draft& draft,
+                             SpecEvalSettings settings)
+    : target_(target),
+      eagle3_(&draft),
+      settings_(settings),
+      block_size_(settings.draft_tokens + 1) {}
+
+SpecDecodeResult SpecEvaluator::decode(const std::vector<int64_t>& prompt,
+                                       bool correction_head) const {
+  const SpecEvalSettings& o = settings_;
+  SpecDecodeOptions options{o.max_new_tokens, o.block_size, o.stop_id, correction_head,
+                            o.draft_tokens};
+  return dflash_ ? speculative_generate(target_.model(), *dflash_, prompt, options)
+                 : speculative_generate(target_.model(), *eagle3_, prompt, options);
+}
 
 json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* table) {
   const QwenForCausalLM& model = target_.model();
-  const DraftConfig& dc = draft_.config();
   const SpecEvalSettings& o = settings_;
   Totals& t = totals_;
   // The target alone: its greedy decoding, timed, and its decoding steps after the prefill.
@@ -65,35 +81,36 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
   t.decode_steps += static_cast<double>(greedy.size()) - 1;
 
   start = Clock::now();
-  const SpecDecodeResult r =
-      speculative_generate(model, draft_, prompt, {o.max_new_tokens, o.block_size, o.stop_id});
+  const SpecDecodeResult r = decode(prompt);
   const double spec_seconds = seconds_since(start);
-  // A draft with a correction head decodes once more from its base logits alone: what the head
-  // adds.
   std::optional<SpecDecodeResult> base;
-  if (dc.kind().has_correction_head(dc)) {
-    base = speculative_generate(model, draft_, prompt,
-                                {o.max_new_tokens, o.block_size, o.stop_id, false});
-    t.base_steps += base->target_forwards();
-    for (int64_t committed : base->accepted_per_step) t.base_committed += committed;
-  }
-  const DraftRows text = supervised_output(prompt, r.output_ids);
-  const std::optional<DraftMetrics> forced = sampled_.metrics({text, {}, {}});
-  // At the decoding's own anchors (whole blocks of the draft's size) teacher forcing accepts what
-  // decoding did: the gap to `forced` comes from where the anchors fall.
-  std::optional<DraftMetrics> here;
-  if (block_size_ == dc.block_size) {
-    std::vector<int64_t> at;
-    for (const WholeBlockStep& step :
-         whole_block_steps(r, static_cast<int64_t>(prompt.size()), dc, block_size_)) {
-      at.push_back(step.anchor);
-      ++t.whole_steps;
-      t.whole_committed += step.committed;
+  std::optional<DraftMetrics> forced, here;
+  if (dflash_) {
+    const DraftConfig& dc = dflash_->config();
+    // A draft with a correction head decodes once more from its base logits alone: what the head
+    // adds.
+    if (dc.kind().has_correction_head(dc)) {
+      base = decode(prompt, false);
+      t.base_steps += base->target_forwards();
+      for (int64_t committed : base->accepted_per_step) t.base_committed += committed;
     }
-    const auto n = static_cast<int64_t>(at.size());
-    if (n > 0)
-      here = at_decoding_.metrics(
-          {text, {Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)}, {}});
+    const DraftRows text = supervised_output(prompt, r.output_ids);
+    forced = sampled_->metrics({text, {}, {}});
+    // At the decoding's own anchors (whole blocks of the draft's size) teacher forcing accepts
+    // what decoding did: the gap to `forced` comes from where the anchors fall.
+    if (block_size_ == dc.block_size) {
+      std::vector<int64_t> at;
+      for (const WholeBlockStep& step :
+           whole_block_steps(r, static_cast<int64_t>(prompt.size()), dc, block_size_)) {
+        at.push_back(step.anchor);
+        ++t.whole_steps;
+        t.whole_committed += step.committed;
+      }
+      const auto n = static_cast<int64_t>(at.size());
+      if (n > 0)
+        here = at_decoding_->metrics(
+            {text, {Tensor::from_vector(at, {1, n}), Tensor::ones({1, n}, DType::boolean)}, {}});
+    }
   }
 
   const bool lossless = r.output_ids == greedy;
@@ -185,13 +202,20 @@ json SpecEvaluator::aggregate() const {
 }
 
 void SpecEvaluator::print_header(std::FILE* out) const {
-  std::fprintf(out,
-               "spec-eval: %s draft, block %lld (%lld drafts per step), up to %lld new tokens per "
-               "prompt, %s\n",
-               std::string(draft_.config().kind().name()).c_str(),
-               static_cast<long long>(block_size_),
-               static_cast<long long>(drafts_per_block(draft_.config(), block_size_)),
-               static_cast<long long>(settings_.max_new_tokens), target_.device().str().c_str());
+  if (dflash_)
+    std::fprintf(out,
+                 "spec-eval: %s draft, block %lld (%lld drafts per step), up to %lld new tokens "
+                 "per prompt, %s\n",
+                 std::string(dflash_->config().kind().name()).c_str(),
+                 static_cast<long long>(block_size_),
+                 static_cast<long long>(drafts_per_block(dflash_->config(), block_size_)),
+                 static_cast<long long>(settings_.max_new_tokens), target_.device().str().c_str());
+  else
+    std::fprintf(out,
+                 "spec-eval: eagle3 draft, a chain of %lld drafts per step, up to %lld new tokens "
+                 "per prompt, %s\n",
+                 static_cast<long long>(settings_.draft_tokens),
+                 static_cast<long long>(settings_.max_new_tokens), target_.device().str().c_str());
   std::fprintf(out, "%6s %6s %6s %8s %8s %10s %10s %8s %8s\n", "prompt", "tokens", "steps", "tau",
                "forced", "tok/s", "greedy/s", "speedup", "lossless");
 }

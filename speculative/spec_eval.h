@@ -4,12 +4,14 @@
 // bonus-inclusive), tokens per second with and without the draft, and the draft's teacher-forced
 // accept_len on the same text: at anchors sampled as `sprig eval` samples them and at the
 // decoding's own anchors (docs/semantics.md §13.3). A Domino draft also decodes without its
-// correction head, so τ shows what the head adds.
+// correction head, so τ shows what the head adds. An EAGLE-3 draft drafts a chain of
+// settings.draft_tokens per step (§13.4), without the teacher-forced figures.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "speculative/evaluation.h"
@@ -19,6 +21,7 @@ namespace sprig::speculative {
 
 struct SpecEvalSettings {
   int64_t max_new_tokens = 128, block_size = 0, stop_id = -1;  // as SpecDecodeOptions
+  int64_t draft_tokens = 3;                                    // EAGLE-3
   int64_t num_anchors = 512;  // teacher-forced blocks sampled per prompt at most
   uint64_t seed = 0;          // of those anchors
 };
@@ -27,6 +30,7 @@ class SpecEvaluator {
  public:
   // The draft must fit the target and be on its device in its dtype.
   SpecEvaluator(const FrozenTarget& target, const DFlashDraft& draft, SpecEvalSettings settings);
+  SpecEvaluator(const FrozenTarget& target, const Eagle3Draft& draft, SpecEvalSettings settings);
 
   // Decodes `prompt` both ways; returns its JSON line {"prompt", "output_ids", "tau",
   // "target_forwards", "accepted_per_step", "lossless", ...} and, with `table`, prints its row.
@@ -50,12 +54,17 @@ class SpecEvaluator {
     std::vector<int64_t> histogram;                           // steps committing k + 1 tokens
   };
 
+  // One prompt's speculative decoding with the draft.
+  SpecDecodeResult decode(const std::vector<int64_t>& prompt, bool correction_head = true) const;
+
   const FrozenTarget& target_;
-  const DFlashDraft& draft_;
+  const DFlashDraft* dflash_ = nullptr;  // one of the two
+  const Eagle3Draft* eagle3_ = nullptr;
   SpecEvalSettings settings_;
-  int64_t block_size_;
-  // The teacher-forced metrics at sampled anchors, and at the decoding's own (no draws).
-  TeacherForced sampled_, at_decoding_;
+  int64_t block_size_;  // a DFlash draft's block; an EAGLE-3 draft's chain and its anchor
+  // A DFlash draft's teacher-forced metrics at sampled anchors, and at the decoding's own (no
+  // draws).
+  std::optional<TeacherForced> sampled_, at_decoding_;
   Totals totals_;
 };
 

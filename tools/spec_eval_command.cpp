@@ -1,5 +1,6 @@
-// `sprig spec-eval`: speculative decoding with a trained draft on JSONL prompts {"prompt_ids":
-// [...]}, evaluated by speculative/spec_eval.h. stdout: one JSON line per prompt, then
+// `sprig spec-eval`: speculative decoding with a trained draft (of the DFlash family or EAGLE-3) on
+// JSONL prompts {"prompt_ids": [...]}, evaluated by speculative/spec_eval.h. stdout: one JSON line
+// per prompt, then
 // {"aggregate":
 // {...}}; the human table goes to stderr.
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/positions.h"
+#include "speculative/eagle3.h"
 #include "speculative/spec_eval.h"
 #include "tensor/input_file.h"
 #include "tensor/names.h"
@@ -27,6 +29,7 @@ struct SpecEvalOptions {
   std::string target, draft, input, device = "auto", dtype = "f32";
   speculative::SpecEvalSettings settings;
   bool strict_positions = false;
+  bool draft_tokens_given = false;
 };
 
 void run_spec_eval(const SpecEvalOptions& o) {
@@ -35,14 +38,27 @@ void run_spec_eval(const SpecEvalOptions& o) {
   const Device device = resolve_device(o.device);
   // Every option and record is checked against the two configs before any weight is read.
   const QwenConfig target_config = QwenConfig::load(model_config_path(o.target));
-  const DraftConfig draft_config = load_draft_config(o.draft);
-  check_draft_fits(draft_config, target_config, "--draft " + o.draft);
-  const int64_t vocab = target_config.vocab_size, draft_block = draft_config.block_size;
-  const int64_t block = o.settings.block_size;
-  if (block != 0 && (block < 2 || block > draft_block))
-    throw std::runtime_error("[spec-eval] --block-size " + std::to_string(block) +
-                             " must be in [2, " + std::to_string(draft_block) +
-                             "], the draft's block size (or 0)");
+  const bool eagle3 = is_eagle3_dir(o.draft);
+  const int64_t vocab = target_config.vocab_size, block = o.settings.block_size;
+  if (eagle3) {
+    check_eagle3_fits(load_eagle3_config(o.draft), target_config, "--draft " + o.draft);
+    if (block != 0)
+      throw CLI::ValidationError(
+          "--block-size applies to the DFlash drafts; an EAGLE-3 draft "
+          "drafts a chain of --draft-tokens");
+  } else {
+    const DraftConfig draft_config = load_draft_config(o.draft);
+    check_draft_fits(draft_config, target_config, "--draft " + o.draft);
+    if (o.draft_tokens_given)
+      throw CLI::ValidationError("--draft-tokens applies to EAGLE-3 drafts; a " +
+                                 std::string(draft_config.kind().name()) +
+                                 " draft drafts a block of --block-size");
+    const int64_t draft_block = draft_config.block_size;
+    if (block != 0 && (block < 2 || block > draft_block))
+      throw std::runtime_error("[spec-eval] --block-size " + std::to_string(block) +
+                               " must be in [2, " + std::to_string(draft_block) +
+                               "], the draft's block size (or 0)");
+  }
   if (o.settings.stop_id >= vocab)
     throw std::runtime_error("[spec-eval] --stop-id " + std::to_string(o.settings.stop_id) +
                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
@@ -77,15 +93,26 @@ void run_spec_eval(const SpecEvalOptions& o) {
   // The target's KV cache of the longest decoding (the draft's few layers fit in what it leaves).
   check_kv_cache_fits(target_config, longest, dtype_from_name(o.dtype), device, "spec-eval");
   const FrozenTarget target(load_qwen(o.target), device, dtype_from_name(o.dtype));
-  std::unique_ptr<DFlashDraft> draft = load_draft(o.draft);
-  draft->to(device, dtype_from_name(o.dtype));
+  std::unique_ptr<Module> draft;
+  std::unique_ptr<SpecEvaluator> evaluator;
+  if (eagle3) {
+    std::unique_ptr<Eagle3Draft> d = load_eagle3_draft(o.draft);
+    d->to(device, dtype_from_name(o.dtype));
+    evaluator = std::make_unique<SpecEvaluator>(target, *d, o.settings);
+    draft = std::move(d);
+  } else {
+    std::unique_ptr<DFlashDraft> d = load_draft(o.draft);
+    d->to(device, dtype_from_name(o.dtype));
+    evaluator = std::make_unique<SpecEvaluator>(target, *d, o.settings);
+    draft = std::move(d);
+  }
   draft->train(false);
-  speculative::SpecEvaluator evaluator(target, *draft, o.settings);
-  evaluator.print_header(stderr);
+  SpecEvaluator& e = *evaluator;
+  e.print_header(stderr);
   for (const std::vector<int64_t>& prompt : prompts)
-    std::cout << evaluator.evaluate(prompt, stderr).dump() << "\n" << std::flush;
-  std::cout << json{{"aggregate", evaluator.aggregate()}}.dump() << "\n";
-  evaluator.print_summary(stderr);
+    std::cout << e.evaluate(prompt, stderr).dump() << "\n" << std::flush;
+  std::cout << json{{"aggregate", e.aggregate()}}.dump() << "\n";
+  e.print_summary(stderr);
 }
 
 }  // namespace
@@ -95,8 +122,8 @@ void add_spec_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "spec-eval",
       "Speculative decoding with a trained draft (" + draft_kind_names() +
-          ") on prompts: lossless check against greedy decoding, true acceptance length, "
-          "speed-up, teacher-forced accept_len on the same text");
+          ", eagle3) on prompts: lossless check against greedy decoding, true acceptance "
+          "length, speed-up, teacher-forced accept_len on the same text (DFlash drafts)");
   cmd->add_option(
          "--target", o->target,
          "The target: HF directory or sprig checkpoint; a run directory: its latest checkpoint")
@@ -117,6 +144,10 @@ void add_spec_eval_command(CLI::App& app) {
                  "Slots per draft block, from 2 to the draft's block size (0: the draft's)")
       ->check(kNonNegative)
       ->capture_default_str();
+  add_int_option(cmd, "--draft-tokens", o->settings.draft_tokens,
+                 "EAGLE-3: tokens drafted per step, a chain of one draft forward each")
+      ->check(kPositive)
+      ->capture_default_str();
   add_int_option(cmd, "--stop-id", o->settings.stop_id,
                  "Stop a prompt after this id (a vocabulary id)")
       ->check(kNonNegative);
@@ -128,7 +159,10 @@ void add_spec_eval_command(CLI::App& app) {
   add_strict_positions_flag(cmd, o->strict_positions);
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);
-  cmd->callback([o] { run_spec_eval(*o); });
+  cmd->callback([o, cmd] {
+    o->draft_tokens_given = cmd->count("--draft-tokens") > 0;
+    run_spec_eval(*o);
+  });
 }
 
 }  // namespace sprig::tools

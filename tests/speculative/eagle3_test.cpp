@@ -1,12 +1,15 @@
 // The EAGLE-3 draft and its training-time test on a micro f64 target: the config's rules, the
-// serving layout's parameter names, the loss's gradient against central differences, a packed
-// row equal to its documents alone, and a draft vocabulary equal to the full one restricted to it.
+// serving layout's parameter names and config.json, the loss's gradient against central
+// differences, a packed row equal to its documents alone, a draft vocabulary equal to the full one
+// restricted to it, and decoding: the trained function, lossless.
 #include "speculative/eagle3.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "nn/generate.h"
+#include "speculative/spec_decode.h"
 #include "tests/speculative/draft_test_util.h"
 
 namespace sprig::speculative {
@@ -261,6 +264,70 @@ TEST(Eagle3, DraftVocabularyIsTheFullVocabularyRestricted) {
   }
   EXPECT_NEAR(l.value(), loss / weights, 1e-6);
   EXPECT_LT(l.step_valid[0], 7);  // the vocabulary drops a position the loss mask keeps
+}
+
+// Decoding runs the function training trained: the committed positions enter the draft's cache as
+// step 0 saw them, and each draft of the chain is the next step at the last one. Its logits equal
+// the training-time test's at that position of the row that holds the drafts.
+TEST(Eagle3, DecodingComputesWhatTheTrainingTimeTestTrained) {
+  const Micro m = micro();
+  const Eagle3Draft& d = *m.draft;
+  const std::vector<int64_t> ids = {3, 9, 1, 17, 4, 22, 8, 0, 5, 12};
+  const int64_t p = 5, k = 3;  // the chain starts at position p, whose next token is ids[p + 1]
+  DraftRows row = unpacked_row(ids);
+  const Eagle3Teacher teacher = eagle3_teacher(*m.target, d, row);
+  Tensor trained;
+  eagle3_loss(d, row, teacher, {k, 0.8, 0}, &trained);  // (k * 10, 24), step-major
+
+  NoGradGuard no_grad;
+  const auto embed = [&](const std::vector<int64_t>& tokens) {
+    return Var(embedding(teacher.embedding,
+                         Tensor::from_vector(tokens, {1, static_cast<int64_t>(tokens.size())})));
+  };
+  const auto positions = [](int64_t start, int64_t n) {
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + i;
+    return Tensor::from_vector(v, {1, n});
+  };
+  KVCache cache;
+  Var g = d.decode(embed({ids.begin() + 1, ids.begin() + p + 2}),
+                   d.project(Var(teacher.aux.narrow(1, 0, p + 1))), positions(0, p + 1), cache);
+  g = narrow(g, 1, p, 1);
+  for (int64_t j = 0; j < k; ++j) {
+    if (j > 0)
+      g = d.decode(embed({ids[static_cast<size_t>(p + 1 + j)]}), g, positions(p + j, 1), cache);
+    EXPECT_LE(testing::max_abs_diff(d.logits(g).value().reshape({1, 24}).to(DType::f32),
+                                    trained.narrow(0, j * 10 + p, 1)),
+              1e-5)
+        << "step " << j;
+  }
+}
+
+// Speculative decoding with an EAGLE-3 draft is the target's greedy decoding, with the whole and
+// with a reduced vocabulary, whatever the draft proposes.
+TEST(Eagle3, SpeculativeDecodingIsLossless) {
+  for (const std::vector<int64_t>& vocab :
+       {std::vector<int64_t>{}, std::vector<int64_t>{0, 1, 3, 4, 5, 8, 9, 12, 17, 22}}) {
+    const Micro m = micro(vocab);
+    const QwenForCausalLM& target = m.target->model();
+    const std::vector<int64_t> prompt = {3, 9, 1, 17, 4};
+    const std::vector<int64_t> greedy = generate_greedy(target, prompt, 30, -1);
+    for (const int64_t k : {1, 3, 5}) {
+      SpecDecodeOptions o;
+      o.max_new_tokens = 30;
+      o.draft_tokens = k;
+      const SpecDecodeResult r = speculative_generate(target, *m.draft, prompt, o);
+      EXPECT_EQ(r.output_ids, greedy) << vocab.size() << " " << k;
+      int64_t committed = 0;
+      for (size_t i = 0; i < r.accepted_per_step.size(); ++i) {
+        EXPECT_GE(r.accepted_per_step[i], 1);
+        EXPECT_LE(r.accepted_per_step[i], r.drafted_per_step[i] + 1);
+        EXPECT_LE(r.drafted_per_step[i], k);
+        committed += r.accepted_per_step[i];
+      }
+      EXPECT_EQ(committed, 29);  // the prefill commits the first token
+    }
+  }
 }
 
 TEST(Eagle3, NoValidPositionIsNamed) {

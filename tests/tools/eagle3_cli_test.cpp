@@ -70,6 +70,24 @@ TEST_F(DraftCli, DraftVocabularyTrainsAnEagle3HeadOverItsIds) {
   }
   EXPECT_EQ(std::accumulate(t2d.begin(), t2d.end(), 0), 16);
 
+  // spec-eval decodes with it, losslessly; --block-size is the DFlash drafts' option.
+  const std::string prompts = dir + "/prompts.jsonl";
+  testing::write_text(prompts, "{\"prompt_ids\": [3, 9, 1, 17]}\n{\"prompt_ids\": [40, 2]}\n");
+  const std::string spec = "spec-eval --device cpu --target " + dir + "/run/target --draft " +
+                           ckpt + " --input " + prompts + " --max-new-tokens 12";
+  const CliRun decoded = run_sprig(spec + " --draft-tokens 2", dir);
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  const std::vector<json> lines = testing::json_lines(decoded.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2]["aggregate"]["lossless_prompts"], 2);
+  EXPECT_EQ(lines[2]["aggregate"]["acceptance_by_slot"].size(), 2u);
+  EXPECT_NE(decoded.err.find("eagle3 draft, a chain of 2 drafts per step"), std::string::npos)
+      << decoded.err;
+  const CliRun block = run_sprig(spec + " --block-size 3", dir);
+  EXPECT_EQ(block.exit_code, 2);
+  EXPECT_NE(block.err.find("--block-size applies to the DFlash drafts"), std::string::npos)
+      << block.err;
+
   // Resuming with another vocabulary would train the head's rows for other ids.
   const std::string other = dir + "/other.json";
   std::vector<int64_t> shifted(ids);

@@ -16,12 +16,14 @@
 
 #include "nn/checkpoint.h"
 #include "nn/generate.h"
+#include "speculative/eagle3.h"
 #include "speculative/evaluation.h"
 #include "speculative/spec_eval.h"
 #include "tensor/random.h"
 #include "tools/viz/plot.h"
 #include "train/config.h"
 #include "train/draft.h"
+#include "train/eagle3.h"
 #include "train/sft.h"
 
 namespace sprig::tools {
@@ -266,9 +268,12 @@ double draft_accept_len(const speculative::FrozenTarget& target,
   return evaluator.sums().accept_len();
 }
 
+// A trained draft: its title ("DFlash") and stage name, its acceptance length on the held-out
+// documents before and after training, the most a decoding step commits with it, its checkpoint.
 struct DraftStage {
-  const speculative::DraftKind* kind;
+  std::string title, stage;
   double accept_before, accept_after;
+  int64_t most;
   std::string checkpoint;
 };
 
@@ -287,7 +292,75 @@ DraftStage run_draft_stage(const fs::path& dir, const std::string& target_dir, i
   const TrainSummary summary = train_draft(config, false);
   plot_run(summary.run_dir, summary.run_dir + "/curves.png");
   const auto trained = speculative::load_draft(summary.checkpoint);
-  return {&kind, before, draft_accept_len(target, *trained, val), summary.checkpoint};
+  const speculative::DraftConfig& c = trained->config();
+  return {std::string(kind.title()),
+          stage_name(kind),
+          before,
+          draft_accept_len(target, *trained, val),
+          1 + kind.drafts_per_block(c, c.block_size),
+          summary.checkpoint};
+}
+
+// The EAGLE-3 stage: one layer over the target's three layers (the default [1, L/2 - 1, L - 4]
+// needs eight), unrolled over 4 steps, trained like the other drafts.
+constexpr int64_t kEagle3Steps = 4;
+
+std::string eagle3_yaml(const fs::path& dir, const std::string& target, int64_t steps,
+                        const std::string& device) {
+  const auto path = [&](const std::string& name) { return (dir / name).string(); };
+  std::ostringstream y;
+  y << "# Written by `sprig demo`. Train again with: sprig train eagle3 -c " << path("eagle3.yaml")
+    << " --run_dir=ANOTHER_DIR\n";
+  y << "run_dir: " << path("eagle3") << "\nseed: 0\ndevice: " << device << "\n";
+  y << "target:\n  path: " << target << "\n";
+  y << "draft:\n  aux_layer_ids: [0, 1, 2]\n  ttt_steps: " << kEagle3Steps << "\n";
+  y << "data:\n  train: " << path("data/pretrain_train.jsonl") << "\n";
+  y << "  format: documents\n  packing: dflash\n  seq_len: 256\n  micro_batch_size: 4\n";
+  y << "train:\n  max_steps: " << steps << "\n";
+  y << "optimizer:\n  lr: 1.0e-2\n";
+  y << "scheduler:\n  warmup_steps: " << std::max<int64_t>(1, steps / 20) << "\n";
+  y << "log:\n  every_steps: " << std::max<int64_t>(1, steps / 15) << "\n";
+  y << "checkpoint:\n  keep_last: 1\n";
+  return y.str();
+}
+
+// The simulated acceptance length of an EAGLE-3 draft on the held-out documents (each its own
+// row): over its training-time test's steps, bonus token included.
+double eagle3_accept_len(const speculative::FrozenTarget& target,
+                         const speculative::Eagle3Draft& draft, const fs::path& documents) {
+  using namespace speculative;
+  NoGradGuard no_grad;
+  double sum = 0, positions = 0;
+  std::ifstream in(documents);
+  for (std::string line; std::getline(in, line);) {
+    const std::vector<int64_t> ids = nlohmann::json::parse(line).at("input_ids");
+    DraftRows rows;
+    rows.input_ids = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+    rows.loss_mask = Tensor::ones(rows.input_ids.shape(), DType::i64);
+    const Eagle3Loss l =
+        eagle3_loss(draft, rows, eagle3_teacher(target, draft, rows), {kEagle3Steps, 0.8, 0});
+    sum += l.accept_len_sum;
+    positions += l.valid_positions;
+  }
+  return sum / std::max(positions, 1.0);
+}
+
+DraftStage run_eagle3_stage(const fs::path& dir, const std::string& target_dir, int64_t steps,
+                            const std::string& device) {
+  const fs::path config_path = dir / "eagle3.yaml";
+  std::ofstream(config_path) << eagle3_yaml(dir, target_dir, steps, device);
+  const TrainConfig config = load_eagle3_train_config(config_path.string(), {});
+  const speculative::FrozenTarget target(load_qwen(target_dir), Device::cpu(), DType::f32);
+  Generator init_gen(config.seed);  // the trainer's own initialisation of a fresh draft
+  const speculative::Eagle3Draft initial(
+      speculative::eagle3_config_for(target.config(), config.eagle3_draft.draft), init_gen);
+  const fs::path val = dir / "data/pretrain_val.jsonl";
+  const double before = eagle3_accept_len(target, initial, val);
+  const TrainSummary summary = train_eagle3(config, false);
+  plot_run(summary.run_dir, summary.run_dir + "/curves.png");
+  const auto trained = speculative::load_eagle3_draft(summary.checkpoint);
+  return {"EAGLE-3",        "eagle3",          before, eagle3_accept_len(target, *trained, val),
+          kEagle3Steps + 1, summary.checkpoint};
 }
 
 // Speculative decoding with the draft at `draft_dir` on the first four tokens of each held-out
@@ -295,19 +368,32 @@ DraftStage run_draft_stage(const fs::path& dir, const std::string& target_dir, i
 void spec_eval_line(const std::string& name, const std::string& target_dir,
                     const std::string& draft_dir, const fs::path& documents) {
   const speculative::FrozenTarget target(load_qwen(target_dir), Device::cpu(), DType::f32);
-  const auto draft = speculative::load_draft(draft_dir);
+  const speculative::SpecEvalSettings settings{
+      .max_new_tokens = 48, .stop_id = kEos, .draft_tokens = kEagle3Steps};
+  std::unique_ptr<Module> draft;
+  std::unique_ptr<speculative::SpecEvaluator> evaluator;
+  if (speculative::is_eagle3_dir(draft_dir)) {
+    auto d = speculative::load_eagle3_draft(draft_dir);
+    evaluator = std::make_unique<speculative::SpecEvaluator>(target, *d, settings);
+    draft = std::move(d);
+  } else {
+    auto d = speculative::load_draft(draft_dir);
+    evaluator = std::make_unique<speculative::SpecEvaluator>(target, *d, settings);
+    draft = std::move(d);
+  }
   draft->train(false);
-  speculative::SpecEvaluator evaluator(target, *draft, {.max_new_tokens = 48, .stop_id = kEos});
   std::ifstream in(documents);
   for (std::string line; std::getline(in, line);) {
     const std::vector<int64_t> ids = nlohmann::json::parse(line).at("input_ids");
-    evaluator.evaluate(std::vector<int64_t>(ids.begin(), ids.begin() + 4));
+    evaluator->evaluate(std::vector<int64_t>(ids.begin(), ids.begin() + 4));
   }
-  const nlohmann::json a = evaluator.aggregate();
-  std::cout << "  " << name << ": tau " << a["tau"].get<double>()
-            << " tokens per target forward (teacher-forced accept_len on the same text "
-            << a["teacher_forced_accept_len"].get<double>() << "), " << a["lossless_prompts"] << "/"
-            << a["prompts"] << " outputs equal to greedy decoding, " << a["speedup"].get<double>()
+  const nlohmann::json a = evaluator->aggregate();
+  std::cout << "  " << name << ": tau " << a["tau"].get<double>() << " tokens per target forward";
+  if (!a["teacher_forced_accept_len"].is_null())
+    std::cout << " (teacher-forced accept_len on the same text "
+              << a["teacher_forced_accept_len"].get<double>() << ")";
+  std::cout << ", " << a["lossless_prompts"] << "/" << a["prompts"]
+            << " outputs equal to greedy decoding, " << a["speedup"].get<double>()
             << "x the target's own tokens/s\n";
 }
 
@@ -320,6 +406,7 @@ std::set<std::string> demo_entries() {
     entries.insert(stage_name(*kind));
     entries.insert(stage_name(*kind) + ".yaml");
   }
+  entries.insert({"eagle3", "eagle3.yaml"});
   return entries;
 }
 
@@ -422,39 +509,37 @@ void run_demo(const DemoOptions& options) {
             << drafts[0].accept_after << " after\n";
 
   std::string others;
+  for (size_t i = 1; i < kinds.size(); ++i) others += std::string(kinds[i]->title()) + ", ";
+  std::cout << "\n== stage 4: the other draft kinds (" << others << "EAGLE-3), same target ==\n";
   for (size_t i = 1; i < kinds.size(); ++i)
-    others += (i > 1 ? ", " : "") + std::string(kinds[i]->title());
-  std::cout << "\n== stage 4: the other draft kinds (" << others << "), same target ==\n";
-  for (size_t i = 1; i < kinds.size(); ++i) {
     drafts.push_back(
         run_draft_stage(dir, pretrain.checkpoint, draft_steps, options.device, *kinds[i]));
-    std::cout << "  " << kinds[i]->title() << ": acceptance length " << drafts.back().accept_before
-              << " before training, " << drafts.back().accept_after << " after\n";
-  }
-  std::ostringstream lengths, most;  // each draft's acceptance length, the most a block accepts
+  drafts.push_back(run_eagle3_stage(dir, pretrain.checkpoint, draft_steps, options.device));
+  for (size_t i = 1; i < drafts.size(); ++i)
+    std::cout << "  " << drafts[i].title << ": acceptance length " << drafts[i].accept_before
+              << " before training, " << drafts[i].accept_after << " after\n";
+  std::ostringstream lengths, most;  // each draft's acceptance length, the most a step accepts
   lengths << std::setprecision(3);
   for (const DraftStage& d : drafts) {
-    const speculative::DraftConfig config = speculative::load_draft_config(d.checkpoint);
     const char* comma = &d == &drafts.front() ? "" : ", ";
-    lengths << comma << d.kind->title() << " " << d.accept_after;
-    most << comma << d.kind->title() << " "
-         << 1 + d.kind->drafts_per_block(config, config.block_size);
+    lengths << comma << d.title << " " << d.accept_after;
+    most << comma << d.title << " " << d.most;
   }
   std::cout << "  acceptance length on the same held-out documents: " << lengths.str()
-            << " (a block accepts its drafts and a bonus token: at most " << most.str() << ")\n";
+            << " (a step accepts its drafts and a bonus token: at most " << most.str() << ")\n";
 
   std::cout << "\n== stage 5: speculative decoding with each draft on the held-out prompts (the "
                "target verifies every block) ==\n";
   const fs::path held_out = dir / "data/pretrain_val.jsonl";
   for (const DraftStage& d : drafts)
-    spec_eval_line(std::string(d.kind->title()), pretrain.checkpoint, d.checkpoint, held_out);
+    spec_eval_line(d.title, pretrain.checkpoint, d.checkpoint, held_out);
   std::cout << "  (tau falls below the teacher-forced length because decoding anchors each block "
                "where the last one failed, often a hard spot; on two CPU cores a tiny target "
                "gains little or nothing from it: `sprig spec-eval` prints the details)\n";
 
   std::string configs, stages, checkpoints;
   for (const DraftStage& d : drafts) {
-    const std::string stage = stage_name(*d.kind);
+    const std::string& stage = d.stage;
     configs += ", " + (dir / (stage + ".yaml")).string();
     stages += (stages.empty() ? "" : ",") + stage;
     checkpoints += (checkpoints.empty() ? "" : ", ") + d.checkpoint;

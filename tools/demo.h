@@ -8,8 +8,9 @@
 // trees and trained with prefix-tree attention. Greedy continuations of fresh prompts, before and
 // after fine-tuning, show what was learnt. Stage 3 trains a DFlash speculative-decoding draft on
 // the pre-trained model's hidden states and stage 4 a draft of every other kind
-// (speculative/draft_kind.h), each reporting its acceptance length on held-out documents before
-// and after; stage 5 decodes held-out prompts speculatively with each draft. The curves of every
+// (speculative/draft_kind.h) and an EAGLE-3 draft (speculative/eagle3.h), each reporting its
+// acceptance length on held-out documents before and after; stage 5 decodes held-out prompts
+// speculatively with each draft. The curves of every
 // stage are drawn.
 #pragma once
 

@@ -1,6 +1,6 @@
 // `sprig demo --quick`: every stage runs end to end (pre-training, rollout fine-tuning, a draft of
-// every kind, speculative decoding with each), shows its effect in its figures and says where its
-// outputs are; a directory it did not make is refused untouched.
+// every kind and an EAGLE-3 draft, speculative decoding with each), shows its effect in its figures
+// and says where its outputs are; a directory it did not make is refused untouched.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -19,11 +19,11 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   const testing::CliRun r = testing::run_sprig("demo --quick --device cpu --run-dir demo", tmp.path,
                                                tmp.path, testing::kSlowCommandLimit);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line :
-       {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
-        "acceptance length on held-out documents",
-        "acceptance length on the same held-out documents: DFlash ",
-        "== stage 5:", "  DFlash: tau ", "  Domino: tau ", "  JetSpec: tau ", "demo finished in"})
+  for (const char* line : {"== stage 1:", "== stage 2:", "== stage 3:", "== stage 4:",
+                           "acceptance length on held-out documents",
+                           "acceptance length on the same held-out documents: DFlash ",
+                           "== stage 5:", "  DFlash: tau ", "  Domino: tau ", "  JetSpec: tau ",
+                           "  EAGLE-3: tau ", "demo finished in"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line;
   // Speculative decoding is lossless on every held-out prompt, with each draft.
   const std::regex lossless(R"((\d+)/(\d+) outputs equal to greedy decoding)");
@@ -32,7 +32,7 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
     EXPECT_EQ((*m)[1].str(), (*m)[2].str()) << m->str();
     EXPECT_NE((*m)[2].str(), "0");
   }
-  EXPECT_EQ(drafts, 3) << r.out;  // one per kind
+  EXPECT_EQ(drafts, 4) << r.out;  // one per kind
   // Each stage shows its effect even in the quick run: the fine-tuned model continues some
   // prompts exactly, and each trained draft is accepted beyond its bonus token.
   std::smatch m;
@@ -40,15 +40,15 @@ TEST(DemoCli, QuickRunGoesThroughEveryStage) {
   EXPECT_GE(std::stoi(m[1]), 5) << r.out;
   ASSERT_TRUE(std::regex_search(
       r.out, m,
-      std::regex(R"(same held-out documents: DFlash ([\d.]+), Domino ([\d.]+), JetSpec ([\d.]+))")))
+      std::regex(R"(same held-out documents: DFlash ([\d.]+), Domino ([\d.]+), JetSpec ([\d.]+), )"
+                 R"(EAGLE-3 ([\d.]+))")))
       << r.out;
-  EXPECT_GT(std::stod(m[1]), 1.1) << r.out;
-  EXPECT_GT(std::stod(m[2]), 1.1) << r.out;
-  EXPECT_GT(std::stod(m[3]), 1.1) << r.out;
+  for (int i = 1; i <= 4; ++i) EXPECT_GT(std::stod(m[i]), 1.1) << r.out;
   for (const char* file :
        {"pretrain/curves.png", "rollouts/curves.png", "draft/curves.png", "draft.yaml",
         "draft/checkpoints/latest", "domino.yaml", "domino/curves.png", "domino/checkpoints/latest",
-        "jetspec.yaml", "jetspec/curves.png", "jetspec/checkpoints/latest"})
+        "jetspec.yaml", "jetspec/curves.png", "jetspec/checkpoints/latest", "eagle3.yaml",
+        "eagle3/curves.png", "eagle3/checkpoints/latest"})
     EXPECT_TRUE(testing::fs::exists(run_dir + "/" + file)) << file;
 
   const std::string other = tmp.path + "/mine";

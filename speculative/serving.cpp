@@ -107,4 +107,49 @@ SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dt
   return saved;
 }
 
+SavedDraft save_draft(const Eagle3Draft& draft, const std::string& dir, DType dtype,
+                      const std::string& tokenizer_dir, bool overwrite) {
+  Output out(dir, kCheckpointDirOutput, overwrite);
+  SavedDraft saved;
+  if (!tokenizer_dir.empty())
+    for (const std::string& name : kTokenizerFiles)
+      if (fs::is_regular_file(fs::path(tokenizer_dir) / name))
+        saved.tokenizer_files.push_back(name);
+  const fs::path tmp = out.temp();
+  std::ofstream config(tmp / "config.json");
+  config << draft.config().to_json(dtype).dump(2) << "\n";
+  if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
+  config.close();
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, p] : draft.named_parameters())
+    entries.push_back({name, p.value().to(Device::cpu(), dtype)});
+  for (const auto& [name, t] : draft.vocabulary_tensors()) entries.push_back({name, t});
+  save_safetensors((tmp / "model.safetensors").string(), entries, out.metadata());
+  for (const std::string& name : saved.tokenizer_files)
+    fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
+  out.commit();
+  saved.tensors = static_cast<int64_t>(entries.size());
+  return saved;
+}
+
+std::vector<std::string> eagle3_serving_notes(const Eagle3Config& draft) {
+  if (draft.aux_layer_ids.size() == 3) return {};
+  return {"this draft reads " + std::to_string(draft.aux_layer_ids.size()) +
+          " target layers; SGLang's and vLLM's Llama EAGLE-3 layers read exactly 3 (fc of 3 x "
+          "hidden_size inputs): train with three aux_layer_ids to serve it there"};
+}
+
+std::vector<std::string> eagle3_launch_lines(const std::string& dir, const std::string& target,
+                                             int64_t draft_tokens) {
+  return {"vllm serve " + target + " --speculative-config '" +
+              json({{"method", "eagle3"}, {"model", dir}, {"num_speculative_tokens", draft_tokens}})
+                  .dump() +
+              "'",
+          "python3 -m sglang.launch_server --model-path " + target +
+              " --speculative-algorithm EAGLE3 --speculative-draft-model-path " + dir +
+              " --speculative-num-steps " + std::to_string(draft_tokens) +
+              " --speculative-eagle-topk 1 --speculative-num-draft-tokens " +
+              std::to_string(draft_tokens + 1)};
+}
+
 }  // namespace sprig::speculative

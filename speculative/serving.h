@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "speculative/draft.h"
+#include "speculative/eagle3.h"
 
 namespace sprig::speculative {
 
@@ -55,5 +56,20 @@ struct SavedDraft {
 SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
                       const std::string& tokenizer_dir = {}, bool overwrite = false,
                       const ServingExport& how = {});
+
+// An EAGLE-3 draft's export: config.json (Eagle3Config::to_json) and model.safetensors with the
+// names both engines read, weights in `dtype`, d2t and t2d of a reduced vocabulary as they are
+// (i64, bool), and the tokenizer files of `tokenizer_dir`, as save_draft writes them.
+SavedDraft save_draft(const Eagle3Draft& draft, const std::string& dir, DType dtype,
+                      const std::string& tokenizer_dir = {}, bool overwrite = false);
+
+// What the engines will do with an EAGLE-3 export (one sentence each): SGLang's and vLLM's Llama
+// EAGLE-3 layers read exactly three aux layers.
+std::vector<std::string> eagle3_serving_notes(const Eagle3Config& draft);
+
+// The commands that serve an EAGLE-3 draft in `dir` beside `target`, drafting a chain of
+// `draft_tokens` per step: vLLM's eagle3 method and SGLang's EAGLE3 algorithm (top-1 chains).
+std::vector<std::string> eagle3_launch_lines(const std::string& dir, const std::string& target,
+                                             int64_t draft_tokens = 3);
 
 }  // namespace sprig::speculative

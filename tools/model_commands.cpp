@@ -268,6 +268,36 @@ void convert_draft(const std::string& src, const std::string& out, DType dtype,
   for (const std::string& line : lines) std::cout << "  " << line << "\n";
 }
 
+// `convert` of an EAGLE-3 draft: an export in `dtype` with the tokenizer files of `tokenizer`, or
+// (dtype f32, no tokenizer) an import as f32 masters; then the lines that serve an export.
+void convert_eagle3(const std::string& src, const std::string& out, DType dtype,
+                    const std::string& tokenizer, bool overwrite, bool exporting) {
+  const auto draft = speculative::load_eagle3_draft(src);
+  const speculative::Eagle3Config& c = draft->config();
+  if (!tokenizer.empty()) check_tokenizer_fits(tokenizer, c.layer.vocab_size);
+  const speculative::SavedDraft saved =
+      speculative::save_draft(*draft, out, dtype, tokenizer, overwrite);
+  std::cout << "wrote " << out << ": eagle3 draft (" << c.draft_vocab_size << " of "
+            << c.layer.vocab_size << " ids), " << saved.tensors << " " << dtype_name(dtype)
+            << " tensors";
+  if (saved.tokenizer_files.empty() && exporting) {
+    std::cout << "; no tokenizer files" << (tokenizer.empty() ? "" : " in " + tokenizer);
+  } else if (!saved.tokenizer_files.empty()) {
+    std::cout << "; tokenizer files from " << tokenizer << ":";
+    for (const std::string& name : saved.tokenizer_files) std::cout << " " << name;
+  }
+  std::cout << "\n";
+  if (!exporting) return;
+  for (const std::string& note : speculative::eagle3_serving_notes(c))
+    std::cout << "note: " << note << "\n";
+  std::string target = recorded_target(src);
+  if (target.empty()) target = "<target model>";
+  std::cout << "serve it with:\n";
+  for (const std::string& line : speculative::eagle3_launch_lines(
+           std::filesystem::absolute(out).lexically_normal().string(), target))
+    std::cout << "  " << line << "\n";
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app) {
@@ -280,8 +310,9 @@ void add_model_commands(CLI::App& app) {
 
   CLI::App* convert = app.add_subcommand(
       "convert",
-      "Convert a Hugging Face Qwen checkpoint to a sprig checkpoint, or back; --to-hf on a DFlash "
-      "draft (a training checkpoint or an export) writes the serving layout vLLM and SGLang load");
+      "Convert a Hugging Face Qwen checkpoint to a sprig checkpoint, or back; --to-hf on a draft "
+      "(DFlash family or EAGLE-3; a training checkpoint or an export) writes the serving layout "
+      "vLLM and SGLang load");
   auto* from = convert->add_option("--from-hf", from_hf,
                                    "HF directory (config.json + "
                                    "model.safetensors or a sharded index), or a draft export");
@@ -316,7 +347,12 @@ void add_model_commands(CLI::App& app) {
     const std::string& src = from_hf.empty() ? to_hf : from_hf;
     if (!tokenizer_from.empty() && !std::filesystem::is_directory(tokenizer_from))
       throw std::runtime_error("--tokenizer-from " + tokenizer_from + " is not a directory");
-    const bool draft = speculative::is_draft_dir(src);
+    const bool eagle3 = speculative::is_eagle3_dir(src);
+    const bool draft = eagle3 || speculative::is_draft_dir(src);
+    if (eagle3 && (convert->count("--serve") || drop_correction_head))
+      throw CLI::ValidationError(
+          "--serve and --drop-correction-head apply to the DFlash drafts; an EAGLE-3 export is "
+          "the one layout vLLM and SGLang both load");
     if (!draft &&
         (convert->count("--tokenizer-from") || convert->count("--serve") || drop_correction_head))
       throw CLI::ValidationError(
@@ -335,6 +371,12 @@ void add_model_commands(CLI::App& app) {
                  {{from_hf.empty() ? "--to-hf" : "--from-hf", src, true},
                   {tokenizer_from.empty() ? "the draft's tokenizer source" : "--tokenizer-from",
                    tokenizer, true}});
+    if (eagle3) {
+      convert_eagle3(src, out,
+                     to_hf.empty() ? DType::f32 : dtype_from_name(dtype.empty() ? "bf16" : dtype),
+                     tokenizer, overwrite, !to_hf.empty());
+      return;
+    }
     if (draft) {
       // An import becomes f32 masters (a training init).
       convert_draft(src, out,

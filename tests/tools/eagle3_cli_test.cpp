@@ -88,6 +88,36 @@ TEST_F(DraftCli, DraftVocabularyTrainsAnEagle3HeadOverItsIds) {
   EXPECT_NE(block.err.find("--block-size applies to the DFlash drafts"), std::string::npos)
       << block.err;
 
+  // The export: bf16 weights by the engines' names, d2t and t2d as they were, the launch lines;
+  // spec-eval decodes with it as with the checkpoint.
+  const std::string exported = dir + "/export";
+  const CliRun convert = run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir);
+  ASSERT_EQ(convert.exit_code, 0) << convert.err;
+  EXPECT_NE(convert.out.find("eagle3 draft (16 of 64 ids)"), std::string::npos) << convert.out;
+  EXPECT_NE(
+      convert.out.find("--speculative-config '{\"method\":\"eagle3\",\"model\":\"" + exported),
+      std::string::npos)
+      << convert.out;
+  EXPECT_NE(
+      convert.out.find("--speculative-algorithm EAGLE3 --speculative-draft-model-path " + exported),
+      std::string::npos)
+      << convert.out;
+  EXPECT_NE(convert.out.find("note: this draft reads 2 target layers"), std::string::npos);
+  const SafetensorsFile served(exported + "/model.safetensors");
+  EXPECT_EQ(served.info("fc.weight").dtype, StDType::BF16);
+  EXPECT_EQ(served.info("d2t").dtype, StDType::I64);
+  EXPECT_EQ(served.info("t2d").dtype, StDType::BOOL);
+  EXPECT_EQ(served.load("d2t").to_vector<int64_t>(), d2t);
+  EXPECT_EQ(json::parse(testing::read_text(exported + "/config.json"))["torch_dtype"], "bfloat16");
+  const CliRun again = run_sprig("spec-eval --device cpu --target " + dir + "/run/target --draft " +
+                                     exported + " --input " + prompts + " --max-new-tokens 12",
+                                 dir);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(testing::json_lines(again.out)[2]["aggregate"]["lossless_prompts"], 2);
+  const CliRun serve =
+      run_sprig("convert --to-hf " + ckpt + " --out " + dir + "/x --serve vllm", dir);
+  EXPECT_EQ(serve.exit_code, 2);
+
   // Resuming with another vocabulary would train the head's rows for other ids.
   const std::string other = dir + "/other.json";
   std::vector<int64_t> shifted(ids);

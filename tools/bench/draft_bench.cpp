@@ -11,6 +11,10 @@
 //               slots supervised, one more than DFlash's bs - 1) and without, where it
 //               supervises DFlash's slots and the ratio is the head's own cost (target <= 1.10x);
 //               JetSpec's target is <= 1.15x.
+//   eagle3      the EAGLE-3 training step (target capture with its logits, --ttt-steps steps, the
+//               soft cross-entropy): the packing documents as padded and as packed rows (target:
+//               packed >= 1.3x faster), and on a target with Qwen3's vocabulary (151936 ids) a
+//               draft vocabulary of --draft-vocab ids against the full head (target >= 2x).
 // On CUDA it also prints the model FLOP utilisation against the device's bf16 peak.
 //
 // Defaults: CPU, the "tiny" target of tools/bench/models.h (f32), rows of 1024 tokens; CUDA,
@@ -27,6 +31,7 @@
 #include "nn/loss.h"
 #include "speculative/dflash.h"
 #include "speculative/draft_kind.h"
+#include "speculative/eagle3.h"
 #include "tensor/cuda/kernels.h"
 #include "tools/bench/memory_check.h"
 #include "tools/bench/models.h"
@@ -46,9 +51,10 @@ using namespace speculative;
 struct DraftBenchOptions {
   std::string device = "auto", target;
   int64_t draft_layers = 1, block_size = 16, seq = 0, rows = 2, anchors_per_doc = 16;
+  int64_t ttt_steps = 7, draft_vocab = 32000;
   int reps = 3;
   bool quick = false;
-  std::string section = "all";  // packing, anchors, objectives or all
+  std::string section = "all";  // packing, anchors, objectives, eagle3 or all
 };
 
 // The target's name: --target, else tiny on the CPU and qwen3-0.6b on CUDA.
@@ -340,6 +346,93 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
       fastest(1) / fastest(0));
 }
 
+// An EAGLE-3 draft for `target`: low, middle and high layers (the reference's default from eight
+// layers on), and a draft vocabulary of `draft_vocab` ids (0: the whole one).
+std::unique_ptr<Eagle3Draft> bench_eagle3(const QwenConfig& target, int64_t draft_vocab,
+                                          Device device, DType dtype) {
+  const int64_t L = target.num_hidden_layers;
+  Eagle3Options options;
+  if (L < 8) options.aux_layer_ids = {0, L / 2, L - 1};
+  options.draft_vocab_size = draft_vocab;
+  Generator gen(6);
+  auto draft = std::make_unique<Eagle3Draft>(eagle3_config_for(target, options), gen);
+  if (draft_vocab > 0) {  // every other id: the cost is the head's size, not which ids it holds
+    DraftVocabulary v;
+    v.vocab_size = target.vocab_size;
+    for (int64_t i = 0; i < draft_vocab; ++i)
+      v.draft_to_target.push_back(i * target.vocab_size / draft_vocab);
+    draft->set_vocabulary(std::move(v));
+  }
+  draft->to(device, dtype);
+  return draft;
+}
+
+// Median seconds of an EAGLE-3 training step on `rows` (one untimed step first).
+double eagle3_seconds(const FrozenTarget& target, Eagle3Draft& draft, const DraftRows& rows,
+                      const DraftBenchOptions& o, Device device) {
+  const auto step = [&] {
+    draft.zero_grad();
+    eagle3_loss(draft, rows, eagle3_teacher(target, draft, rows), {o.ttt_steps, 0.8, 0})
+        .loss.backward();
+  };
+  step();
+  return bench::median_seconds(device, 0, o.reps, step);
+}
+
+void eagle3_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, Device device) {
+  const FrozenTarget& target = step.target();
+  const DType dtype = step.draft().fc.weight.dtype();
+  Generator gen(3);  // the packing section's documents
+  const data::Corpus corpus =
+      bench_documents(o.quick ? 8 : 24, seq, target.config().vocab_size, gen);
+  auto draft = bench_eagle3(target.config(), 0, device, dtype);
+  std::printf("\neagle3: %lld steps, target layers", static_cast<long long>(o.ttt_steps));
+  for (int64_t id : draft->config().aux_layer_ids) std::printf(" %lld", static_cast<long long>(id));
+  std::printf(", %zu documents in rows of %lld\n%-8s %6s %9s %10s\n", corpus.docs.size(),
+              static_cast<long long>(seq), "layout", "rows", "padding", "time (s)");
+  double seconds[2] = {0, 0};
+  int i = 0;
+  for (const data::Packing packing : {data::Packing::padded, data::Packing::dflash}) {
+    const data::PackPlan plan = data::plan_rows(corpus, {.mode = packing, .seq_len = seq});
+    const auto n = static_cast<int64_t>(plan.rows.size());
+    for (int64_t first = 0; first < n; first += o.rows) {
+      std::vector<int64_t> ids;
+      for (int64_t r = first; r < std::min(first + o.rows, n); ++r) ids.push_back(r);
+      const data::Batch batch = data::collate(corpus, plan, ids, 0);
+      seconds[i] += eagle3_seconds(target, *draft,
+                                   draft_rows(batch, packing == data::Packing::dflash), o, device);
+    }
+    std::printf("%-8s %6lld %8.1f%% %10.3f\n", i == 0 ? "padded" : "packed",
+                static_cast<long long>(n), 100.0 * plan.padding_fraction(), seconds[i]);
+    ++i;
+  }
+  std::printf("packed vs padded: %.2fx faster on the same documents (target >= 1.3x)\n",
+              seconds[0] / seconds[1]);
+
+  // A draft vocabulary on a target with Qwen3's: the target's tiny layers, its head and embedding
+  // at 151936 ids; one row of a quarter of --seq.
+  QwenConfig big = target.config();
+  big.vocab_size = 151936;
+  Generator big_gen(7);
+  const FrozenTarget wide_vocab(std::make_unique<QwenForCausalLM>(big, big_gen), device, dtype);
+  const int64_t S = std::max<int64_t>(64, seq / 4);
+  DraftRows rows;
+  std::vector<int64_t> ids(static_cast<size_t>(S));
+  for (int64_t& id : ids) id = big_gen.next_int(0, big.vocab_size);
+  rows.input_ids = Tensor::from_vector(ids, {1, S});
+  rows.loss_mask = Tensor::ones({1, S}, DType::i64);
+  double by_vocab[2];
+  for (const int64_t vd : {int64_t{0}, o.draft_vocab}) {
+    auto d = bench_eagle3(big, vd, device, dtype);
+    by_vocab[vd == 0 ? 0 : 1] = eagle3_seconds(wide_vocab, *d, rows, o, device);
+  }
+  std::printf(
+      "draft vocabulary: %lld of %lld ids %.3f s, the whole %.3f s per step of %lld tokens: "
+      "%.2fx faster (target >= 2x)\n",
+      static_cast<long long>(o.draft_vocab), static_cast<long long>(big.vocab_size), by_vocab[1],
+      by_vocab[0], static_cast<long long>(S), by_vocab[0] / by_vocab[1]);
+}
+
 // Refuses a run that cannot fit: the draft's training step as train/memory.h estimates it, on the
 // largest micro-batch (--rows rows of `seq` tokens with the most anchors a section samples), and
 // the objectives section's teacher logits.
@@ -367,6 +460,11 @@ void check_draft_fits(const DraftBenchOptions& o, int64_t seq, Device device) {
   if (o.section == "all" || o.section == "objectives")
     bytes += d(o.rows) * std::min(positions, o.quick ? 32.0 : 128.0) * d(o.block_size - 1) *
              d(target.vocab_size) * static_cast<double>(dtype_size(dtype));
+  // The eagle3 section's target with Qwen3's vocabulary: its embedding and head, and a quarter
+  // row's logits, the teacher's copy and a chunk of the head's gradient each.
+  if (o.section == "all" || o.section == "eagle3")
+    bytes += (2 * d(target.hidden_size) + 3 * std::max(64.0, d(seq) / 4)) * 151936.0 *
+             static_cast<double>(dtype_size(dtype));
   bench::check_fits("bench draft",
                     "--target " + target_name(o, device) + " --rows " + std::to_string(o.rows) +
                         " --seq " + std::to_string(seq) + " --anchors-per-doc " +
@@ -397,6 +495,7 @@ void run_draft_bench(const DraftBenchOptions& o) {
   if (wanted("packing")) packing_bench(step, o, seq);
   if (wanted("anchors")) anchors_bench(step, o, seq);
   if (wanted("objectives")) objectives_bench(step, o, seq, device);
+  if (wanted("eagle3")) eagle3_bench(step, o, seq, device);
 }
 
 }  // namespace
@@ -405,8 +504,9 @@ void add_bench_draft_command(CLI::App& bench) {
   auto o = std::make_shared<DraftBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "draft",
-      "DFlash draft training step: packed vs padded rows on the same documents, the step time "
-      "against the number of anchors, and each draft kind's step against DFlash's");
+      "Draft training steps: DFlash's on packed vs padded rows of the same documents and against "
+      "the number of anchors, each draft kind's against DFlash's, and EAGLE-3's packed vs padded "
+      "and with a draft vocabulary");
   add_device_option(cmd, o->device);
   cmd->add_option(
       "--target", o->target,
@@ -428,9 +528,16 @@ void add_bench_draft_command(CLI::App& bench) {
   add_int_option(cmd, "--reps", o->reps, "Timed steps per measurement")
       ->check(kPositive)
       ->capture_default_str();
+  add_int_option(cmd, "--ttt-steps", o->ttt_steps, "EAGLE-3's steps (eagle3)")
+      ->check(kPositive)
+      ->capture_default_str();
+  add_int_option(cmd, "--draft-vocab", o->draft_vocab,
+                 "EAGLE-3's draft vocabulary against Qwen3's 151936 ids (eagle3)")
+      ->check(CLI::Range(int64_t{1}, int64_t{151936}))
+      ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "fewer documents and anchor counts (a smoke run)");
   cmd->add_option("--section", o->section, "Run one section only")
-      ->check(CLI::IsMember({"packing", "anchors", "objectives", "all"}))
+      ->check(CLI::IsMember({"packing", "anchors", "objectives", "eagle3", "all"}))
       ->capture_default_str();
   cmd->callback([o, cmd] {
     if (cmd->count("--anchors-per-doc") && o->section != "all" && o->section != "packing")

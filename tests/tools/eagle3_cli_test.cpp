@@ -8,6 +8,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/nn/checkpoint_fixtures.h"
+#include "tests/nn/golden_check.h"
 #include "tests/test_util.h"
 #include "tests/tools/draft_cli_util.h"
 
@@ -134,6 +135,75 @@ TEST_F(DraftCli, DraftVocabularyTrainsAnEagle3HeadOverItsIds) {
                             "than this config"),
             std::string::npos)
       << resume.err;
+}
+
+// The golden packed case (tests/golden/make_eagle3_golden.py) as one record of three documents:
+// `eval eagle3 --grads` gives PyTorch's loss, per-step counts, logits and gradients.
+TEST_F(DraftCli, EvalEagle3ReproducesThePyTorchNumbers) {
+  const SafetensorsFile golden(testing::kGoldenDir + "eagle3_tiny_expected.safetensors");
+  // The golden draft in the engines' layout: its config.json, its weights by their names.
+  const std::string draft = dir + "/draft";
+  std::filesystem::create_directories(draft);
+  testing::write_text(draft + "/config.json",
+                      json{{"architectures", {"LlamaForCausalLMEagle3"}},
+                           {"model_type", "llama"},
+                           {"vocab_size", 96},
+                           {"draft_vocab_size", 96},
+                           {"hidden_size", 48},
+                           {"intermediate_size", 80},
+                           {"num_hidden_layers", 1},
+                           {"num_attention_heads", 4},
+                           {"num_key_value_heads", 2},
+                           {"head_dim", 64},
+                           {"rms_norm_eps", 1e-6},
+                           {"rope_theta", 10000.0},
+                           {"max_position_embeddings", 128},
+                           {"tie_word_embeddings", false},
+                           {"torch_dtype", "float32"},
+                           {"eagle_config", {{"eagle_aux_hidden_state_layer_ids", {0, 1}}}}}
+                          .dump());
+  const SafetensorsFile reference(testing::kGoldenDir + "eagle3_tiny/model.safetensors");
+  const auto served = [](std::string name) {  // the reference's names as the engines read them
+    if (name.rfind("model.layers.0.", 0) == 0) return "midlayer." + name.substr(15);
+    return name.rfind("model.", 0) == 0 ? name.substr(6) : name;
+  };
+  std::vector<SafetensorsEntry> weights;
+  for (const StTensorInfo& t : reference.tensors())
+    weights.push_back({served(t.name), reference.load(t.name)});
+  save_safetensors(draft + "/model.safetensors", weights);
+
+  const Tensor ids = golden.load("packed.input_ids").select(0, 0);
+  const Tensor mask = golden.load("packed.loss_mask").select(0, 0);
+  json documents = json::array();
+  for (const auto& [begin, end] : {std::pair{0, 5}, {5, 9}, {9, 14}})
+    documents.push_back(
+        {{"input_ids", ids.slice(0, begin, end).contiguous().to_vector<int64_t>()},
+         {"loss_mask", mask.slice(0, begin, end).contiguous().to_vector<int64_t>()}});
+  testing::write_text(input, json{{"documents", documents}}.dump() + "\n");
+  const CliRun r =
+      run_sprig("eval eagle3 --device cpu --target " + testing::kGoldenDir + "qwen3_tiny --draft " +
+                    draft + " --input " + input + " --ttt-steps 3 --out " + out + " --grads",
+                dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const SafetensorsFile got(out);
+  const double loss = golden.load("packed.loss").item();
+  EXPECT_NEAR(got.load("0.loss").item(), loss, 1e-5 * loss);
+  EXPECT_EQ(got.load("0.step_valid").to_vector<double>(),
+            golden.load("packed.step_valid").to_vector<double>());
+  EXPECT_EQ(got.load("0.step_correct").to_vector<double>(),
+            golden.load("packed.step_correct").to_vector<double>());
+  EXPECT_EQ(got.load("0.accept_len_sum").item(), golden.load("packed.accept_len_sum").item());
+  EXPECT_LE(testing::relative_error(got.load("0.logits"), golden.load("packed.logits")), 1e-5);
+  int grads = 0;
+  for (const StTensorInfo& t : golden.tensors()) {
+    const std::string prefix = "packed.grad.";
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    const std::string param = served(t.name.substr(prefix.size()));
+    EXPECT_LE(testing::relative_error(got.load("0.grad." + param), golden.load(t.name)), 1e-4)
+        << param;
+    ++grads;
+  }
+  EXPECT_EQ(grads, 13);
 }
 
 }  // namespace

@@ -311,7 +311,7 @@ void parse_setting(YAML::Node& root, const speculative::DraftSetting& setting,
 
 // The keys of draft: that only sprig train eagle3 reads, and those it reads besides.
 const std::vector<std::string> kEagle3Keys = {"aux_layer_ids", "ttt_steps", "vocab"};
-const std::vector<std::string> kEagle3SharedKeys = {"dtype"};
+const std::vector<std::string> kEagle3SharedKeys = {"dtype", "init"};
 
 // target: of the draft recipes.
 void parse_target(YAML::Node& root, TrainConfig& c) {
@@ -348,6 +348,13 @@ void parse_eagle3(YAML::Node& root, TrainConfig& c) {
   }
   e.ttt_steps = get<int64_t>(root, "draft", "ttt_steps", 7);
   if (present(root["draft"]["vocab"])) e.vocab = get<std::string>(root, "draft", "vocab", "");
+  if (present(root["draft"]["init"])) {
+    e.init = get<std::string>(root, "draft", "init", "");
+    for (const char* key : {"aux_layer_ids", "vocab"})
+      if (present(root["draft"][key]))
+        fail(std::string("draft.") + key + " is the draft's own with draft.init " + e.init +
+             ": leave it out, or train a fresh draft without draft.init");
+  }
   if (e.ttt_steps < 1)
     fail("draft.ttt_steps must be >= 1, got " + written(root["draft"]["ttt_steps"]));
 }

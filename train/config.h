@@ -46,11 +46,12 @@ struct DFlashConfig {
 };
 
 // The draft: section of `sprig train eagle3` (docs/semantics.md §9.9):
-//   draft: {aux_layer_ids: [1, 13, 24], ttt_steps: 7, vocab: draft_vocab.json}
+//   draft: {aux_layer_ids: [1, 13, 24], ttt_steps: 7, vocab: draft_vocab.json, init: draft_dir/}
 struct Eagle3TrainConfig {
   speculative::Eagle3Options draft;  // aux_layer_ids: empty for the default
   int64_t ttt_steps = 7;
   std::string vocab;  // a draft vocabulary (sprig data draft-vocab), or "" for the target's
+  std::string init;   // an EAGLE-3 draft to start from (its aux layers and vocabulary hold)
 };
 
 // How the loss of an accumulation window is normalised: "mean" averages each micro-batch's mean

@@ -1,5 +1,6 @@
 #include "train/eagle3.h"
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -22,15 +23,7 @@ class Eagle3Recipe : public Recipe {
         target_(c, device),
         data_(c.data),
         packed_(c.data.packing == data::Packing::dflash) {
-    Eagle3Options options = c_.draft;
-    std::optional<DraftVocabulary> draft_vocab;
-    if (!c_.vocab.empty()) {
-      draft_vocab = read_draft_vocabulary(c_.vocab, target_.config().vocab_size);
-      options.draft_vocab_size = draft_vocab->size();
-    }
-    Generator gen(c.seed);
-    draft_ = std::make_unique<Eagle3Draft>(eagle3_config_for(target_.config(), options), gen);
-    if (draft_vocab) draft_->set_vocabulary(std::move(*draft_vocab));
+    draft_ = c_.init.empty() ? fresh_draft(c) : init_draft(c_.init);
     const int64_t vocab = target_.config().vocab_size;
     if (data_.vocab_size > vocab)
       throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
@@ -118,6 +111,32 @@ class Eagle3Recipe : public Recipe {
   }
 
  private:
+  // A fresh draft for the target, over draft.vocab's ids when given.
+  std::unique_ptr<Eagle3Draft> fresh_draft(const TrainConfig& c) const {
+    Eagle3Options options = c_.draft;
+    std::optional<DraftVocabulary> draft_vocab;
+    if (!c_.vocab.empty()) {
+      draft_vocab = read_draft_vocabulary(c_.vocab, target_.config().vocab_size);
+      options.draft_vocab_size = draft_vocab->size();
+    }
+    Generator gen(c.seed);
+    auto draft = std::make_unique<Eagle3Draft>(eagle3_config_for(target_.config(), options), gen);
+    if (draft_vocab) draft->set_vocabulary(std::move(*draft_vocab));
+    return draft;
+  }
+  // The draft of draft.init, which must fit the target.
+  std::unique_ptr<Eagle3Draft> init_draft(const std::string& dir) const {
+    if (!std::filesystem::is_directory(dir))
+      throw std::runtime_error("draft.init " + dir + " is not a directory");
+    if (!is_eagle3_dir(dir))
+      throw std::invalid_argument("[draft] draft.init " + dir +
+                                  " is not an EAGLE-3 draft (its config.json declares no "
+                                  "LlamaForCausalLMEagle3)");
+    auto draft = load_eagle3_draft(dir);
+    check_eagle3_fits(draft->config(), target_.config(), "draft.init " + dir);
+    return draft;
+  }
+
   // Training FLOPs of `tokens` positions: the target's forward (2 per parameter and token) and
   // each step's forward and backward of the draft (6), its attention over the step's keys
   // neglected.

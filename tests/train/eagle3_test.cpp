@@ -98,6 +98,37 @@ TEST(Eagle3Train, InterruptedAndResumedRunEqualsAStraightRun) {
                                 testing::latest_weights(straight.run_dir));
 }
 
+// draft.init starts from a trained draft, whose aux layers and vocabulary hold.
+TEST(Eagle3Train, DraftInitStartsFromATrainedDraft) {
+  TempDir first_dir, second_dir;
+  const TrainConfig first = tiny_eagle3_config(first_dir, {"train.max_steps=4"});
+  const TrainSummary trained = train_eagle3(first, false);
+  // A step at a vanishing learning rate leaves the init's weights as they were.
+  const std::string path = second_dir / "init.yaml";
+  testing::write_text(path, "run_dir: " + (second_dir / "run") +
+                                "\ndevice: cpu\ntarget:\n  path: " + (first_dir / "run/target") +
+                                "\ndraft:\n  init: " + trained.checkpoint +
+                                "\n  ttt_steps: 3\ndata:\n  train: " +
+                                testing::source_path("train/configs/tiny_docs.jsonl") +
+                                "\n  seq_len: 64\n  packing: dflash\n  micro_batch_size: 2\n"
+                                "train:\n  max_steps: 1\noptimizer:\n  lr: 1.0e-12\n");
+  const TrainSummary resumed = train_eagle3(load_eagle3_train_config(path, {}), false);
+  const std::map<std::string, Tensor> before = testing::latest_weights(first.run_dir),
+                                      after = testing::latest_weights(second_dir / "run");
+  ASSERT_EQ(before.size(), after.size());
+  for (const auto& [name, t] : before)
+    EXPECT_LE(testing::max_abs_diff(t, after.at(name)), 1e-6) << name;
+  EXPECT_EQ(resumed.steps, 1);
+  try {
+    load_eagle3_train_config(path, {"draft.aux_layer_ids=[0, 1]"});
+    ADD_FAILURE() << "draft.aux_layer_ids beside draft.init was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(
+        testing::contains(e.what(), "draft.aux_layer_ids is the draft's own with draft.init"))
+        << e.what();
+  }
+}
+
 TEST(Eagle3Train, ConfigTakesItsOwnKeys) {
   TempDir dir;
   const TrainConfig c = tiny_eagle3_config(dir);

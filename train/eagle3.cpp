@@ -66,7 +66,7 @@ class Eagle3Recipe : public Recipe {
   nlohmann::json checkpoint_metadata() const override {
     return {{"recipe", "eagle3"},
             {"aux_layer_ids", draft_->config().aux_layer_ids},
-            {"draft_to_target", draft_->vocabulary().draft_to_target},
+            {"draft_to_target", vocabulary_json()},
             {"ttt_steps", c_.ttt_steps},
             {"target", target_.dir()}};
   }
@@ -74,7 +74,7 @@ class Eagle3Recipe : public Recipe {
   void restore(const nlohmann::json& saved) override {
     for (const auto& [key, now] :
          {std::pair<const char*, nlohmann::json>{"aux_layer_ids", draft_->config().aux_layer_ids},
-          {"draft_to_target", draft_->vocabulary().draft_to_target}})
+          {"draft_to_target", vocabulary_json()}})
       if (saved.value(key, nlohmann::json()) != now)
         throw std::invalid_argument(
             "[train] the checkpoint's draft has another " + std::string(key) + " (" +
@@ -111,6 +111,11 @@ class Eagle3Recipe : public Recipe {
   }
 
  private:
+  // The draft vocabulary's ids as checkpoints record them: null for the target's whole one.
+  nlohmann::json vocabulary_json() const {
+    const DraftVocabulary& v = draft_->vocabulary();
+    return v.size() == v.vocab_size ? nlohmann::json() : nlohmann::json(v.draft_to_target);
+  }
   // A fresh draft for the target, over draft.vocab's ids when given.
   std::unique_ptr<Eagle3Draft> fresh_draft(const TrainConfig& c) const {
     Eagle3Options options = c_.draft;

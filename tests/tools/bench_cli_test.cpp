@@ -86,10 +86,11 @@ TEST(BenchCli, ShapesTheMachineCannotHoldAreRefusedBeforeAnyWork) {
       {"gru --device cpu --rows 100000000",
        "[bench gru] --rows 100000000 --steps 16 --input 1024 --hidden 1024 in f32 would take "
        "115966.9 GiB"},
-      // train/memory.h's step at 1e8 rows of 1024 tokens, 256 anchors of 16 slots per row.
+      // train/memory.h's step at 1e8 rows of 1024 tokens, 256 anchors of 16 slots per row, and
+      // the eagle3 section's target with Qwen3's vocabulary (0.7 GiB).
       {"draft --device cpu --rows 100000000",
        "[bench draft] --target tiny --rows 100000000 --seq 1024 --anchors-per-doc 16 "
-       "--draft-layers 1 --block-size 16 would take 12319946.6 GiB"},
+       "--draft-layers 1 --block-size 16 would take 12319947.3 GiB"},
       // train/memory.h's step at the naive layout's 8 x (1e12 + 64) tokens.
       {"step --device cpu --prompt 1000000000000",
        "[bench step] --model tiny --completions 8 --prompt 1000000000000 --completion 64 would "

@@ -79,9 +79,12 @@ std::vector<std::string> launch_lines(const DraftConfig& exported, const std::st
   return lines;
 }
 
-SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
-                      const std::string& tokenizer_dir, bool overwrite, const ServingExport& how) {
-  const DraftConfig exported = exported_config(draft.config(), how);
+namespace {
+
+// A draft directory: `config`, the tensors `entries` and the tokenizer files of `tokenizer_dir`.
+SavedDraft save_draft_dir(const std::string& dir, const json& config,
+                          const std::vector<SafetensorsEntry>& entries,
+                          const std::string& tokenizer_dir, bool overwrite) {
   Output out(dir, kCheckpointDirOutput, overwrite);
   SavedDraft saved;
   if (!tokenizer_dir.empty())
@@ -89,16 +92,10 @@ SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dt
       if (fs::is_regular_file(fs::path(tokenizer_dir) / name))
         saved.tokenizer_files.push_back(name);
   const fs::path tmp = out.temp();
-  std::ofstream config(tmp / "config.json");
-  config << serving_config(exported, dtype, how.engine).dump(2) << "\n";
-  if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
-  config.close();
-  std::set<std::string> dropped;  // the parameters of a head the export leaves out
-  if (draft.head() && !exported.head)
-    for (const auto& [name, p] : draft.head()->named_parameters()) dropped.insert(name);
-  std::vector<SafetensorsEntry> entries;
-  for (const auto& [name, p] : draft.named_parameters())
-    if (!dropped.contains(name)) entries.push_back({name, p.value().to(Device::cpu(), dtype)});
+  std::ofstream file(tmp / "config.json");
+  file << config.dump(2) << "\n";
+  if (!file) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
+  file.close();
   save_safetensors((tmp / "model.safetensors").string(), entries, out.metadata());
   for (const std::string& name : saved.tokenizer_files)
     fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
@@ -107,29 +104,28 @@ SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dt
   return saved;
 }
 
+}  // namespace
+
+SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dtype,
+                      const std::string& tokenizer_dir, bool overwrite, const ServingExport& how) {
+  const DraftConfig exported = exported_config(draft.config(), how);
+  std::set<std::string> dropped;  // the parameters of a head the export leaves out
+  if (draft.head() && !exported.head)
+    for (const auto& [name, p] : draft.head()->named_parameters()) dropped.insert(name);
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& [name, p] : draft.named_parameters())
+    if (!dropped.contains(name)) entries.push_back({name, p.value().to(Device::cpu(), dtype)});
+  return save_draft_dir(dir, serving_config(exported, dtype, how.engine), entries, tokenizer_dir,
+                        overwrite);
+}
+
 SavedDraft save_draft(const Eagle3Draft& draft, const std::string& dir, DType dtype,
                       const std::string& tokenizer_dir, bool overwrite) {
-  Output out(dir, kCheckpointDirOutput, overwrite);
-  SavedDraft saved;
-  if (!tokenizer_dir.empty())
-    for (const std::string& name : kTokenizerFiles)
-      if (fs::is_regular_file(fs::path(tokenizer_dir) / name))
-        saved.tokenizer_files.push_back(name);
-  const fs::path tmp = out.temp();
-  std::ofstream config(tmp / "config.json");
-  config << draft.config().to_json(dtype).dump(2) << "\n";
-  if (!config) throw std::runtime_error((tmp / "config.json").string() + ": write failed");
-  config.close();
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, p] : draft.named_parameters())
     entries.push_back({name, p.value().to(Device::cpu(), dtype)});
   for (const auto& [name, t] : draft.vocabulary_tensors()) entries.push_back({name, t});
-  save_safetensors((tmp / "model.safetensors").string(), entries, out.metadata());
-  for (const std::string& name : saved.tokenizer_files)
-    fs::copy_file(fs::path(tokenizer_dir) / name, tmp / name);
-  out.commit();
-  saved.tensors = static_cast<int64_t>(entries.size());
-  return saved;
+  return save_draft_dir(dir, draft.config().to_json(dtype), entries, tokenizer_dir, overwrite);
 }
 
 std::vector<std::string> eagle3_serving_notes(const Eagle3Config& draft) {

@@ -225,6 +225,20 @@ std::string settings_yaml(const speculative::DraftKind& kind, const speculative:
   return y.str();
 }
 
+// What every draft stage trains on and how: the pre-training documents packed without crossing
+// documents, `steps` steps.
+std::string draft_training_yaml(const fs::path& dir, int64_t steps) {
+  std::ostringstream y;
+  y << "data:\n  train: " << (dir / "data/pretrain_train.jsonl").string() << "\n";
+  y << "  format: documents\n  packing: dflash\n  seq_len: 256\n  micro_batch_size: 4\n";
+  y << "train:\n  max_steps: " << steps << "\n";
+  y << "optimizer:\n  lr: 1.0e-2\n";
+  y << "scheduler:\n  warmup_steps: " << std::max<int64_t>(1, steps / 20) << "\n";
+  y << "log:\n  every_steps: " << std::max<int64_t>(1, steps / 15) << "\n";
+  y << "checkpoint:\n  keep_last: 1\n";
+  return y.str();
+}
+
 // A draft stage's config: a two-layer draft of `kind` (its own settings sized for this target: a
 // Domino head of 32 and 64) with blocks of 8 on the pre-trained target's first two layers (the
 // default choice for this depth), trained on the pre-training documents packed without crossing
@@ -241,13 +255,7 @@ std::string draft_yaml(const fs::path& dir, const std::string& target, int64_t s
   y << "draft:\n  mask_token_id: " << kMaskToken
     << "\n  num_layers: 2\n  block_size: 8\n  num_anchors: 32\n";
   y << settings_yaml(kind, kind.variants(kHidden).front().settings);
-  y << "data:\n  train: " << path("data/pretrain_train.jsonl") << "\n";
-  y << "  format: documents\n  packing: dflash\n  seq_len: 256\n  micro_batch_size: 4\n";
-  y << "train:\n  max_steps: " << steps << "\n";
-  y << "optimizer:\n  lr: 1.0e-2\n";
-  y << "scheduler:\n  warmup_steps: " << std::max<int64_t>(1, steps / 20) << "\n";
-  y << "log:\n  every_steps: " << std::max<int64_t>(1, steps / 15) << "\n";
-  y << "checkpoint:\n  keep_last: 1\n";
+  y << draft_training_yaml(dir, steps);
   return y.str();
 }
 
@@ -314,13 +322,7 @@ std::string eagle3_yaml(const fs::path& dir, const std::string& target, int64_t 
   y << "run_dir: " << path("eagle3") << "\nseed: 0\ndevice: " << device << "\n";
   y << "target:\n  path: " << target << "\n";
   y << "draft:\n  aux_layer_ids: [0, 1, 2]\n  ttt_steps: " << kEagle3Steps << "\n";
-  y << "data:\n  train: " << path("data/pretrain_train.jsonl") << "\n";
-  y << "  format: documents\n  packing: dflash\n  seq_len: 256\n  micro_batch_size: 4\n";
-  y << "train:\n  max_steps: " << steps << "\n";
-  y << "optimizer:\n  lr: 1.0e-2\n";
-  y << "scheduler:\n  warmup_steps: " << std::max<int64_t>(1, steps / 20) << "\n";
-  y << "log:\n  every_steps: " << std::max<int64_t>(1, steps / 15) << "\n";
-  y << "checkpoint:\n  keep_last: 1\n";
+  y << draft_training_yaml(dir, steps);
   return y.str();
 }
 

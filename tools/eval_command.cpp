@@ -57,10 +57,11 @@ CLI::Validator setting_check(const DraftSetting& setting) {
       "NUMBER");
 }
 
-void run_eval(const EvalOptions& o) {
+// What every eval checks first: --grads writes into --out, which is made (checked against the
+// inputs) before any work, and the input is a readable file.
+template <class Options> void open_eval(const Options& o, std::optional<Output>& out) {
   if (o.grads && o.out.empty())
     throw CLI::ValidationError("--grads", "writes into --out: give one");
-  std::optional<Output> out;
   if (!o.out.empty())
     out.emplace(
         o.out, safetensors_output("eval"), o.overwrite, "--out",
@@ -68,6 +69,11 @@ void run_eval(const EvalOptions& o) {
             {"--target", o.target, true}, {"--draft", o.draft, true}, {"--input", o.input}});
   check_input_file(o.input, "a JSONL file");
   if (!std::ifstream(o.input)) throw std::runtime_error(o.input + ": cannot open the input file");
+}
+
+void run_eval(const EvalOptions& o) {
+  std::optional<Output> out;
+  open_eval(o, out);
   const Device device = resolve_device(o.device);
   const DType dtype = dtype_from_name(o.dtype);
   const FrozenTarget target(load_qwen(o.target), device, dtype);
@@ -237,16 +243,8 @@ struct Eagle3EvalOptions {
 // and per-step metrics; the aggregate weighs every record alike in the loss, as training's
 // micro-batches, and pools the counts.
 void run_eagle3_eval(const Eagle3EvalOptions& o) {
-  if (o.grads && o.out.empty())
-    throw CLI::ValidationError("--grads", "writes into --out: give one");
   std::optional<Output> out;
-  if (!o.out.empty())
-    out.emplace(
-        o.out, safetensors_output("eval"), o.overwrite, "--out",
-        std::vector<InputPath>{
-            {"--target", o.target, true}, {"--draft", o.draft, true}, {"--input", o.input}});
-  check_input_file(o.input, "a JSONL file");
-  if (!std::ifstream(o.input)) throw std::runtime_error(o.input + ": cannot open the input file");
+  open_eval(o, out);
   const Device device = resolve_device(o.device);
   const DType dtype = dtype_from_name(o.dtype);
   if (!is_eagle3_dir(o.draft))

@@ -39,6 +39,15 @@ DraftTarget::DraftTarget(const TrainConfig& c, Device device)
       fresh_(c.target_path.empty()),
       dir_(fresh_ ? "" : fs::absolute(c.target_path).string()) {}
 
+data::DataConfig DraftTarget::fitted(data::DataConfig data) const {
+  const int64_t vocab = config().vocab_size;
+  if (data.vocab_size > vocab)
+    throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data.vocab_size) +
+                                " exceeds the target's vocabulary of " + std::to_string(vocab));
+  data.vocab_size = vocab;
+  return data;
+}
+
 void DraftTarget::begin_run(const std::string& run_dir) {
   if (!fresh_) return;
   dir_ = fs::absolute(fs::path(run_dir) / "target").string();
@@ -73,16 +82,10 @@ class DraftRecipe : public Recipe {
         objective_(kind_.objective(c.dflash.settings)),
         target_(c, device),
         draft_(build_draft(c, target_.config())),
-        data_(c.data),
+        data_(target_.fitted(c.data)),
         packed_(c.data.packing == data::Packing::dflash),
         gen_(c.seed + static_cast<uint64_t>(comm.rank())),
-        val_seed_(c.seed + static_cast<uint64_t>(comm.world_size() + comm.rank())) {
-    const int64_t vocab = target_.config().vocab_size;
-    if (data_.vocab_size > vocab)
-      throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
-                                  " exceeds the target's vocabulary of " + std::to_string(vocab));
-    data_.vocab_size = vocab;
-  }
+        val_seed_(c.seed + static_cast<uint64_t>(comm.world_size() + comm.rank())) {}
 
   Module& trainable() override { return *draft_; }
   const data::DataConfig& data() const override { return data_; }

@@ -25,6 +25,9 @@ class DraftTarget {
   const QwenConfig& config() const { return target_.config(); }
   const std::string& dir() const { return dir_; }  // "" for a fresh one until begin_run
   void begin_run(const std::string& run_dir);
+  // `data` checked against the target's vocabulary (data.vocab_size above it is refused) and set
+  // to it, so every token id is checked.
+  data::DataConfig fitted(data::DataConfig data) const;
 
  private:
   speculative::FrozenTarget target_;

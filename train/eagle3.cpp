@@ -21,14 +21,9 @@ class Eagle3Recipe : public Recipe {
   Eagle3Recipe(const TrainConfig& c, Device device)
       : c_(c.eagle3_draft),
         target_(c, device),
-        data_(c.data),
+        data_(target_.fitted(c.data)),
         packed_(c.data.packing == data::Packing::dflash) {
     draft_ = c_.init.empty() ? fresh_draft(c) : init_draft(c_.init);
-    const int64_t vocab = target_.config().vocab_size;
-    if (data_.vocab_size > vocab)
-      throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
-                                  " exceeds the target's vocabulary of " + std::to_string(vocab));
-    data_.vocab_size = vocab;
   }
 
   Module& trainable() override { return *draft_; }

@@ -24,10 +24,11 @@ struct DFlashGoldenCase {
   speculative::ObjectiveOptions objective;
 };
 
-// The rows and anchors of case `name` of a golden file.
-inline void load_golden_rows(const SafetensorsFile& f, const std::string& name,
-                             speculative::DraftRows& rows, speculative::Anchors& anchors) {
+// The rows of case `name` of a golden file: unpacked, or packed with positions, doc_remaining and
+// seq_lens.
+inline speculative::DraftRows load_golden_rows(const SafetensorsFile& f, const std::string& name) {
   auto get = [&](const std::string& key) { return f.load(name + "." + key); };
+  speculative::DraftRows rows;
   rows.input_ids = get("input_ids");
   rows.loss_mask = get("loss_mask");
   if (f.contains(name + ".seq_lens")) {
@@ -37,8 +38,15 @@ inline void load_golden_rows(const SafetensorsFile& f, const std::string& name,
     for (int64_t b = 0; b < lens.size(0); ++b)
       rows.doc_lens.push_back(lens.select(0, b).contiguous().to_vector<int64_t>());
   }
-  anchors.anchors = get("anchors");
-  anchors.keep = get("keep").to(DType::boolean);
+  return rows;
+}
+
+// The rows and anchors of case `name` of a golden file.
+inline void load_golden_rows(const SafetensorsFile& f, const std::string& name,
+                             speculative::DraftRows& rows, speculative::Anchors& anchors) {
+  rows = load_golden_rows(f, name);
+  anchors.anchors = f.load(name + ".anchors");
+  anchors.keep = f.load(name + ".keep").to(DType::boolean);
 }
 
 inline DFlashGoldenCase load_dflash_case(const SafetensorsFile& f, const std::string& name) {

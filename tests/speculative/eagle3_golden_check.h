@@ -13,6 +13,7 @@
 #include "speculative/eagle3.h"
 #include "tests/nn/checkpoint_fixtures.h"
 #include "tests/nn/golden_check.h"
+#include "tests/speculative/dflash_golden_check.h"  // load_golden_rows
 
 namespace sprig::testing {
 
@@ -20,22 +21,6 @@ namespace sprig::testing {
 inline std::string reference_name(const std::string& name) {
   if (name.rfind("midlayer.", 0) == 0) return "model.layers.0." + name.substr(9);
   return name == "fc.weight" || name == "norm.weight" ? "model." + name : name;
-}
-
-// The rows of case `name`: unpacked, or packed with positions, doc_remaining and seq_lens.
-inline speculative::DraftRows load_eagle3_rows(const SafetensorsFile& f, const std::string& name) {
-  auto get = [&](const std::string& key) { return f.load(name + "." + key); };
-  speculative::DraftRows rows;
-  rows.input_ids = get("input_ids");
-  rows.loss_mask = get("loss_mask");
-  if (f.contains(name + ".seq_lens")) {
-    rows.position_ids = get("position_ids");
-    rows.doc_remaining = get("doc_remaining");
-    const Tensor lens = get("seq_lens");
-    for (int64_t b = 0; b < lens.size(0); ++b)
-      rows.doc_lens.push_back(lens.select(0, b).contiguous().to_vector<int64_t>());
-  }
-  return rows;
 }
 
 inline void check_eagle3_golden(const std::string& name, Device device, DType dtype,
@@ -68,7 +53,7 @@ inline void check_eagle3_golden(const std::string& name, Device device, DType dt
   draft.load_state_dict(weights);
   draft.to(device, dtype);
 
-  const speculative::DraftRows rows = load_eagle3_rows(expected, name);
+  const speculative::DraftRows rows = load_golden_rows(expected, name);
   const speculative::Eagle3Teacher teacher = speculative::eagle3_teacher(target, draft, rows);
   const double aux_err = relative_error(teacher.aux, get("aux"));
   EXPECT_LE(aux_err, tol.logits) << name << " target states";

@@ -34,7 +34,12 @@ BlockForward block_forward(const FrozenTarget& target, const DFlashDraft& draft,
           .to(device, dtype));
   const Var noise(target.embed(f.blocks.noise_ids).value().to(device, dtype));
   f.hidden = draft.forward(noise, context, f.blocks.positions.to(device), f.blocks.mask);
-  f.head = Var(target.head().value().to(device, dtype));
+  const DraftVocabulary& vocab = draft.vocabulary();
+  f.head = Var((vocab.reduced() ? draft.lm_head() : target.head().value()).to(device, dtype));
+  f.labels = vocab.reduced()
+                 ? Tensor::from_vector(vocab.draft_ids(f.blocks.target_ids.to_vector<int64_t>()),
+                                       f.blocks.target_ids.shape())
+                 : f.blocks.target_ids;
   return f;
 }
 
@@ -44,7 +49,9 @@ DraftLoss dflash_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
   const BlockForward f =
       block_forward(target, draft, rows,
                     make_blocks(rows, anchors, block_options(draft.config()), prefix_lengths));
-  return draft_loss(f.hidden, f.head, f.blocks, options, prefix_lengths, logits);
+  Blocks labelled = f.blocks;
+  labelled.target_ids = f.labels;
+  return draft_loss(f.hidden, f.head, labelled, options, prefix_lengths, logits);
 }
 
 double dflash_flops(const FrozenTarget& target, const DFlashDraft& draft, int64_t rows,
@@ -56,11 +63,11 @@ double dflash_flops(const FrozenTarget& target, const DFlashDraft& draft, int64_
                      : *std::max_element(c.target_layer_ids.begin(), c.target_layer_ids.end());
   const double context = static_cast<double>(rows * seq_len);
   const double slots = static_cast<double>(rows * blocks * c.block_size);
-  const double head = static_cast<double>(t.vocab_size * c.layers.hidden_size);
+  const double head = static_cast<double>(c.vocab_rows() * c.layers.hidden_size);
   // 2 per parameter per token forward, 6 with backward; the frozen head's backward skips dW.
   double flops = 2.0 * static_cast<double>(target.parameters_up_to(deepest)) * context +
                  6.0 * static_cast<double>(draft.num_parameters()) * slots + 4.0 * head * slots;
-  if (teacher_logits) flops += 2.0 * head * context;
+  if (teacher_logits) flops += 2.0 * static_cast<double>(t.vocab_size * t.hidden_size) * context;
   return flops;
 }
 

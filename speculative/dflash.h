@@ -19,8 +19,13 @@ BlockOptions block_options(const DraftConfig& config);
 // What the draft's forward over a micro-batch's blocks gives its objective.
 struct BlockForward {
   Blocks blocks;
-  Var hidden;             // (B, Q, H): the slots' final states
-  Var head;               // (V, H): the target's LM head in the draft's dtype and device, frozen
+  Var hidden;  // (B, Q, H): the slots' final states
+  // (Vd, H): the draft's head in its dtype and device, frozen: the target's LM head, or its rows of
+  // the draft vocabulary (docs/semantics.md §9.10).
+  Var head;
+  // (B, N, bs) i64: blocks.target_ids as rows of `head` (draft ids), -1 for a token outside the
+  // draft vocabulary: a slot no prediction of the draft can match, which no loss can score.
+  Tensor labels;
   Tensor teacher_logits;  // (B, S, V) in the target's dtype, when asked for
 };
 

@@ -68,14 +68,15 @@ class DominoHead final : public DraftHead {
       return std::string(name) + " " + std::to_string(v);
     };
     const auto d = [](int64_t v) { return static_cast<double>(v); };
-    const int64_t H = draft.layers.hidden_size, V = draft.layers.vocab_size,
-                  G = config.gru_hidden_dim, E = config.emb_dim;
+    const int64_t H = draft.layers.hidden_size, V = draft.vocab_rows(), G = config.gru_hidden_dim,
+                  E = config.emb_dim;
     return {
         {3 * d(G) * d(H + G), "prefix_gru: 3 x " + key("gru_hidden_dim", G) + " x (" +
                                   key("hidden_size", H) + " + " + key("gru_hidden_dim", G) + ")"},
-        {d(E) * d(H + G + V), "embed_proj: " + key("emb_dim", E) + " x (" + key("hidden_size", H) +
-                                  " + " + key("gru_hidden_dim", G) + " + " + key("vocab_size", V) +
-                                  ")"}};
+        {d(E) * d(H + G + V),
+         "embed_proj: " + key("emb_dim", E) + " x (" + key("hidden_size", H) + " + " +
+             key("gru_hidden_dim", G) + " + " +
+             key(draft.reduced_vocab() ? "draft_vocab_size" : "vocab_size", V) + ")"}};
   }
 
   std::unique_ptr<Module> build(const DraftConfig& draft, Generator& gen) const override {
@@ -108,7 +109,7 @@ DominoHeadModule::DominoHeadModule(const DraftConfig& draft, const DominoHeadCon
           std::make_unique<Linear>(draft.layers.hidden_size + head.gru_hidden_dim, head.emb_dim,
                                    false, draft.layers.initializer_range, gen))),
       embed_proj_out(register_module(
-          "embed_proj.2", std::make_unique<Linear>(head.emb_dim, draft.layers.vocab_size, false,
+          "embed_proj.2", std::make_unique<Linear>(head.emb_dim, draft.vocab_rows(), false,
                                                    draft.layers.initializer_range, gen))) {}
 
 Var DominoHeadModule::features(const Var& hidden, const Var& state) const {
@@ -231,16 +232,17 @@ DraftLoss domino_loss(const FrozenTarget& target, const DFlashDraft& draft, cons
   std::vector<double> corrected(static_cast<size_t>(R)), weights(static_cast<size_t>(R));
   std::vector<int64_t> targets(static_cast<size_t>(R)), truth(static_cast<size_t>(R));
   std::vector<bool> valid(static_cast<size_t>(R));
-  const std::vector<int64_t> target_ids = f.blocks.target_ids.to_vector<int64_t>();
+  const std::vector<int64_t> labels = f.labels.to_vector<int64_t>();
   const std::vector<float> block_mask = f.blocks.block_mask.to_vector<float>();
   for (int64_t bj = 0; bj < B * N; ++bj)
     for (int64_t k = first; k < bs; ++k) {
       const size_t i = static_cast<size_t>(bj * K + k - first),
                    src = static_cast<size_t>(bj * bs + k);
       valid[i] = block_mask[src] > 0.5f;
-      truth[i] = target_ids[src];
-      targets[i] = valid[i] ? truth[i] : -100;
-      weights[i] = valid[i] ? domino_slot_weight(k, shift, o.gamma) : 0.0;
+      truth[i] = labels[src];
+      const bool scored = valid[i] && truth[i] >= 0;  // else outside the draft vocabulary
+      targets[i] = scored ? truth[i] : -100;
+      weights[i] = scored ? domino_slot_weight(k, shift, o.gamma) : 0.0;
       corrected[i] = k >= corrected_from;
     }
   // Slots before the first corrected one keep their base logits: their features are zeroed.
@@ -504,7 +506,8 @@ class Domino : public DraftKind {
         logits = add(logits,
                      correction.embed_proj_out.forward(correction.features(z, Var(state))).value());
       }
-      out.push_back(static_cast<int64_t>(argmax(logits.reshape({-1}), 0).item()));
+      const auto id = static_cast<size_t>(argmax(logits.reshape({-1}), 0).item());
+      out.push_back(draft.vocabulary().draft_to_target[id]);
       if (slot + 1 < bs) state = gru.step(embed(out.back()), state);
     }
     return out;

@@ -67,6 +67,9 @@ void DraftConfig::check() const {
            std::to_string(num_target_layers) + ")");
   if (sliding_window < 0)
     fail("sliding_window must be >= 0, got " + std::to_string(sliding_window));
+  if (draft_vocab_size < 0 || draft_vocab_size > layers.vocab_size)
+    fail("draft_vocab_size must be in [1, " + std::to_string(layers.vocab_size) +
+         "] (the target's vocabulary), got " + std::to_string(draft_vocab_size));
   if (head) head->check(*this);
 }
 
@@ -90,6 +93,7 @@ json DraftConfig::to_json(DType dtype) const {
                                   {"target_layer_ids", target_layer_ids},
                                   {"causal", causal}};
   if (causal) d["causal_head"] = true;  // the key JetSpec's own engine reads
+  if (reduced_vocab()) j["draft_vocab_size"] = draft_vocab_size;  // vLLM's lm_head and d2t
   if (head) head->write(j);
   return j;
 }
@@ -213,12 +217,15 @@ DraftConfig DraftConfig::from_json(const json& j, const std::string& label) {
       j.value("use_sliding_window", false))
     c.sliding_window = j["sliding_window"].get<int64_t>();
   if (d.contains("projector_type") && !d["projector_type"].is_null()) c.head = read_head(r);
+  if (j.contains("draft_vocab_size") && !j["draft_vocab_size"].is_null())
+    c.draft_vocab_size = r.integer("draft_vocab_size");
   json layers = j;
   layers["architectures"] = {"Qwen3ForCausalLM"};
   if (layers.value("model_type", "") != "qwen3")
     r.fail("a DFlash draft's model_type must be qwen3");
   c.layers = QwenConfig::from_json(layers, label);
-  for (const char* key : {"dflash_config", "auto_map"}) c.layers.raw.erase(key);
+  for (const char* key : {"dflash_config", "auto_map", "draft_vocab_size"}) c.layers.raw.erase(key);
+  if (c.draft_vocab_size == c.layers.vocab_size) c.draft_vocab_size = 0;  // the whole one
   if (c.head) {  // the head's top-level keys are its own, not the layers'
     json written;
     c.head->write(written);
@@ -267,6 +274,7 @@ DraftConfig draft_config_for(const QwenConfig& target, const DraftOptions& o) {
   c.causal = o.causal;
   c.sliding_window = o.sliding_window;
   c.head = o.head;
+  c.draft_vocab_size = o.draft_vocab_size < target.vocab_size ? o.draft_vocab_size : 0;
   if (o.mask_token_id < 0)
     fail(
         "mask_token_id is required: the token every non-anchor slot shows (an id of the "
@@ -290,6 +298,10 @@ DraftConfig fitting(DraftConfig c) {
                                            key("hidden_size", H) + " x " + key("hidden_size", H)});
   if (c.head)
     for (ParameterPart& part : c.head->parameter_parts(c)) parts.push_back(std::move(part));
+  if (c.reduced_vocab())
+    parts.push_back(
+        {d(c.draft_vocab_size) * d(H), "lm_head: " + key("draft_vocab_size", c.draft_vocab_size) +
+                                           " x " + key("hidden_size", H)});
   check_parameters_fit(parts, "draft");
   return c;
 }
@@ -310,6 +322,28 @@ DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
   norm = &register_module(
       "norm", std::make_unique<RMSNorm>(config_.layers.hidden_size, config_.layers.rms_norm_eps));
   if (config_.head) head_ = &register_module("", config_.head->build(config_, gen));
+  if (!config_.reduced_vocab()) vocabulary_ = DraftVocabulary::whole(config_.layers.vocab_size);
+}
+
+void DFlashDraft::set_vocabulary(DraftVocabulary vocabulary, Tensor lm_head) {
+  const int64_t rows = config_.vocab_rows(), H = config_.layers.hidden_size;
+  if (vocabulary.vocab_size != config_.layers.vocab_size || vocabulary.size() != rows)
+    fail("a draft vocabulary of " + std::to_string(vocabulary.size()) + " of " +
+         std::to_string(vocabulary.vocab_size) +
+         " ids does not fit this draft of draft_vocab_size " + std::to_string(rows) +
+         " over a target of " + std::to_string(config_.layers.vocab_size));
+  if (lm_head.shape() != Shape{rows, H})
+    fail("the draft vocabulary's rows of the LM head are " + shape_str(lm_head.shape()) +
+         ", expected (" + std::to_string(rows) + ", " + std::to_string(H) + ")");
+  vocabulary.check("the draft vocabulary");
+  vocabulary_ = std::move(vocabulary);
+  lm_head_ = config_.reduced_vocab() ? std::move(lm_head) : Tensor();
+}
+
+std::map<std::string, Tensor> DFlashDraft::vocabulary_tensors() const {
+  std::map<std::string, Tensor> out = vocabulary_.tensors();
+  if (lm_head_.defined()) out["lm_head.weight"] = lm_head_;
+  return out;
 }
 
 void DFlashDraft::extend_context(const Tensor& target_hidden, const Tensor& positions,
@@ -375,10 +409,26 @@ std::unique_ptr<DFlashDraft> load_draft(const std::string& dir) {
   Generator gen(0);
   auto draft = std::make_unique<DFlashDraft>(load_draft_config(dir), gen);
   const WeightFiles weights(dir);
+  const DraftConfig& c = draft->config();
   std::map<std::string, Shape> expected;
   for (const auto& [name, p] : draft->named_parameters()) expected[name] = p.shape();
-  check_tensors(weights, expected, dir + ": the draft's weights do not match its config.json");
-  warn_on_dtype_mismatch(weights, draft->config().layers, dir, "fc.weight");
+  if (c.reduced_vocab()) expected["lm_head.weight"] = {c.draft_vocab_size, c.layers.hidden_size};
+  check_tensors(
+      weights, expected, dir + ": the draft's weights do not match its config.json",
+      c.reduced_vocab() ? std::vector<std::string>{"d2t", "t2d"} : std::vector<std::string>{});
+  warn_on_dtype_mismatch(weights, c.layers, dir, "fc.weight");
+  if (c.reduced_vocab()) {
+    if (!weights.contains("d2t"))
+      throw std::runtime_error(
+          dir + ": a draft of draft_vocab_size " + std::to_string(c.draft_vocab_size) + " of " +
+          std::to_string(c.layers.vocab_size) + " needs d2t, the map of its ids to the target's");
+    draft->set_vocabulary(
+        draft_vocabulary_of(weights.load("d2t"),
+                            weights.contains("t2d") ? weights.load("t2d") : Tensor(),
+                            c.layers.vocab_size, dir + "/d2t"),
+        weights.load("lm_head.weight").to(Device::cpu(), DType::f32));
+    expected.erase("lm_head.weight");
+  }
   std::map<std::string, Tensor> state;
   for (const auto& [name, shape] : expected) state[name] = weights.load(name);
   draft->load_state_dict(state);

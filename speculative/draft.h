@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "nn/layers.h"
 #include "nn/qwen.h"
 #include "nn/qwen_config.h"
+#include "speculative/draft_vocab.h"
 
 namespace sprig::speculative {
 
@@ -76,17 +78,22 @@ struct DraftConfig {
   bool causal = false;  // in-block causal attention (JetSpec); DFlash blocks are bidirectional
   int64_t sliding_window = 0;             // 0: the draft's layers attend over all of the context
   std::shared_ptr<const DraftHead> head;  // a kind's head (Domino's), or none
+  // The ids its logits cover (docs/semantics.md §9.10): 0 for the target's whole vocabulary, else
+  // the size of a draft vocabulary, whose rows of the target's head the draft carries.
+  int64_t draft_vocab_size = 0;
 
+  int64_t vocab_rows() const { return draft_vocab_size > 0 ? draft_vocab_size : layers.vocab_size; }
+  bool reduced_vocab() const { return vocab_rows() < layers.vocab_size; }
   // Its kind (speculative/draft_kind.h), told by its config: its head's, in-block causal
   // attention (JetSpec), or neither (DFlash).
   const DraftKind& kind() const;
   int64_t context_width() const;  // fc's input: len(target_layer_ids) * hidden_size
   // Throws "[draft] ..." for a block size below 2 or above max_position_embeddings, a mask token
-  // outside the vocabulary, target layer ids outside [0, num_target_layers), or a head that does
-  // not fit (DraftHead::check).
+  // outside the vocabulary, target layer ids outside [0, num_target_layers), a draft vocabulary
+  // larger than the target's, or a head that does not fit (DraftHead::check).
   void check() const;
-  // The serving layout's config.json (architectures ["DFlashDraftModel"], dflash_config, ...),
-  // stamping `dtype` as the weights' dtype.
+  // The serving layout's config.json (architectures ["DFlashDraftModel"], dflash_config, ...,
+  // draft_vocab_size when reduced), stamping `dtype` as the weights' dtype.
   nlohmann::json to_json(DType dtype) const;
   // Reads that layout back; `label` (a path) prefixes errors.
   static DraftConfig from_json(const nlohmann::json& j, const std::string& label);
@@ -102,6 +109,7 @@ struct DraftOptions {
   int64_t sliding_window = 0;
   bool causal = false;
   std::shared_ptr<const DraftHead> head;  // set by the kind (DraftKind::shape)
+  int64_t draft_vocab_size = 0;           // 0: the target's whole vocabulary
 };
 
 // A draft config for `target`: its hidden size, vocabulary, MLP, norms and RoPE, with the draft's
@@ -131,9 +139,23 @@ class DFlashDraft : public Module {
   // The modules of the config's head (its kind reads them), or nullptr.
   const Module* head() const { return head_; }
 
+  // The draft's vocabulary (speculative/draft_vocab.h): the target's whole one, or a reduced one
+  // that set_vocabulary gives with its rows of the target's LM head (draft_vocab_size, H), frozen
+  // (lm_head(), undefined for the whole vocabulary: the draft reads the target's head).
+  const DraftVocabulary& vocabulary() const { return vocabulary_; }
+  const Tensor& lm_head() const { return lm_head_; }
+  // Throws "[draft] ..." for a vocabulary or rows of another size than draft_vocab_size or of
+  // another target.
+  void set_vocabulary(DraftVocabulary vocabulary, Tensor lm_head);
+  // What a checkpoint and an export hold beside the weights: lm_head.weight, d2t and t2d of a
+  // reduced vocabulary (nothing for the whole one).
+  std::map<std::string, Tensor> vocabulary_tensors() const;
+
  private:
   DraftConfig config_;
   const Module* head_ = nullptr;
+  DraftVocabulary vocabulary_;
+  Tensor lm_head_;
 
  public:
   Linear& fc;
@@ -146,10 +168,10 @@ class DFlashDraft : public Module {
 // size (the draft reads its embedding and head), vocabulary and number of layers.
 void check_draft_fits(const DraftConfig& draft, const QwenConfig& target, const std::string& label);
 
-// A draft directory: config.json in the serving layout and model.safetensors (single or sharded).
-// load_draft_config reads and checks the config alone. load_draft loads the draft in f32 on the
-// CPU: every expected tensor must be there with its shape, and a config.json whose dtype is not
-// the weights' gets a warning.
+// A draft directory: config.json in the serving layout and model.safetensors (single or sharded),
+// with lm_head.weight, d2t and t2d for a reduced vocabulary. load_draft_config reads and checks
+// the config alone. load_draft loads the draft in f32 on the CPU: every expected tensor must be
+// there with its shape, and a config.json whose dtype is not the weights' gets a warning.
 DraftConfig load_draft_config(const std::string& dir);
 std::unique_ptr<DFlashDraft> load_draft(const std::string& dir);
 bool is_draft_dir(const std::string& dir);  // its config.json declares a DFlash draft

@@ -47,7 +47,10 @@ std::vector<int64_t> DraftKind::drafts(const DFlashDraft& draft, const Tensor& /
                                        const TokenEmbedding& /*embed*/,
                                        bool /*correction_head*/) const {
   const int64_t bs = base_logits.size(0), first = bs - drafts_per_block(draft.config(), bs);
-  return argmax(base_logits.narrow(0, first, bs - first), 1).to(Device::cpu()).to_vector<int64_t>();
+  std::vector<int64_t> ids =
+      argmax(base_logits.narrow(0, first, bs - first), 1).to(Device::cpu()).to_vector<int64_t>();
+  for (int64_t& id : ids) id = draft.vocabulary().draft_to_target[static_cast<size_t>(id)];
+  return ids;
 }
 
 DraftConfig DraftKind::exported(const DraftConfig& draft, const ServingExport& how) const {

@@ -174,9 +174,10 @@ class DraftKind {
   virtual int64_t label_shift(const DraftConfig& /*config*/) const { return 0; }
   // Decoding (docs/semantics.md §13.2): how many drafts a block of `block_size` slots proposes
   // (the slots whose labels lie past the anchor), and those greedy drafts from the slots' final
-  // states `hidden` (bs, H) and their logits through the target's head `base_logits` (bs, V);
-  // `embed` gives a token's embedding (1, H). By default each such slot drafts its argmax; a kind
-  // with a correction head applies it unless `correction_head` is false.
+  // states `hidden` (bs, H) and their logits through the draft's head `base_logits` (bs, Vd: the
+  // target's head, or its rows of the draft vocabulary); `embed` gives a token's embedding (1, H).
+  // By default each such slot drafts its argmax; a kind with a correction head applies it unless
+  // `correction_head` is false. The drafts are target ids.
   int64_t drafts_per_block(const DraftConfig& config, int64_t block_size) const {
     return block_size - 1 + label_shift(config);
   }

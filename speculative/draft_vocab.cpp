@@ -18,6 +18,14 @@ constexpr const char* kFormat = "sprig-draft-vocab";
 
 }  // namespace
 
+DraftVocabulary DraftVocabulary::whole(int64_t vocab_size) {
+  DraftVocabulary v;
+  v.vocab_size = vocab_size;
+  v.draft_to_target.resize(static_cast<size_t>(vocab_size));
+  std::iota(v.draft_to_target.begin(), v.draft_to_target.end(), 0);
+  return v;
+}
+
 void DraftVocabulary::check(const std::string& label) const {
   if (draft_to_target.empty()) fail(label, "the draft vocabulary is empty");
   for (size_t i = 0; i < draft_to_target.size(); ++i) {
@@ -45,12 +53,35 @@ Tensor DraftVocabulary::t2d() const {
   return t;
 }
 
+std::map<std::string, Tensor> DraftVocabulary::tensors() const {
+  if (!reduced()) return {};
+  return {{"d2t", d2t()}, {"t2d", t2d()}};
+}
+
+Tensor DraftVocabulary::target_ids() const {
+  return Tensor::from_vector(draft_to_target, {size()});
+}
+
+std::vector<int64_t> DraftVocabulary::draft_ids(const std::vector<int64_t>& ids) const {
+  if (!reduced()) return ids;
+  std::vector<int64_t> out(ids.size(), -1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto it = std::lower_bound(draft_to_target.begin(), draft_to_target.end(), ids[i]);
+    if (it != draft_to_target.end() && *it == ids[i]) out[i] = it - draft_to_target.begin();
+  }
+  return out;
+}
+
 nlohmann::json DraftVocabulary::to_json() const {
   return {{"format", kFormat},
           {"vocab_size", vocab_size},
           {"draft_vocab_size", size()},
           {"coverage", coverage},
           {"draft_to_target", draft_to_target}};
+}
+
+nlohmann::json DraftVocabulary::recorded_ids() const {
+  return reduced() ? nlohmann::json(draft_to_target) : nlohmann::json();
 }
 
 DraftVocabulary most_frequent(const std::vector<int64_t>& counts, int64_t size) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,7 +22,10 @@ struct DraftVocabulary {
   std::vector<int64_t> draft_to_target;  // ascending target ids, one per draft id
   double coverage = 1;                   // of the counted tokens, where it was counted
 
+  // The target's whole vocabulary, draft id i standing for target id i.
+  static DraftVocabulary whole(int64_t vocab_size);
   int64_t size() const { return static_cast<int64_t>(draft_to_target.size()); }
+  bool reduced() const { return size() < vocab_size; }
   // Throws "[draft vocab] <label>: ..." unless the ids are ascending, distinct, in
   // [0, vocab_size) and at least one.
   void check(const std::string& label) const;
@@ -29,7 +33,17 @@ struct DraftVocabulary {
   // t2d (vocab_size) bool, true on the draft's ids.
   Tensor d2t() const;
   Tensor t2d() const;
+  // What a draft's checkpoint and export hold beside its weights: d2t and t2d of a reduced
+  // vocabulary, nothing for the whole one (the engines then map draft id i to target id i).
+  std::map<std::string, Tensor> tensors() const;
+  // draft_to_target as a tensor (size) i64 on the CPU, to gather a head's rows or logits' columns.
+  Tensor target_ids() const;
+  // The draft id of each target id in `ids`, -1 for an id outside the vocabulary.
+  std::vector<int64_t> draft_ids(const std::vector<int64_t>& ids) const;
   nlohmann::json to_json() const;
+  // The ids as a checkpoint's trainer state records them, for a resume to compare: null for the
+  // whole vocabulary.
+  nlohmann::json recorded_ids() const;
 };
 
 // The `size` ids with the highest counts (`counts`: one per target id; ties to the lower id), the

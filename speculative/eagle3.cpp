@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -109,16 +110,22 @@ Eagle3Config Eagle3Config::from_json(const nlohmann::json& j, const std::string&
       });
   if (!eagle3)
     refuse("architectures " + arch.dump() + " declare no EAGLE-3 draft (LlamaForCausalLMEagle3)");
-  if (j.value("num_hidden_layers", 1) != 1)
+  // The reference's recipe saves its target's config with the draft's keys: num_hidden_layers is
+  // the target's depth (the draft has one layer all the same) and no aux layers are named.
+  const bool reference = std::find(arch.begin(), arch.end(), kArchitectures[2]) != arch.end();
+  if (!reference && j.value("num_hidden_layers", 1) != 1)
     refuse("num_hidden_layers " + j["num_hidden_layers"].dump() +
            ": sprig's EAGLE-3 drafts have one layer");
-  for (const char* key : {"attention_bias", "mlp_bias", "fc_norm", "norm_output"})
+  for (const char* key :
+       {"attention_bias", "mlp_bias", "fc_norm", "norm_output", "parallel_drafting"})
     if (j.value(key, false) == true)
       refuse(std::string(key) +
-             " true: sprig's EAGLE-3 layer has no biases, fc norms or output norm");
+             " true: sprig's EAGLE-3 layer has no biases, fc norms, output norm or parallel "
+             "drafting");
   nlohmann::json q = j;
   q["model_type"] = "qwen3";
   q["architectures"] = {"Qwen3ForCausalLM"};
+  q["num_hidden_layers"] = 1;
   for (const char* key :
        {"layer_types", "use_sliding_window", "sliding_window", "max_window_layers"})
     q.erase(key);
@@ -148,11 +155,19 @@ Eagle3Config Eagle3Config::from_json(const nlohmann::json& j, const std::string&
   } else if (j.contains(kAuxKey)) {
     c.aux_layer_ids = ids(j[kAuxKey], kAuxKey);
     for (int64_t& id : c.aux_layer_ids) --id;
+  } else if (reference && j.value("num_hidden_layers", int64_t{0}) >= 8) {
+    c.aux_layer_ids = default_aux_layer_ids(j["num_hidden_layers"].get<int64_t>());
+    std::cerr << label << ": warning: names no aux layers; reading the reference's default "
+              << nlohmann::json(c.aux_layer_ids).dump() << " for its target of "
+              << j["num_hidden_layers"] << " layers (a run that set other ids needs them in "
+              << "eagle_config." << kAuxKey << ")\n";
   } else {
     refuse(std::string("names no aux layers: set eagle_config.") + kAuxKey +
            " (the target layers whose outputs fc reads)");
   }
   c.num_target_layers = *std::max_element(c.aux_layer_ids.begin(), c.aux_layer_ids.end()) + 1;
+  if (reference)
+    c.num_target_layers = std::max(c.num_target_layers, j.value("num_hidden_layers", int64_t{0}));
   try {
     c.check();
   } catch (const std::invalid_argument& e) {
@@ -219,14 +234,6 @@ std::vector<ParameterPart> Eagle3Config::parameter_parts() const {
 
 namespace {
 
-DraftVocabulary whole_vocabulary(int64_t vocab_size) {
-  DraftVocabulary v;
-  v.vocab_size = vocab_size;
-  v.draft_to_target.resize(static_cast<size_t>(vocab_size));
-  std::iota(v.draft_to_target.begin(), v.draft_to_target.end(), 0);
-  return v;
-}
-
 const Eagle3Config& checked(const Eagle3Config& c) {
   c.check();
   check_parameters_fit(c.parameter_parts(), "eagle3");
@@ -250,7 +257,7 @@ Var Eagle3Layer::decode(const Var& embeds, const Var& hidden, const Tensor& posi
 Eagle3Draft::Eagle3Draft(Eagle3Config config, Generator& gen)
     : config_(checked(config)),
       vocabulary_(config_.draft_vocab_size == config_.layer.vocab_size
-                      ? whole_vocabulary(config_.layer.vocab_size)
+                      ? DraftVocabulary::whole(config_.layer.vocab_size)
                       : DraftVocabulary{}),
       fc(register_module(
           "fc", std::make_unique<Linear>(config_.aux_width(), config_.layer.hidden_size, false,
@@ -273,11 +280,6 @@ void Eagle3Draft::set_vocabulary(DraftVocabulary vocabulary) {
   vocabulary_ = std::move(vocabulary);
 }
 
-std::map<std::string, Tensor> Eagle3Draft::vocabulary_tensors() const {
-  if (vocabulary_.size() == vocabulary_.vocab_size) return {};
-  return {{"d2t", vocabulary_.d2t()}, {"t2d", vocabulary_.t2d()}};
-}
-
 Var Eagle3Draft::project(const Var& aux) const { return fc.forward(aux); }
 
 Var Eagle3Draft::step(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
@@ -298,7 +300,31 @@ void check_eagle3_fits(const Eagle3Config& d, const QwenConfig& target, const st
         " with " + std::to_string(target.num_hidden_layers) + " layers");
 }
 
-bool is_eagle3_dir(const std::string& dir) {
+namespace {
+
+// Where the draft of `dir` lies: `dir`, or the consolidated export inside a checkpoint of the
+// reference's recipe (model/consolidated/).
+std::string draft_files_dir(const std::string& dir) {
+  const std::filesystem::path consolidated = std::filesystem::path(dir) / "model" / "consolidated";
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json") &&
+      std::filesystem::exists(consolidated / "config.json"))
+    return consolidated.string();
+  return dir;
+}
+
+// The engines' name of a tensor the reference saves under its module path: model.fc.weight ->
+// fc.weight, model.layers.0.* -> midlayer.*, model.norm.weight -> norm.weight.
+std::string serving_name(const std::string& name) {
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"model.layers.0.", "midlayer."}, {"model.", ""}})
+    if (name.starts_with(from)) return to + name.substr(from.size());
+  return name;
+}
+
+}  // namespace
+
+bool is_eagle3_dir(const std::string& given) {
+  const std::string dir = draft_files_dir(given);
   std::ifstream in(std::filesystem::path(dir) / "config.json");
   if (!in) return false;
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
@@ -311,33 +337,60 @@ bool is_eagle3_dir(const std::string& dir) {
   return false;
 }
 
-Eagle3Config load_eagle3_config(const std::string& dir) {
-  const std::string path = model_config_path(dir);
+Eagle3Config load_eagle3_config(const std::string& given) {
+  const std::string path = model_config_path(draft_files_dir(given));
   check_input_file(path, "a draft config (config.json)");
   return Eagle3Config::from_json(read_json_file(path), path);
 }
 
-std::unique_ptr<Eagle3Draft> load_eagle3_draft(const std::string& dir) {
+std::unique_ptr<Eagle3Draft> load_eagle3_draft(const std::string& given) {
+  const std::string dir = draft_files_dir(given);
   Generator gen(0);
   auto draft = std::make_unique<Eagle3Draft>(load_eagle3_config(dir), gen);
   const Eagle3Config& c = draft->config();
   const WeightFiles weights(dir);
+  // Each parameter's name in the files: the engines', or the reference's module path.
+  const bool module_paths = weights.contains("model.fc.weight");
+  std::map<std::string, std::string> stored;  // serving name -> name in the files
+  for (const std::string& name : weights.names())
+    stored[module_paths ? serving_name(name) : name] = name;
   std::map<std::string, Shape> expected;
-  for (const auto& [name, p] : draft->named_parameters()) expected[name] = p.shape();
+  for (const auto& [name, p] : draft->named_parameters())
+    expected[module_paths && stored.contains(name) ? stored[name] : name] = p.shape();
   check_tensors(weights, expected, dir + ": the draft's weights do not match its config.json",
-                {"d2t", "t2d", "embed_tokens.weight"});
-  warn_on_dtype_mismatch(weights, c.layer, dir, "fc.weight");
+                {"d2t", "t2d", module_paths ? "model.embed_tokens.weight" : "embed_tokens.weight"});
+  warn_on_dtype_mismatch(weights, c.layer, dir, module_paths ? "model.fc.weight" : "fc.weight");
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, p] : draft->named_parameters()) state[name] = weights.load(stored[name]);
   if (c.draft_vocab_size < c.layer.vocab_size) {
     if (!weights.contains("d2t"))
       throw std::runtime_error(
           dir + ": a draft of draft_vocab_size " + std::to_string(c.draft_vocab_size) + " of " +
           std::to_string(c.layer.vocab_size) + " needs d2t, the map of its ids to the target's");
-    draft->set_vocabulary(draft_vocabulary_of(
-        weights.load("d2t"), weights.contains("t2d") ? weights.load("t2d") : Tensor(),
-        c.layer.vocab_size, dir + "/d2t"));
+    // The reference orders its ids by frequency: the head's rows follow its ids sorted.
+    std::vector<int64_t> ids =
+        weights.load("d2t").to(Device::cpu(), DType::i64).to_vector<int64_t>();
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] += static_cast<int64_t>(i);
+    std::vector<int64_t> order(ids.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+    if (!std::is_sorted(ids.begin(), ids.end())) {
+      state["lm_head.weight"] =
+          index_select(state["lm_head.weight"], 0,
+                       Tensor::from_vector(order, {static_cast<int64_t>(order.size())}));
+      std::vector<int64_t> sorted;
+      for (const int64_t i : order) sorted.push_back(ids[static_cast<size_t>(i)]);
+      ids = std::move(sorted);
+    }
+    DraftVocabulary vocab;
+    vocab.vocab_size = c.layer.vocab_size;
+    vocab.draft_to_target = ids;
+    const Tensor d2t = vocab.d2t();  // checked, and t2d against it
+    draft->set_vocabulary(
+        draft_vocabulary_of(d2t, weights.contains("t2d") ? weights.load("t2d") : Tensor(),
+                            c.layer.vocab_size, dir + "/d2t"));
   }
-  std::map<std::string, Tensor> state;
-  for (const auto& [name, shape] : expected) state[name] = weights.load(name);
   draft->load_state_dict(state);
   return draft;
 }
@@ -414,11 +467,7 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   const Tensor full = teacher.logits.reshape({B * S, V});
   const bool reduced = c.draft_vocab_size < V;
   const Tensor restricted =
-      (reduced ? index_select(
-                     full, 1,
-                     Tensor::from_vector(draft.vocabulary().draft_to_target, {c.draft_vocab_size})
-                         .to(full.device()))
-               : full)
+      (reduced ? index_select(full, 1, draft.vocabulary().target_ids().to(full.device())) : full)
           .to(device, dtype)
           .contiguous();
   // Soft cross-entropy = KL + the target's entropy, which has no gradient.

@@ -101,9 +101,6 @@ class Eagle3Draft : public Module {
   const DraftVocabulary& vocabulary() const { return vocabulary_; }
   // Throws "[eagle3] ..." for a vocabulary of another size than the head's or of another target.
   void set_vocabulary(DraftVocabulary vocabulary);
-  // What a checkpoint holds beside the weights: d2t and t2d of a reduced vocabulary (none for
-  // the whole one, as the engines expect).
-  std::map<std::string, Tensor> vocabulary_tensors() const;
 
   // fc over the target's concatenated states (B, S, aux_width) -> (B, S, H).
   Var project(const Var& aux) const;

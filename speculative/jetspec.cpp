@@ -42,7 +42,13 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   const int64_t Q = hidden.size(1), H = hidden.size(2), V = f.head.size(0);
   const Device device = hidden.device();
   const auto n = static_cast<int64_t>(student_rows.size());
-  const Tensor teacher = f.teacher_logits.reshape({B * S, V}).to(device, hidden.dtype());
+  // The target's logits over the draft's vocabulary (V: its size), whose argmax it may lack.
+  const DraftVocabulary& vocab = draft.vocabulary();
+  const Tensor full = f.teacher_logits.reshape({B * S, vocab.vocab_size});
+  const Tensor teacher =
+      (vocab.reduced() ? index_select(full, 1, vocab.target_ids().to(full.device())) : full)
+          .to(device, hidden.dtype())
+          .contiguous();
   const Tensor teacher_index = Tensor::from_vector(teacher_rows, {n}).to(device);
   const Var student = index_select(reshape(hidden, {B * Q, H}), 0,
                                    Tensor::from_vector(student_rows, {n}).to(device));
@@ -52,8 +58,10 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   DraftLoss out;
   out.sum = sum_all(kl) * (o.temperature * o.temperature);
 
-  // Accuracy and acceptance against the teacher's argmax (its first maximum).
-  const std::vector<int64_t> position_argmax = argmax(teacher, 1).to_vector<int64_t>();
+  // Accuracy and acceptance against the teacher's argmax over the whole vocabulary (its first
+  // maximum), as a draft id: -1, a miss, where the draft vocabulary lacks it.
+  const std::vector<int64_t> position_argmax =
+      vocab.draft_ids(argmax(full, 1).to(Device::cpu()).to_vector<int64_t>());
   const std::vector<int64_t> pred = student_pred.to_vector<int64_t>();
   std::vector<int64_t> grid_pred(valid.size(), 0), grid_truth(valid.size(), 0);
   DraftMetrics& m = out.metrics;

@@ -96,10 +96,11 @@ DraftLoss draft_loss(const Var& hidden, const Var& head, const Blocks& blocks,
     for (int64_t k = first; k < bs; ++k) {
       const size_t i = static_cast<size_t>(bj * bs + k);
       const bool sup = mask[i] > 0.5f && (!vp || k >= prefix[bj]);
+      const bool scored = sup && ids[i] >= 0;  // a negative label: outside the draft vocabulary
       valid.push_back(sup);
       truth.push_back(ids[i]);
-      targets.push_back(sup ? ids[i] : -100);
-      weights.push_back(sup ? slot_weight(o.type, k, prefix[bj], o.gamma) : 0.0);
+      targets.push_back(scored ? ids[i] : -100);
+      weights.push_back(scored ? slot_weight(o.type, k, prefix[bj], o.gamma) : 0.0);
     }
   const Var rows =
       reshape(contiguous(narrow(reshape(hidden, {B, N, bs, H}), 2, first, K)), {B * N * K, H});

@@ -73,8 +73,10 @@ double slot_weight(DraftLossType type, int64_t slot, int64_t prefix_length, doub
 Tensor slot_logits(const Var& hidden, const Var& head);
 
 // The loss and metrics of the draft's slot hidden states (B, Q, H) against `blocks`, through the
-// frozen head (V, H). `prefix_lengths` (B, N) is the variable-prefix loss's. With `logits`, also
-// every slot's logits (B * Q, V) f32 on the CPU (for evaluation dumps).
+// frozen head (V, H), whose rows blocks.target_ids name; a negative one is a token outside a
+// draft vocabulary (docs/semantics.md §9.10): supervised, it counts as a miss and has no loss.
+// `prefix_lengths` (B, N) is the variable-prefix loss's. With `logits`, also every slot's logits (B
+// * Q, V) f32 on the CPU (for evaluation dumps).
 DraftLoss draft_loss(const Var& hidden, const Var& head, const Blocks& blocks,
                      const ObjectiveOptions& options, const Tensor& prefix_lengths = {},
                      Tensor* logits = nullptr);

@@ -57,6 +57,13 @@ std::vector<std::string> serving_notes(const DraftConfig& original, const DraftC
     notes.push_back(
         "architectures names the reference's Qwen3DFlashDraftModel; the engines load the "
         "portable export (no --serve) instead");
+  if (exported.reduced_vocab() && engine != ServingEngine::vllm)
+    notes.push_back(
+        "the draft's head covers " + std::to_string(exported.draft_vocab_size) + " of the " +
+        std::to_string(exported.layers.vocab_size) +
+        " target ids (lm_head, d2t and t2d): vLLM reads them; SGLang's DFLASH ignores them and "
+        "drafts through the target's whole head, ids the draft was not trained to rank (still "
+        "lossless, the target verifies)");
   return notes;
 }
 
@@ -115,6 +122,10 @@ SavedDraft save_draft(const DFlashDraft& draft, const std::string& dir, DType dt
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, p] : draft.named_parameters())
     if (!dropped.contains(name)) entries.push_back({name, p.value().to(Device::cpu(), dtype)});
+  for (const auto& [name, t] : draft.vocabulary_tensors())  // the head's rows in `dtype`
+    entries.push_back({name, t.dtype() == DType::boolean || t.dtype() == DType::i64
+                                 ? t
+                                 : t.to(Device::cpu(), dtype)});
   return save_draft_dir(dir, serving_config(exported, dtype, how.engine), entries, tokenizer_dir,
                         overwrite);
 }
@@ -124,7 +135,7 @@ SavedDraft save_draft(const Eagle3Draft& draft, const std::string& dir, DType dt
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, p] : draft.named_parameters())
     entries.push_back({name, p.value().to(Device::cpu(), dtype)});
-  for (const auto& [name, t] : draft.vocabulary_tensors()) entries.push_back({name, t});
+  for (const auto& [name, t] : draft.vocabulary().tensors()) entries.push_back({name, t});
   return save_draft_dir(dir, draft.config().to_json(dtype), entries, tokenizer_dir, overwrite);
 }
 

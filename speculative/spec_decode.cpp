@@ -122,7 +122,10 @@ std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDr
   const Tensor hidden = draft.decode_block(noise, positions_from(s, bs, device), draft_cache)
                             .value()
                             .reshape({bs, H});
-  const Tensor base = target.logits(Var(hidden)).value();  // (bs, V)
+  // (bs, Vd): through the target's head, or the draft vocabulary's rows of it.
+  const Tensor base = c.reduced_vocab()
+                          ? matmul(hidden, draft.lm_head().to(device, hidden.dtype()), false, true)
+                          : target.logits(Var(hidden)).value();
   const TokenEmbedding embedded = [&](int64_t id) {
     return embed.forward(Tensor::from_vector<int64_t>({id}, {1, 1}, device))
         .value()

@@ -83,7 +83,7 @@ void run_eval(const EvalOptions& o) {
   draft->to(device, dtype);
   draft->train(false);
   TeacherForced evaluator(target, *draft, o.settings, o.num_anchors, o.seed);
-  const int64_t bs = draft->config().block_size, vocab = target.config().vocab_size;
+  const int64_t bs = draft->config().block_size, vocab = draft->config().vocab_rows();
   PositionLimit positions(target.config().max_position_embeddings, o.strict_positions, "eval");
 
   std::vector<SafetensorsEntry> entries;

@@ -247,9 +247,12 @@ void convert_draft(const std::string& src, const std::string& out, DType dtype,
   const speculative::SavedDraft saved =
       speculative::save_draft(*draft, out, dtype, tokenizer, overwrite, how);
   const std::vector<std::string>& copied = saved.tokenizer_files;
-  std::cout << "wrote " << out << ": " << exported.kind().name() << " draft, "
-            << speculative::serving_engine_name(how.engine) << " layout, " << saved.tensors << " "
-            << dtype_name(dtype) << " tensors";
+  std::cout << "wrote " << out << ": " << exported.kind().name() << " draft";
+  if (exported.reduced_vocab())
+    std::cout << " (" << exported.draft_vocab_size << " of " << exported.layers.vocab_size
+              << " ids)";
+  std::cout << ", " << speculative::serving_engine_name(how.engine) << " layout, " << saved.tensors
+            << " " << dtype_name(dtype) << " tensors";
   if (copied.empty()) {
     std::cout << "; no tokenizer files" << (tokenizer.empty() ? "" : " in " + tokenizer);
   } else {

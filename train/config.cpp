@@ -310,8 +310,8 @@ void parse_setting(YAML::Node& root, const speculative::DraftSetting& setting,
 }
 
 // The keys of draft: that only sprig train eagle3 reads, and those it reads besides.
-const std::vector<std::string> kEagle3Keys = {"aux_layer_ids", "ttt_steps", "vocab"};
-const std::vector<std::string> kEagle3SharedKeys = {"dtype", "init"};
+const std::vector<std::string> kEagle3Keys = {"aux_layer_ids", "ttt_steps"};
+const std::vector<std::string> kEagle3SharedKeys = {"dtype", "init", "vocab"};
 
 // target: of the draft recipes.
 void parse_target(YAML::Node& root, TrainConfig& c) {
@@ -409,6 +409,12 @@ void parse_dflash(YAML::Node& root, TrainConfig& c) {
   kind.shape(o, d.settings);
   parse_setting(root, speculative::prefix_weight_base_setting(), d.settings);
   d.init = get<std::string>(root, "draft", "init", "");
+  if (present(root["draft"]["vocab"])) {
+    d.vocab = get<std::string>(root, "draft", "vocab", "");
+    if (!d.init.empty())
+      fail("draft.vocab is the draft's own with draft.init " + d.init +
+           ": leave it out, or train a fresh draft without draft.init");
+  }
   at_least("mask_token_id", o.mask_token_id, 0);
   at_least("num_layers", o.num_layers, 1);
   at_least("block_size", o.block_size, speculative::kMinBlockSize);

@@ -32,12 +32,14 @@ namespace sprig {
 // The sections of `sprig train dflash|domino|jetspec` (target: as TrainConfig::target_path):
 //   draft: {mask_token_id: 151669, num_layers: 5, block_size: 16, num_anchors: 512,
 //           loss_type: dflash, prefix_weight_base: 0.9, target_layer_ids: [...], init: draft_dir/,
+//           vocab: draft_vocab.json,
 //           # and the kind's own settings (DraftKind::train_settings), e.g.
 //           # dflash, domino: loss_decay_gamma; domino: emb_dim, gru_hidden_dim,
 //           #   pure_draft_prefix_len, shift_label, lambda_base_start, lambda_base_decay_ratio;
 //           # jetspec: kd_temperature, kd_chunk_size}
 struct DFlashConfig {
-  std::string init;  // a draft directory to start from (empty: a fresh initialisation)
+  std::string init;   // a draft directory to start from (empty: a fresh initialisation)
+  std::string vocab;  // a draft vocabulary (sprig data draft-vocab), or "" for the target's
   speculative::DraftOptions draft;
   int64_t num_anchors = 512;
   // What the kind's objective reads, by name: loss_type, prefix_weight_base (the variable-prefix

@@ -2,9 +2,11 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "autograd/functions.h"
 #include "nn/checkpoint.h"
 #include "speculative/dflash.h"
 #include "speculative/draft_kind.h"
@@ -56,13 +58,27 @@ void DraftTarget::begin_run(const std::string& run_dir) {
 
 namespace {
 
-// The draft of draft.init, or a fresh one for the target; either way it must fit the target and
-// be of the recipe's kind (a Domino recipe needs the head, JetSpec a causal draft).
-std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const QwenConfig& target) {
+// The draft of draft.init, or a fresh one for the target (over draft.vocab's ids when given, with
+// their rows of the target's head); either way it must fit the target and be of the recipe's kind
+// (a Domino recipe needs the head, JetSpec a causal draft).
+std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const FrozenTarget& frozen) {
   const DFlashConfig& d = c.dflash;
+  const QwenConfig& target = frozen.config();
   if (d.init.empty()) {
+    DraftOptions options = d.draft;
+    std::optional<DraftVocabulary> vocab;
+    if (!d.vocab.empty()) {
+      vocab = read_draft_vocabulary(d.vocab, target.vocab_size);
+      options.draft_vocab_size = vocab->size();
+    }
     Generator gen(c.seed);
-    return std::make_unique<DFlashDraft>(draft_config_for(target, d.draft), gen);
+    auto draft = std::make_unique<DFlashDraft>(draft_config_for(target, options), gen);
+    if (vocab) {
+      const Tensor& head = frozen.head().value();
+      Tensor rows = index_select(head, 0, vocab->target_ids().to(head.device()));
+      draft->set_vocabulary(std::move(*vocab), std::move(rows));
+    }
+    return draft;
   }
   if (!fs::is_directory(d.init))
     throw std::runtime_error("draft.init " + d.init + " is not a directory");
@@ -81,7 +97,7 @@ class DraftRecipe : public Recipe {
         kind_(*c.draft_kind),
         objective_(kind_.objective(c.dflash.settings)),
         target_(c, device),
-        draft_(build_draft(c, target_.config())),
+        draft_(build_draft(c, target_.frozen())),
         data_(target_.fitted(c.data)),
         packed_(c.data.packing == data::Packing::dflash),
         gen_(c.seed + static_cast<uint64_t>(comm.rank())),
@@ -114,17 +130,27 @@ class DraftRecipe : public Recipe {
   nlohmann::json checkpoint_config() const override {
     return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
   }
+  std::map<std::string, Tensor> checkpoint_buffers() const override {
+    return draft_->vocabulary_tensors();
+  }
   nlohmann::json checkpoint_metadata() const override {
     const DraftConfig& d = draft_->config();
     return {{"recipe", kind_.name()},
             {"block_size", d.block_size},
             {"mask_token_id", d.mask_token_id},
             {"target_layer_ids", d.target_layer_ids},
+            {"draft_to_target", draft_->vocabulary().recorded_ids()},
             {"target", target_.dir()},
             {"rng", {{"seed", gen_.seed()}, {"offset", gen_.offset()}}}};
   }
+  // A resume keeps the draft's shape and vocabulary (a checkpoint without draft_to_target was
+  // made over the whole vocabulary).
   void restore(const nlohmann::json& saved) override {
     const DraftConfig& d = draft_->config();  // the trainer checked the recipe
+    if (saved.value("draft_to_target", nlohmann::json()) != draft_->vocabulary().recorded_ids())
+      throw std::invalid_argument(
+          "[train] the checkpoint's draft has another draft_to_target (draft.vocab) than this "
+          "config: resume with the settings it was trained with");
     for (const auto& [key, now] :
          {std::pair<const char*, nlohmann::json>{"block_size", d.block_size},
           {"mask_token_id", d.mask_token_id},

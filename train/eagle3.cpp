@@ -56,12 +56,12 @@ class Eagle3Recipe : public Recipe {
     return draft_->config().to_json(DType::f32);  // the masters, a loadable draft
   }
   std::map<std::string, Tensor> checkpoint_buffers() const override {
-    return draft_->vocabulary_tensors();
+    return draft_->vocabulary().tensors();
   }
   nlohmann::json checkpoint_metadata() const override {
     return {{"recipe", "eagle3"},
             {"aux_layer_ids", draft_->config().aux_layer_ids},
-            {"draft_to_target", vocabulary_json()},
+            {"draft_to_target", draft_->vocabulary().recorded_ids()},
             {"ttt_steps", c_.ttt_steps},
             {"target", target_.dir()}};
   }
@@ -69,7 +69,7 @@ class Eagle3Recipe : public Recipe {
   void restore(const nlohmann::json& saved) override {
     for (const auto& [key, now] :
          {std::pair<const char*, nlohmann::json>{"aux_layer_ids", draft_->config().aux_layer_ids},
-          {"draft_to_target", vocabulary_json()}})
+          {"draft_to_target", draft_->vocabulary().recorded_ids()}})
       if (saved.value(key, nlohmann::json()) != now)
         throw std::invalid_argument(
             "[train] the checkpoint's draft has another " + std::string(key) + " (" +
@@ -106,11 +106,6 @@ class Eagle3Recipe : public Recipe {
   }
 
  private:
-  // The draft vocabulary's ids as checkpoints record them: null for the target's whole one.
-  nlohmann::json vocabulary_json() const {
-    const DraftVocabulary& v = draft_->vocabulary();
-    return v.size() == v.vocab_size ? nlohmann::json() : nlohmann::json(v.draft_to_target);
-  }
   // A fresh draft for the target, over draft.vocab's ids when given.
   std::unique_ptr<Eagle3Draft> fresh_draft(const TrainConfig& c) const {
     Eagle3Options options = c_.draft;

@@ -1,7 +1,8 @@
 // The EAGLE-3 draft and its training-time test on a micro f64 target: the config's rules, the
 // serving layout's parameter names and config.json, the loss's gradient against central
 // differences, a packed row equal to its documents alone, a draft vocabulary equal to the full one
-// restricted to it, and decoding: the trained function, lossless.
+// restricted to it, decoding: the trained function, lossless, and a checkpoint in the layout the
+// reference's recipe saves (module paths, the target's depth, no aux layers, ids by frequency).
 #include "speculative/eagle3.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 
 #include "nn/generate.h"
 #include "speculative/spec_decode.h"
+#include "tensor/safetensors.h"
+#include "tests/nn/checkpoint_fixtures.h"
 #include "tests/speculative/draft_test_util.h"
 
 namespace sprig::speculative {
@@ -335,6 +338,63 @@ TEST(Eagle3, NoValidPositionIsNamed) {
   DraftRows rows = micro_packed_row();
   rows.loss_mask = Tensor::zeros({1, 10}, DType::i64);
   EXPECT_THROW(run(m, rows, 3), NoValidAnchors);
+}
+
+// The reference's recipe saves the draft under its module paths (model.fc, model.layers.0,
+// model.norm) with a frozen copy of the target's embedding, in the target's config (its
+// num_hidden_layers, no aux layers: its default [1, L/2 - 1, L - 4] applies), its draft ids ordered
+// by frequency, as a consolidated export inside the checkpoint directory.
+TEST(Eagle3, AReferenceCheckpointLoadsAsTheSameDraft) {
+  QwenConfig target = micro_target_config();
+  target.num_hidden_layers = 8;
+  Generator gen(3);
+  Eagle3Options o;
+  o.draft_vocab_size = 5;
+  Eagle3Draft draft(eagle3_config_for(target, o), gen);
+  const std::vector<int64_t> ids = {2, 3, 11, 17, 20};
+  draft.set_vocabulary({24, ids});
+  const std::vector<int64_t> by_frequency = {3, 0, 4, 1, 2};  // rows as the reference stores them
+
+  const testing::NamedTempDir tmp("eagle3_reference");
+  const std::string files = tmp.path + "/model/consolidated";
+  std::filesystem::create_directories(files);
+  nlohmann::json j = target.to_json();
+  j["architectures"] = {"LlamaEagle3DraftModel"};
+  j["draft_vocab_size"] = 5;
+  j["target_hidden_size"] = 8;
+  j["tie_word_embeddings"] = false;
+  j["fc_norm"] = j["norm_output"] = j["parallel_drafting"] = false;
+  testing::write_text(files + "/config.json", j.dump(2));
+  std::vector<SafetensorsEntry> entries;
+  std::vector<int64_t> d2t;
+  for (size_t i = 0; i < by_frequency.size(); ++i)
+    d2t.push_back(ids[static_cast<size_t>(by_frequency[i])] - static_cast<int64_t>(i));
+  for (const auto& [name, p] : draft.named_parameters()) {
+    std::string stored = name;
+    if (name.starts_with("midlayer.")) stored = "model.layers.0." + name.substr(9);
+    if (name == "fc.weight" || name == "norm.weight") stored = "model." + name;
+    Tensor value = p.value();
+    if (name == "lm_head.weight")
+      value = index_select(value, 0, Tensor::from_vector(by_frequency, {5}));
+    entries.push_back({stored, value});
+  }
+  entries.push_back({"model.embed_tokens.weight", Tensor::zeros({24, 8}, DType::f32)});
+  entries.push_back({"d2t", Tensor::from_vector(d2t, {5})});
+  entries.push_back({"t2d", draft.vocabulary().t2d()});
+  save_safetensors(files + "/model-00001-of-00001.safetensors", entries);
+  nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", {}}};
+  for (const SafetensorsEntry& e : entries)
+    index["weight_map"][e.name] = "model-00001-of-00001.safetensors";
+  testing::write_text(files + "/model.safetensors.index.json", index.dump());
+
+  ASSERT_TRUE(is_eagle3_dir(tmp.path));
+  const auto loaded = load_eagle3_draft(tmp.path);
+  EXPECT_EQ(loaded->config().aux_layer_ids, (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(loaded->config().num_target_layers, 8);
+  EXPECT_EQ(loaded->vocabulary().draft_to_target, ids);
+  const auto mine = draft.state_dict(), theirs = loaded->state_dict();
+  ASSERT_EQ(mine.size(), theirs.size());
+  for (const auto& [name, t] : mine) EXPECT_TRUE(bit_identical(t, theirs.at(name))) << name;
 }
 
 }  // namespace

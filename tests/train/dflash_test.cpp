@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/functions.h"
+#include "nn/checkpoint.h"
+#include "speculative/draft_kind.h"
 #include "tests/train/train_test_util.h"
 #include "train/draft.h"
 #include "train/sft.h"
@@ -327,6 +330,54 @@ TEST(DFlashTrain, PaddedRowsTrainToo) {
   EXPECT_TRUE(std::isfinite(summary.last_loss));
   EXPECT_GT(summary.last_loss, 0);
 }
+
+// draft.vocab: each kind trains over the even ids alone; the checkpoint holds the target's rows of
+// them (lm_head.weight), d2t and t2d and loads as a draft over them; a resume over another
+// vocabulary, and draft.vocab beside draft.init, are refused.
+class DraftVocabTrain : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DraftVocabTrain, TrainsOverItsIdsAndCheckpointsTheMap) {
+  const speculative::DraftKind& kind = *speculative::find_draft_kind(GetParam());
+  TempDir dir;
+  std::vector<int64_t> even;
+  for (int64_t id = 0; id < 64; id += 2) even.push_back(id);
+  testing::write_text(
+      dir / "vocab.json",
+      nlohmann::json{{"format", "sprig-draft-vocab"}, {"vocab_size", 64}, {"draft_to_target", even}}
+          .dump());
+  const std::vector<std::string> overrides = {"train.max_steps=4",
+                                              "draft.vocab=" + (dir / "vocab.json")};
+  const TrainSummary summary =
+      train_draft(testing::tiny_dflash_config(dir, overrides, &kind), false);
+  EXPECT_EQ(summary.steps, 4);
+  EXPECT_TRUE(std::isfinite(summary.last_loss));
+  const nlohmann::json j = nlohmann::json::parse(read_text(summary.checkpoint + "/config.json"));
+  EXPECT_EQ(j.at("draft_vocab_size"), 32);
+  const auto meta =
+      nlohmann::json::parse(read_text(summary.checkpoint + "/trainer_state.json")).at("recipe");
+  EXPECT_EQ(meta.at("draft_to_target"), nlohmann::json(even));
+  const auto draft = speculative::load_draft(summary.checkpoint);
+  EXPECT_EQ(draft->vocabulary().draft_to_target, even);
+  const auto target = load_qwen(dir / "run/target");
+  const Tensor rows =
+      index_select(target->head_weight().value(), 0, Tensor::from_vector(even, {32}));
+  EXPECT_EQ(testing::max_abs_diff(draft->lm_head(), rows), 0.0);
+
+  const std::string other =
+      dflash_error(testing::tiny_dflash_config(dir, {"train.max_steps=6"}, &kind), true);
+  EXPECT_EQ(other,
+            "[train] the checkpoint's draft has another draft_to_target (draft.vocab) than this "
+            "config: resume with the settings it was trained with");
+  try {
+    testing::tiny_dflash_config(
+        dir, {"draft.init=" + summary.checkpoint, "draft.vocab=" + (dir / "vocab.json")}, &kind);
+    ADD_FAILURE() << "draft.vocab beside draft.init was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), "draft.vocab is the draft's own with draft.init")) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, DraftVocabTrain, ::testing::Values("dflash", "domino", "jetspec"));
 
 }  // namespace
 }  // namespace sprig

@@ -325,6 +325,14 @@ DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
   if (!config_.reduced_vocab()) vocabulary_ = DraftVocabulary::whole(config_.layers.vocab_size);
 }
 
+const DraftVocabulary& DFlashDraft::vocabulary() const {
+  if (vocabulary_.size() != config_.vocab_rows())
+    throw std::logic_error("[draft] a draft of draft_vocab_size " +
+                           std::to_string(config_.draft_vocab_size) +
+                           " has no vocabulary yet (set_vocabulary)");
+  return vocabulary_;
+}
+
 void DFlashDraft::set_vocabulary(DraftVocabulary vocabulary, Tensor lm_head) {
   const int64_t rows = config_.vocab_rows(), H = config_.layers.hidden_size;
   if (vocabulary.vocab_size != config_.layers.vocab_size || vocabulary.size() != rows)

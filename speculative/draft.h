@@ -142,7 +142,8 @@ class DFlashDraft : public Module {
   // The draft's vocabulary (speculative/draft_vocab.h): the target's whole one, or a reduced one
   // that set_vocabulary gives with its rows of the target's LM head (draft_vocab_size, H), frozen
   // (lm_head(), undefined for the whole vocabulary: the draft reads the target's head).
-  const DraftVocabulary& vocabulary() const { return vocabulary_; }
+  // A reduced one not yet given is a std::logic_error.
+  const DraftVocabulary& vocabulary() const;
   const Tensor& lm_head() const { return lm_head_; }
   // Throws "[draft] ..." for a vocabulary or rows of another size than draft_vocab_size or of
   // another target.

@@ -13,8 +13,10 @@
 //               JetSpec's target is <= 1.15x.
 //   eagle3      the EAGLE-3 training step (target capture with its logits, --ttt-steps steps, the
 //               soft cross-entropy): the packing documents as padded and as packed rows (target:
-//               packed >= 1.3x faster), and on a target with Qwen3's vocabulary (151936 ids) a
-//               draft vocabulary of --draft-vocab ids against the full head (target >= 2x).
+//               packed >= 1.3x faster);
+//   vocab       on a target with Qwen3's vocabulary (151936 ids), the EAGLE-3 and the DFlash
+//               training steps over a draft vocabulary of --draft-vocab ids against the whole
+//               head (target >= 2x).
 // On CUDA it also prints the model FLOP utilisation against the device's bf16 peak.
 //
 // Defaults: CPU, the "tiny" target of tools/bench/models.h (f32), rows of 1024 tokens; CUDA,
@@ -54,7 +56,7 @@ struct DraftBenchOptions {
   int64_t ttt_steps = 7, draft_vocab = 32000;
   int reps = 3;
   bool quick = false;
-  std::string section = "all";  // packing, anchors, objectives, eagle3 or all
+  std::string section = "all";  // packing, anchors, objectives, eagle3, vocab or all
 };
 
 // The target's name: --target, else tiny on the CPU and qwen3-0.6b on CUDA.
@@ -346,6 +348,15 @@ void objectives_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, 
       fastest(1) / fastest(0));
 }
 
+// The draft vocabulary of `size` ids spread over `vocab_size`: the cost is the head's size, not
+// which ids it holds.
+DraftVocabulary spread_vocabulary(int64_t vocab_size, int64_t size) {
+  DraftVocabulary v;
+  v.vocab_size = vocab_size;
+  for (int64_t i = 0; i < size; ++i) v.draft_to_target.push_back(i * vocab_size / size);
+  return v;
+}
+
 // An EAGLE-3 draft for `target`: low, middle and high layers (the reference's default from eight
 // layers on), and a draft vocabulary of `draft_vocab` ids (0: the whole one).
 std::unique_ptr<Eagle3Draft> bench_eagle3(const QwenConfig& target, int64_t draft_vocab,
@@ -356,13 +367,7 @@ std::unique_ptr<Eagle3Draft> bench_eagle3(const QwenConfig& target, int64_t draf
   options.draft_vocab_size = draft_vocab;
   Generator gen(6);
   auto draft = std::make_unique<Eagle3Draft>(eagle3_config_for(target, options), gen);
-  if (draft_vocab > 0) {  // every other id: the cost is the head's size, not which ids it holds
-    DraftVocabulary v;
-    v.vocab_size = target.vocab_size;
-    for (int64_t i = 0; i < draft_vocab; ++i)
-      v.draft_to_target.push_back(i * target.vocab_size / draft_vocab);
-    draft->set_vocabulary(std::move(v));
-  }
+  if (draft_vocab > 0) draft->set_vocabulary(spread_vocabulary(target.vocab_size, draft_vocab));
   draft->to(device, dtype);
   return draft;
 }
@@ -408,29 +413,55 @@ void eagle3_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, Devi
   }
   std::printf("packed vs padded: %.2fx faster on the same documents (target >= 1.3x)\n",
               seconds[0] / seconds[1]);
+}
 
-  // A draft vocabulary on a target with Qwen3's: the target's tiny layers, its head and embedding
-  // at 151936 ids; one row of a quarter of --seq.
-  QwenConfig big = target.config();
+// Draft vocabularies on a target with Qwen3's: the step target's layers, its head and embedding
+// at 151936 ids; one row of a quarter of --seq. EAGLE-3's head is its own, DFlash's the target's
+// rows of the ids.
+void vocab_bench(DraftStep& step, const DraftBenchOptions& o, int64_t seq, Device device) {
+  const DType dtype = step.draft().fc.weight.dtype();
+  QwenConfig big = step.target().config();
   big.vocab_size = 151936;
-  Generator big_gen(7);
-  const FrozenTarget wide_vocab(std::make_unique<QwenForCausalLM>(big, big_gen), device, dtype);
+  Generator gen(7);
+  const FrozenTarget target(std::make_unique<QwenForCausalLM>(big, gen), device, dtype);
   const int64_t S = std::max<int64_t>(64, seq / 4);
   DraftRows rows;
   std::vector<int64_t> ids(static_cast<size_t>(S));
-  for (int64_t& id : ids) id = big_gen.next_int(0, big.vocab_size);
+  for (int64_t& id : ids) id = gen.next_int(0, big.vocab_size);
   rows.input_ids = Tensor::from_vector(ids, {1, S});
   rows.loss_mask = Tensor::ones({1, S}, DType::i64);
-  double by_vocab[2];
+  const Anchors anchors = sample_anchors(rows, o.block_size, o.quick ? 16 : 64, gen);
+  std::printf("\nvocab: %lld of %lld ids against the whole vocabulary, one row of %lld tokens\n",
+              static_cast<long long>(o.draft_vocab), static_cast<long long>(big.vocab_size),
+              static_cast<long long>(S));
+  double eagle3[2], dflash[2];
   for (const int64_t vd : {int64_t{0}, o.draft_vocab}) {
-    auto d = bench_eagle3(big, vd, device, dtype);
-    by_vocab[vd == 0 ? 0 : 1] = eagle3_seconds(wide_vocab, *d, rows, o, device);
+    auto e = bench_eagle3(big, vd, device, dtype);
+    eagle3[vd == 0 ? 0 : 1] = eagle3_seconds(target, *e, rows, o, device);
+    DraftOptions options = bench_draft_options(o, big);
+    options.draft_vocab_size = vd;
+    Generator draft_gen(1);
+    DFlashDraft d(draft_config_for(big, options), draft_gen);
+    if (vd > 0) {
+      DraftVocabulary v = spread_vocabulary(big.vocab_size, vd);
+      const Tensor& head = target.head().value();
+      Tensor head_rows = index_select(head, 0, v.target_ids().to(head.device()));
+      d.set_vocabulary(std::move(v), std::move(head_rows));
+    }
+    d.to(device, dtype);
+    const auto train_step = [&] {
+      d.zero_grad();
+      dflash_loss(target, d, rows, anchors, {}).mean().backward();
+    };
+    train_step();
+    dflash[vd == 0 ? 0 : 1] = bench::median_seconds(device, 0, o.reps, train_step);
   }
-  std::printf(
-      "draft vocabulary: %lld of %lld ids %.3f s, the whole %.3f s per step of %lld tokens: "
-      "%.2fx faster (target >= 2x)\n",
-      static_cast<long long>(o.draft_vocab), static_cast<long long>(big.vocab_size), by_vocab[1],
-      by_vocab[0], static_cast<long long>(S), by_vocab[0] / by_vocab[1]);
+  std::printf("%-8s %12s %12s %8s\n", "draft", "whole (s)", "reduced (s)", "faster");
+  std::printf("%-8s %12.3f %12.3f %7.2fx (target >= 2x)\n", "eagle3", eagle3[0], eagle3[1],
+              eagle3[0] / eagle3[1]);
+  std::printf("%-8s %12.3f %12.3f %7.2fx (target >= 2x; %lld blocks of %lld)\n", "dflash",
+              dflash[0], dflash[1], dflash[0] / dflash[1], static_cast<long long>(anchors.blocks()),
+              static_cast<long long>(o.block_size));
 }
 
 // Refuses a run that cannot fit: the draft's training step as train/memory.h estimates it, on the
@@ -460,9 +491,9 @@ void check_draft_fits(const DraftBenchOptions& o, int64_t seq, Device device) {
   if (o.section == "all" || o.section == "objectives")
     bytes += d(o.rows) * std::min(positions, o.quick ? 32.0 : 128.0) * d(o.block_size - 1) *
              d(target.vocab_size) * static_cast<double>(dtype_size(dtype));
-  // The eagle3 section's target with Qwen3's vocabulary: its embedding and head, and a quarter
+  // The vocab section's target with Qwen3's vocabulary: its embedding and head, and a quarter
   // row's logits, the teacher's copy and a chunk of the head's gradient each.
-  if (o.section == "all" || o.section == "eagle3")
+  if (o.section == "all" || o.section == "vocab")
     bytes += (2 * d(target.hidden_size) + 3 * std::max(64.0, d(seq) / 4)) * 151936.0 *
              static_cast<double>(dtype_size(dtype));
   bench::check_fits("bench draft",
@@ -496,6 +527,7 @@ void run_draft_bench(const DraftBenchOptions& o) {
   if (wanted("anchors")) anchors_bench(step, o, seq);
   if (wanted("objectives")) objectives_bench(step, o, seq, device);
   if (wanted("eagle3")) eagle3_bench(step, o, seq, device);
+  if (wanted("vocab")) vocab_bench(step, o, seq, device);
 }
 
 }  // namespace
@@ -505,8 +537,8 @@ void add_bench_draft_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "draft",
       "Draft training steps: DFlash's on packed vs padded rows of the same documents and against "
-      "the number of anchors, each draft kind's against DFlash's, and EAGLE-3's packed vs padded "
-      "and with a draft vocabulary");
+      "the number of anchors, each draft kind's against DFlash's, EAGLE-3's packed vs padded, and "
+      "EAGLE-3's and DFlash's with a draft vocabulary");
   add_device_option(cmd, o->device);
   cmd->add_option(
       "--target", o->target,
@@ -532,12 +564,12 @@ void add_bench_draft_command(CLI::App& bench) {
       ->check(kPositive)
       ->capture_default_str();
   add_int_option(cmd, "--draft-vocab", o->draft_vocab,
-                 "EAGLE-3's draft vocabulary against Qwen3's 151936 ids (eagle3)")
+                 "A draft vocabulary against Qwen3's 151936 ids (vocab)")
       ->check(CLI::Range(int64_t{1}, int64_t{151936}))
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "fewer documents and anchor counts (a smoke run)");
   cmd->add_option("--section", o->section, "Run one section only")
-      ->check(CLI::IsMember({"packing", "anchors", "objectives", "eagle3", "all"}))
+      ->check(CLI::IsMember({"packing", "anchors", "objectives", "eagle3", "vocab", "all"}))
       ->capture_default_str();
   cmd->callback([o, cmd] {
     if (cmd->count("--anchors-per-doc") && o->section != "all" && o->section != "packing")

@@ -395,6 +395,13 @@ std::unique_ptr<Eagle3Draft> load_eagle3_draft(const std::string& given) {
   return draft;
 }
 
+double Eagle3Loss::chain_accept_len() const {
+  double len = 1;
+  for (size_t k = 0; k < step_prefix_hits.size(); ++k)
+    len += step_prefix_hits[k] / std::max(step_prefix_valid[k], 1.0);
+  return len;
+}
+
 // ---- the training-time test ---------------------------------------------------------------------
 
 Eagle3Teacher eagle3_teacher(const FrozenTarget& target, const Eagle3Draft& draft,
@@ -412,12 +419,18 @@ namespace {
 struct TttPlan {
   int64_t B = 0, S = 0;
   std::vector<int64_t> ids, positions, remaining;  // (B * S) each
-  std::vector<bool> supervised;  // the target row r: loss-masked in, in vocabulary
+  std::vector<bool> masked_in;                     // the target row r: loss-masked in
+  std::vector<bool> supervised;                    // and its argmax in the draft vocabulary
 
   // Whether position i = b * S + t learns at step k: its document holds token t + 1 + k, which is
   // supervised there.
   bool valid(int64_t i, int64_t k) const {
     return k < remaining[static_cast<size_t>(i)] && supervised[static_cast<size_t>(i + 1 + k)];
+  }
+  // Whether its chain may go on at step k: the token is its document's and loss-masked in, in the
+  // draft vocabulary or not (one outside breaks the chain where serving would).
+  bool chain_valid(int64_t i, int64_t k) const {
+    return k < remaining[static_cast<size_t>(i)] && masked_in[static_cast<size_t>(i + 1 + k)];
   }
   // The tokens (B, S) shown at step k: 0 past the row's end.
   Tensor step_ids(int64_t k) const {
@@ -488,8 +501,11 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   const std::vector<int64_t> top = argmax(full, 1).to(Device::cpu()).to_vector<int64_t>();
   const std::vector<int32_t> in_vocab = draft.vocabulary().t2d().to_vector<int32_t>();
   plan.supervised.resize(static_cast<size_t>(B * S));
-  for (size_t i = 0; i < plan.supervised.size(); ++i)
+  plan.masked_in.resize(static_cast<size_t>(B * S));
+  for (size_t i = 0; i < plan.supervised.size(); ++i) {
+    plan.masked_in[i] = mask[i] != 0;
     plan.supervised[i] = mask[i] != 0 && in_vocab[static_cast<size_t>(top[i])];
+  }
   if (rows.packed()) {
     plan.positions = rows.position_ids.to(Device::cpu()).contiguous().to_vector<int64_t>();
     plan.remaining = rows.doc_remaining.to(Device::cpu()).contiguous().to_vector<int64_t>();
@@ -564,6 +580,20 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   const Acceptance accepted = acceptance(pred, truth, valid, K);
   out.accept_len_sum = accepted.accept_len_sum;
   out.valid_positions = accepted.valid_blocks;
+  // The reference's chains: a position's drafts right (and supervised) at every step up to k,
+  // among the positions whose chain is valid that far.
+  out.step_prefix_hits.assign(static_cast<size_t>(K), 0);
+  out.step_prefix_valid.assign(static_cast<size_t>(K), 0);
+  for (int64_t i = 0; i < B * S; ++i) {
+    bool hit = true, chain = true;
+    for (int64_t k = 0; k < K; ++k) {
+      const auto cell = static_cast<size_t>(i * K + k);
+      hit = hit && valid[cell] && pred[cell] == truth[cell];
+      chain = chain && plan.chain_valid(i, k);
+      out.step_prefix_hits[static_cast<size_t>(k)] += hit;
+      out.step_prefix_valid[static_cast<size_t>(k)] += chain;
+    }
+  }
   if (logits) *logits = concat(step_logits, 0).to(Device::cpu(), DType::f32);
   return out;
 }

@@ -162,7 +162,13 @@ struct Eagle3Loss {
   // Simulated acceptance over the steps of each position with a valid step (+1 bonus), and the
   // number of such positions.
   double accept_len_sum = 0, valid_positions = 0;
+  // The reference's chain counts per step k: positions whose drafts are right at every step up to
+  // k, and those whose chain is valid that far (the document holds the tokens and they are
+  // loss-masked in; a token outside the draft vocabulary breaks a chain but keeps it counted).
+  std::vector<double> step_prefix_hits, step_prefix_valid;
   double value() const { return loss.value().item(); }
+  // The reference's simulated acceptance length: 1 + sum_k hits_k / max(valid_k, 1).
+  double chain_accept_len() const;
 };
 
 // The training-time test of `draft` over `rows` against the target's `teacher`. With `logits`,

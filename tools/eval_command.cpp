@@ -265,7 +265,8 @@ void run_eagle3_eval(const Eagle3EvalOptions& o) {
   const size_t available = cpu_memory_available();
   int64_t index = -1, scored = 0, skipped = 0;
   double loss_sum = 0, accept_sum = 0, positions_sum = 0;
-  std::vector<double> correct(static_cast<size_t>(K)), valid(static_cast<size_t>(K));
+  std::vector<double> correct(static_cast<size_t>(K)), valid(static_cast<size_t>(K)),
+      prefix_hits(static_cast<size_t>(K)), prefix_valid(static_cast<size_t>(K));
   ProgressLine progress;
   const auto evaluate = [&](const json& rec, const std::string& where) {
     ++index;
@@ -313,6 +314,8 @@ void run_eagle3_eval(const Eagle3EvalOptions& o) {
       v += loss->step_valid[k];
       correct[k] += loss->step_correct[k];
       valid[k] += loss->step_valid[k];
+      prefix_hits[k] += loss->step_prefix_hits[k];
+      prefix_valid[k] += loss->step_prefix_valid[k];
       step_accuracy.push_back(loss->step_correct[k] / std::max(loss->step_valid[k], 1.0));
     }
     loss_sum += loss->value();
@@ -327,7 +330,10 @@ void run_eagle3_eval(const Eagle3EvalOptions& o) {
                     {"step_loss", loss->step_loss},
                     {"step_accuracy", step_accuracy},
                     {"step_valid", loss->step_valid},
-                    {"step_correct", loss->step_correct}};
+                    {"step_correct", loss->step_correct},
+                    {"chain_accept_len", loss->chain_accept_len()},
+                    {"step_prefix_hits", loss->step_prefix_hits},
+                    {"step_prefix_valid", loss->step_prefix_valid}};
     std::cout << j.dump() << "\n" << std::flush;
     if (!out) return;
     entries.push_back({key + "logits", logits});
@@ -352,16 +358,18 @@ void run_eagle3_eval(const Eagle3EvalOptions& o) {
                              std::to_string(records) +
                              " records was skipped (no supervised position)");
   std::vector<double> step_accuracy;
-  double c = 0, v = 0;
+  double c = 0, v = 0, chain_accept_len = 1;
   for (int64_t k = 0; k < K; ++k) {
     step_accuracy.push_back(correct[k] / std::max(valid[k], 1.0));
     c += correct[k];
     v += valid[k];
+    chain_accept_len += prefix_hits[k] / std::max(prefix_valid[k], 1.0);
   }
   std::cout << json{{"aggregate",
                      {{"loss", loss_sum / static_cast<double>(scored)},
                       {"accuracy", c / std::max(v, 1.0)},
                       {"accept_len", accept_sum / std::max(positions_sum, 1.0)},
+                      {"chain_accept_len", chain_accept_len},
                       {"step_accuracy", step_accuracy},
                       {"records", scored},
                       {"skipped_records", skipped}}}}

@@ -4,8 +4,11 @@
 // engines read it (d2t, t2d); a resume with another vocabulary is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
+#include "tensor/ops.h"
 #include "tests/cli_run.h"
 #include "tests/nn/checkpoint_fixtures.h"
 #include "tests/nn/golden_check.h"
@@ -201,6 +204,59 @@ TEST_F(DraftCli, EvalEagle3ReproducesThePyTorchNumbers) {
     const std::string param = served(t.name.substr(prefix.size()));
     EXPECT_LE(testing::relative_error(got.load("0.grad." + param), golden.load(t.name)), 1e-4)
         << param;
+    ++grads;
+  }
+  EXPECT_EQ(grads, 13);
+}
+
+// A draft saved by the reference's recipe (tests/golden/make_eagle3_reference.py), given as its
+// checkpoint directory: `eval eagle3 --grads` on the packed case's documents gives the reference
+// trainer module's loss, accuracy, chain counts and gradients (targets: metrics within 1e-4
+// relative, gradients within 2e-3, in f32).
+TEST_F(DraftCli, EvalEagle3ReproducesTheReferenceTrainerModule) {
+  const std::string fixtures = testing::kGoldenDir + "reference_eagle3/";
+  const SafetensorsFile golden(testing::kGoldenDir + "reference_eagle3_expected.safetensors");
+  const auto get = [&](const std::string& key) { return golden.load("packed_reduced." + key); };
+  const Tensor ids = get("input_ids").select(0, 0), mask = get("loss_mask").select(0, 0);
+  json documents = json::array();
+  for (const auto& [begin, end] : {std::pair{0, 10}, {10, 24}})
+    documents.push_back(
+        {{"input_ids", ids.slice(0, begin, end).contiguous().to_vector<int64_t>()},
+         {"loss_mask", mask.slice(0, begin, end).contiguous().to_vector<int64_t>()}});
+  testing::write_text(input, json{{"documents", documents}}.dump() + "\n");
+  const CliRun r =
+      run_sprig("eval eagle3 --device cpu --target " + fixtures + "target --draft " + fixtures +
+                    "packed_reduced --input " + input + " --ttt-steps 3 --out " + out + " --grads",
+                dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const SafetensorsFile got(out);
+  const double loss = get("loss").item();
+  EXPECT_NEAR(got.load("0.loss").item(), loss, 1e-4 * loss);
+  EXPECT_NEAR(got.load("0.accuracy").item(), get("accuracy").item(), 1e-4);
+  EXPECT_EQ(got.load("0.step_prefix_hits").to_vector<double>(),
+            get("step_prefix_hits").to_vector<double>());
+  EXPECT_EQ(got.load("0.step_prefix_valid").to_vector<double>(),
+            get("step_valid").to_vector<double>());
+  // sprig holds the head's rows in the ascending order of their ids, the reference by frequency.
+  const std::vector<int64_t> by_frequency =
+      json::parse(golden.metadata().at("cases"))["packed_reduced"]["vocab"]
+          .get<std::vector<int64_t>>();
+  std::vector<int64_t> order(by_frequency.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return by_frequency[a] < by_frequency[b]; });
+  int grads = 0;
+  for (const StTensorInfo& t : golden.tensors()) {
+    const std::string prefix = "packed_reduced.grad.";
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    std::string param = t.name.substr(prefix.size());
+    if (param.rfind("model.layers.0.", 0) == 0) param = "midlayer." + param.substr(15);
+    if (param.rfind("model.", 0) == 0) param = param.substr(6);
+    Tensor expected = golden.load(t.name);
+    if (param == "lm_head.weight")
+      expected = index_select(expected, 0,
+                              Tensor::from_vector(order, {static_cast<int64_t>(order.size())}));
+    EXPECT_LE(testing::relative_error(got.load("0.grad." + param), expected), 2e-3) << param;
     ++grads;
   }
   EXPECT_EQ(grads, 13);

@@ -584,6 +584,7 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
   // among the positions whose chain is valid that far.
   out.step_prefix_hits.assign(static_cast<size_t>(K), 0);
   out.step_prefix_valid.assign(static_cast<size_t>(K), 0);
+  out.chain_lengths.assign(static_cast<size_t>(B * S), 0);
   for (int64_t i = 0; i < B * S; ++i) {
     bool hit = true, chain = true;
     for (int64_t k = 0; k < K; ++k) {
@@ -592,6 +593,7 @@ Eagle3Loss eagle3_loss(const Eagle3Draft& draft, const DraftRows& rows,
       chain = chain && plan.chain_valid(i, k);
       out.step_prefix_hits[static_cast<size_t>(k)] += hit;
       out.step_prefix_valid[static_cast<size_t>(k)] += chain;
+      out.chain_lengths[static_cast<size_t>(i)] += hit;
     }
   }
   if (logits) *logits = concat(step_logits, 0).to(Device::cpu(), DType::f32);

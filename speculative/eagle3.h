@@ -166,6 +166,9 @@ struct Eagle3Loss {
   // k, and those whose chain is valid that far (the document holds the tokens and they are
   // loss-masked in; a token outside the draft vocabulary breaks a chain but keeps it counted).
   std::vector<double> step_prefix_hits, step_prefix_valid;
+  // Per position (B * S): how many of its steps are right before the first that is not (a step
+  // not valid ends it): what decoding accepts from a chain drafted there.
+  std::vector<int64_t> chain_lengths;
   double value() const { return loss.value().item(); }
   // The reference's simulated acceptance length: 1 + sum_k hits_k / max(valid_k, 1).
   double chain_accept_len() const;

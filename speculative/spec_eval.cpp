@@ -113,6 +113,8 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
     }
   }
 
+  if (eagle3_) eagle3_forced(prompt, r, forced, here);
+
   const bool lossless = r.output_ids == greedy;
   const double spec_rate = ratio(static_cast<double>(r.output_ids.size()), spec_seconds);
   const double greedy_rate = ratio(static_cast<double>(greedy.size()), greedy_seconds);
@@ -165,6 +167,39 @@ json SpecEvaluator::evaluate(const std::vector<int64_t>& prompt, std::FILE* tabl
     t.committed += committed;
   }
   return line;
+}
+
+void SpecEvaluator::eagle3_forced(const std::vector<int64_t>& prompt, const SpecDecodeResult& r,
+                                  std::optional<DraftMetrics>& forced,
+                                  std::optional<DraftMetrics>& here) {
+  const DraftRows text = supervised_output(prompt, r.output_ids);
+  Eagle3Loss l;
+  try {
+    NoGradGuard no_grad;
+    l = eagle3_loss(*eagle3_, text, eagle3_teacher(target_, *eagle3_, text),
+                    {settings_.draft_tokens, 0.8, 0});
+  } catch (const NoValidAnchors&) {  // no output token to learn
+    return;
+  }
+  forced.emplace();
+  forced->accept_len_sum = l.accept_len_sum;
+  forced->valid_blocks = l.valid_positions;
+  // A step anchored at s drafted from position s - 1; its chain lies inside the text when all
+  // of its drafts were verified and the text holds the tokens they stand for.
+  const auto S = static_cast<int64_t>(prompt.size() + r.output_ids.size());
+  const int64_t k = settings_.draft_tokens;
+  int64_t s = static_cast<int64_t>(prompt.size());  // the anchor: the prefill's token
+  here.emplace();
+  for (size_t i = 0; i < r.accepted_per_step.size(); ++i) {
+    if (r.drafted_per_step[i] == k && s + k <= S) {
+      here->accept_len_sum += static_cast<double>(l.chain_lengths[static_cast<size_t>(s - 1)] + 1);
+      here->valid_blocks += 1;
+      ++totals_.whole_steps;
+      totals_.whole_committed += r.accepted_per_step[i];
+    }
+    s += r.accepted_per_step[i];
+  }
+  if (here->valid_blocks == 0) here.reset();
 }
 
 json SpecEvaluator::aggregate() const {
@@ -234,9 +269,9 @@ void SpecEvaluator::print_summary(std::FILE* out) const {
   if (t.forced_here.valid_blocks > 0)
     std::fprintf(out,
                  "\n  at the decoding's own anchors: teacher-forced %.3f, decoding %.3f over the "
-                 "same %lld whole-block steps",
+                 "same %lld whole-%s steps",
                  t.forced_here.accept_len(), a["tau_whole_blocks"].get<double>(),
-                 static_cast<long long>(t.whole_steps));
+                 static_cast<long long>(t.whole_steps), dflash_ ? "block" : "chain");
   std::fprintf(out, "\nacceptance by draft slot:");
   for (const json& v : a["acceptance_by_slot"]) std::fprintf(out, " %.2f", v.get<double>());
   std::fprintf(out,

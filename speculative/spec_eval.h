@@ -5,7 +5,8 @@
 // accept_len on the same text: at anchors sampled as `sprig eval` samples them and at the
 // decoding's own anchors (docs/semantics.md §13.3). A Domino draft also decodes without its
 // correction head, so τ shows what the head adds. An EAGLE-3 draft drafts a chain of
-// settings.draft_tokens per step (§13.4), without the teacher-forced figures.
+// settings.draft_tokens per step (§13.4); its teacher-forced figures are the training-time test's
+// over the same text, at every position and at the decoding's own anchors.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,11 @@ class SpecEvaluator {
 
   // One prompt's speculative decoding with the draft.
   SpecDecodeResult decode(const std::vector<int64_t>& prompt, bool correction_head = true) const;
+  // An EAGLE-3 draft's teacher-forced acceptance on prompt ++ output with chains of
+  // draft_tokens: at every position (§9.2's rule) and at the decoding's own anchors (the chain
+  // lengths, counting the steps of whole chains in the totals).
+  void eagle3_forced(const std::vector<int64_t>& prompt, const SpecDecodeResult& r,
+                     std::optional<DraftMetrics>& forced, std::optional<DraftMetrics>& here);
 
   const FrozenTarget& target_;
   const DFlashDraft* dflash_ = nullptr;  // one of the two

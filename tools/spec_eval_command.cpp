@@ -123,7 +123,7 @@ void add_spec_eval_command(CLI::App& app) {
       "spec-eval",
       "Speculative decoding with a trained draft (" + draft_kind_names() +
           ", eagle3) on prompts: lossless check against greedy decoding, true acceptance "
-          "length, speed-up, teacher-forced accept_len on the same text (DFlash drafts)");
+          "length, speed-up, teacher-forced accept_len on the same text");
   cmd->add_option(
          "--target", o->target,
          "The target: HF directory or sprig checkpoint; a run directory: its latest checkpoint")

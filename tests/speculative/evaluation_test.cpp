@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "nn/checkpoint.h"
 #include "speculative/dflash.h"
 #include "speculative/domino.h"
 #include "speculative/spec_eval.h"
@@ -160,6 +161,32 @@ TEST(SpecEvaluator, LosslessAndTeacherForcingAtTheDecodingsAnchorsAcceptsWhatItC
   EXPECT_DOUBLE_EQ(a["teacher_forced_at_decoding_anchors"].get<double>(),
                    a["tau_whole_blocks"].get<double>());
   EXPECT_TRUE(a["teacher_forced_accept_len"].is_number());
+}
+
+// An EAGLE-3 draft's chains (the reference's fixtures, tests/golden/make_eagle3_reference.py: the
+// whole vocabulary and a reduced one, whose out-of-vocabulary tokens end a chain): at the
+// decoding's own anchors the training-time test accepts what decoding committed.
+TEST(SpecEvaluator, Eagle3TeacherForcingAtTheDecodingsAnchorsAcceptsWhatItCommitted) {
+  const std::string dir = kGolden + "reference_eagle3/";
+  const FrozenTarget target(load_qwen(dir + "target"), Device::cpu(), DType::f32);
+  for (const char* name : {"unpacked", "packed_reduced"}) {
+    SCOPED_TRACE(name);
+    const auto draft = load_eagle3_draft(dir + name);
+    draft->train(false);
+    SpecEvaluator evaluator(target, *draft, {.max_new_tokens = 24, .draft_tokens = 3});
+    for (uint64_t seed : {1, 2, 3}) {
+      const json line = evaluator.evaluate(tokens(seed, 6));
+      EXPECT_TRUE(line["lossless"].get<bool>()) << seed;
+      EXPECT_TRUE(line["teacher_forced_accept_len"].is_number()) << line.dump();
+    }
+    const json a = evaluator.aggregate();
+    std::cout << name << ": tau " << a["tau"] << ", whole chains " << a["tau_whole_blocks"]
+              << ", teacher-forced " << a["teacher_forced_accept_len"] << "\n";
+    ASSERT_TRUE(a["teacher_forced_at_decoding_anchors"].is_number()) << a.dump();
+    EXPECT_DOUBLE_EQ(a["teacher_forced_at_decoding_anchors"].get<double>(),
+                     a["tau_whole_blocks"].get<double>());
+    EXPECT_GT(a["tau_whole_blocks"].get<double>(), 1.0);  // some drafts were accepted
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -73,6 +74,22 @@ void KVCache::truncate(int64_t new_length) {
   for (std::vector<Tensor>* entries : {&k, &v})
     for (Tensor& t : *entries)
       if (t.defined()) t = t.narrow(1, 0, new_length);
+}
+
+void KVCache::keep(int64_t from, const std::vector<int64_t>& rows) {
+  std::vector<int64_t> index(static_cast<size_t>(from));
+  std::iota(index.begin(), index.end(), 0);
+  for (int64_t r : rows) {
+    if (r < 0 || from + r >= length())
+      throw std::invalid_argument("[kv cache] cannot keep position " + std::to_string(from + r) +
+                                  " of " + std::to_string(length()));
+    index.push_back(from + r);
+  }
+  for (std::vector<Tensor>* entries : {&k, &v})
+    for (Tensor& t : *entries)
+      if (t.defined())
+        t = index_select(
+            t, 1, Tensor::from_vector(index, {static_cast<int64_t>(index.size())}).to(t.device()));
 }
 
 RopeFrequencies QwenAttention::frequencies(const Tensor& positions) const {

@@ -27,6 +27,9 @@ struct KVCache {
   // Keeps the first `length` positions of every layer (speculative decoding rolls rejected tokens
   // back); throws "[kv cache] ..." when the cache holds fewer.
   void truncate(int64_t length);
+  // Keeps the first `from` positions and, after them, the positions from + rows[i] in that order
+  // (a tree's accepted path); throws "[kv cache] ..." for a row outside the cache.
+  void keep(int64_t from, const std::vector<int64_t>& rows);
 };
 
 // The settings of one attention layer, copied from its model's config.

@@ -123,4 +123,37 @@ QwenInput decode_input(const std::vector<int64_t>& ids, int64_t past, const Qwen
       config);
 }
 
+Mask tree_mask(const std::vector<int64_t>& parents, int64_t past) {
+  const auto n = static_cast<int64_t>(parents.size());
+  Mask m{n, past + n, {}};
+  if (past > 0) m.rects.push_back({0, n, 0, past});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = i; j >= 0; j = parents[static_cast<size_t>(j)]) {
+      if (parents[static_cast<size_t>(j)] >= j)
+        throw std::invalid_argument("[tree input] token " + std::to_string(j) + "'s parent " +
+                                    std::to_string(parents[static_cast<size_t>(j)]) +
+                                    " is not an earlier token");
+      m.rects.push_back({i, i + 1, past + j, past + j + 1});
+    }
+  return m;
+}
+
+QwenInput tree_input(const std::vector<int64_t>& ids, const std::vector<int64_t>& parents,
+                     int64_t past, const QwenConfig& config, Device device) {
+  if (ids.size() != parents.size())
+    throw std::invalid_argument("[tree input] " + std::to_string(ids.size()) + " tokens and " +
+                                std::to_string(parents.size()) + " parents");
+  if (config.sliding_window() > 0)
+    throw std::invalid_argument(
+        "[tree input] a model with sliding-window layers cannot verify a tree of tokens");
+  const Mask mask = tree_mask(parents, past);
+  std::vector<int64_t> pos(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    pos[i] = parents[i] < 0 ? past : pos[static_cast<size_t>(parents[i])] + 1;
+  const auto count = static_cast<int64_t>(ids.size());
+  return make_input(
+      Tensor::from_vector(ids, {1, count}, device), Tensor::from_vector(pos, {1, count}, device),
+      [&](int64_t) { return BatchMask(mask); }, config);
+}
+
 }  // namespace sprig

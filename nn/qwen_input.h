@@ -58,4 +58,13 @@ QwenInput prefix_tree_input(const Tensor& input_ids, const Tensor& position_ids,
 QwenInput decode_input(const std::vector<int64_t>& ids, int64_t past, const QwenConfig& config,
                        Device device);
 
+// A tree of candidate tokens over `past` cached keys (speculative decoding's tree verification):
+// token i's parent is parents[i] (< i; -1 for a root), it sits at position past + its depth and
+// sees every cached key, its ancestors and itself. Throws "[tree input] ..." for a parent that is
+// not earlier, or a model with sliding-window layers (a window over a tree is not defined here).
+QwenInput tree_input(const std::vector<int64_t>& ids, const std::vector<int64_t>& parents,
+                     int64_t past, const QwenConfig& config, Device device);
+// The mask rows of that tree: [n, past + n].
+Mask tree_mask(const std::vector<int64_t>& parents, int64_t past);
+
 }  // namespace sprig

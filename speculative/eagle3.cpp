@@ -247,6 +247,11 @@ Var Eagle3Layer::decode(const Var& embeds, const Var& hidden, const Tensor& posi
   const int64_t m = embeds.size(1), past = cache.length();
   Mask mask{m, past + m, {Rect{0, m, past, past + m, RectKind::causal}}};
   if (past > 0) mask.rects.push_back(Rect{0, m, 0, past});
+  return decode(embeds, hidden, positions, cache, std::move(mask));
+}
+
+Var Eagle3Layer::decode(const Var& embeds, const Var& hidden, const Tensor& positions,
+                        KVCache& cache, Mask mask) const {
   const Var x = concat({input_layernorm.forward(embeds), hidden_norm.forward(hidden)}, 2);
   const Var h =
       hidden + self_attn.forward(x, positions, x, positions,

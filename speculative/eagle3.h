@@ -81,6 +81,9 @@ class Eagle3Layer : public Module {
   // Decoding, one sequence, no graph: the outputs (1, m, H) of m new positions attending to the
   // keys in `cache` and causally to each other, their keys appended to it.
   Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache) const;
+  // The same under `mask` [m, cached + m] (a tree of drafts: each sees its ancestors alone).
+  Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache,
+             Mask mask) const;
 
   RMSNorm& input_layernorm;  // of the embeddings
   RMSNorm& hidden_norm;      // of the states
@@ -111,6 +114,10 @@ class Eagle3Draft : public Module {
   // (Eagle3Layer::decode).
   Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache) const {
     return layer.decode(embeds, hidden, positions, cache);
+  }
+  Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache,
+             Mask mask) const {
+    return layer.decode(embeds, hidden, positions, cache, std::move(mask));
   }
   // Logits over the draft vocabulary (..., draft_vocab_size) of a step's states (..., H).
   Var logits(const Var& hidden) const { return lm_head.forward(norm.forward(hidden)); }

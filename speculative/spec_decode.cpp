@@ -1,9 +1,11 @@
 #include "speculative/spec_decode.h"
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "nn/qwen_input.h"
 #include "speculative/draft_kind.h"
@@ -36,10 +38,14 @@ struct TargetStep {
   std::vector<int64_t> next;
 };
 
+// `parents` (one per id, -1 for the root) makes the run a tree: each token sees its ancestors.
 TargetStep run_target(const QwenForCausalLM& target, const std::vector<int64_t>& layers,
-                      const std::vector<int64_t>& ids, KVCache& cache, bool last_only = false) {
-  const QwenInput in =
-      decode_input(ids, cache.length(), target.config(), target.head_weight().device());
+                      const std::vector<int64_t>& ids, KVCache& cache, bool last_only = false,
+                      const std::vector<int64_t>& parents = {}) {
+  const Device device = target.head_weight().device();
+  const QwenInput in = parents.empty()
+                           ? decode_input(ids, cache.length(), target.config(), device)
+                           : tree_input(ids, parents, cache.length(), target.config(), device);
   Var final_hidden;
   const std::vector<Var> outputs = target.model.layer_outputs(in, layers, &final_hidden, &cache);
   std::vector<Tensor> captured;
@@ -203,6 +209,99 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
   return r;
 }
 
+namespace {
+
+// A tree of drafts (docs/semantics.md §13.5): node i holds a target id, its parent (-1: the
+// anchor), its depth, the draft's cumulative log-probability and the state that drafted it.
+struct DraftTree {
+  std::vector<int64_t> tokens, parents, depths;
+  std::vector<double> scores;
+  std::vector<Var> states;  // (1, 1, H)
+  int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+// The tree an EAGLE-3 draft grows from the output `g` (1, 1, H) at the last context position
+// s - 1 over `cache` (left as it was): depth 1 holds g's `topk` best tokens; each further depth
+// holds the `topk` best (by cumulative log-probability) of the children the previous depth's
+// nodes draft, `topk` each, one draft forward per depth.
+DraftTree grow_tree(const Eagle3Draft& draft, const Embedding& embed, const Var& g, int64_t s,
+                    int64_t depth, int64_t topk, KVCache& cache) {
+  const Device device = g.device();
+  const int64_t context = cache.length(), Vd = draft.config().draft_vocab_size;
+  const int64_t k = std::min(topk, Vd);
+  const std::vector<int64_t>& draft_to_target = draft.vocabulary().draft_to_target;
+  DraftTree tree;
+  std::vector<int64_t> cache_row;  // per node expanded: its row in `cache`
+  // Candidates: the k best children of each state of `outputs` (n, H) drafting for `parents`.
+  const auto children = [&](const Tensor& outputs, const std::vector<int64_t>& parents) {
+    const Tensor logp =
+        log_softmax(draft.logits(Var(outputs)).value().to(Device::cpu(), DType::f64), 1);
+    const std::vector<double> lp = logp.to_vector<double>();
+    std::vector<std::tuple<double, int64_t, int64_t, int64_t>> c;  // score, parent, row, id
+    for (size_t r = 0; r < parents.size(); ++r) {
+      std::vector<int64_t> ids(static_cast<size_t>(Vd));
+      std::iota(ids.begin(), ids.end(), 0);
+      const double* row = lp.data() + r * static_cast<size_t>(Vd);
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int64_t a, int64_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+      });
+      const double base = parents[r] < 0 ? 0.0 : tree.scores[static_cast<size_t>(parents[r])];
+      for (int64_t i = 0; i < k; ++i)
+        c.emplace_back(base + row[ids[i]], parents[r], static_cast<int64_t>(r), ids[i]);
+    }
+    std::stable_sort(c.begin(), c.end(),
+                     [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+    c.resize(std::min<size_t>(c.size(), static_cast<size_t>(k)));
+    return c;
+  };
+  std::vector<int64_t> frontier;
+  const auto add = [&](const auto& chosen, const std::vector<Var>& states, int64_t d) {
+    frontier.clear();
+    for (const auto& [score, parent, row, id] : chosen) {
+      frontier.push_back(tree.size());
+      tree.tokens.push_back(draft_to_target[static_cast<size_t>(id)]);
+      tree.parents.push_back(parent);
+      tree.depths.push_back(d);
+      tree.scores.push_back(score);
+      tree.states.push_back(states[static_cast<size_t>(row)]);
+    }
+  };
+  add(children(g.value().reshape({1, g.size(2)}), {-1}), {g}, 1);
+  for (int64_t d = 1; d < depth; ++d) {
+    // The frontier's nodes, each over the context, its ancestors' rows and itself.
+    const auto n = static_cast<int64_t>(frontier.size());
+    const int64_t past = cache.length();
+    Mask mask{n, past + n, {}};
+    if (context > 0) mask.rects.push_back({0, n, 0, context});
+    std::vector<int64_t> ids;
+    std::vector<Var> states;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t node = frontier[static_cast<size_t>(i)];
+      ids.push_back(tree.tokens[static_cast<size_t>(node)]);
+      states.push_back(tree.states[static_cast<size_t>(node)]);
+      mask.rects.push_back({i, i + 1, past + i, past + i + 1});
+      for (int64_t a = tree.parents[static_cast<size_t>(node)]; a >= 0;
+           a = tree.parents[static_cast<size_t>(a)])
+        mask.rects.push_back(
+            {i, i + 1, cache_row[static_cast<size_t>(a)], cache_row[static_cast<size_t>(a)] + 1});
+    }
+    cache_row.resize(static_cast<size_t>(tree.size()), -1);
+    for (int64_t i = 0; i < n; ++i) cache_row[static_cast<size_t>(frontier[i])] = past + i;
+    const Var out =
+        draft.decode(embed.forward(Tensor::from_vector(ids, {1, n}, device)), concat(states, 1),
+                     Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(n), s - 1 + d),
+                                         {1, n}, device),
+                     cache, std::move(mask));
+    std::vector<Var> outputs;
+    for (int64_t i = 0; i < n; ++i) outputs.push_back(narrow(out, 1, i, 1));
+    add(children(out.value().reshape({n, out.size(2)}), frontier), outputs, d + 1);
+  }
+  cache.truncate(context);
+  return tree;
+}
+
+}  // namespace
+
 SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const Eagle3Draft& draft,
                                       const std::vector<int64_t>& prompt,
                                       const SpecDecodeOptions& o) {
@@ -242,6 +341,46 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const Eagle
                      draft.project(Var(pending)), positions_from(s - m, m, device), draft_cache);
     g = narrow(g, 1, m - 1, 1);
     const int64_t context = draft_cache.length();
+    if (o.tree_topk > 0) {  // a tree of drafts, verified at once; its accepted path commits
+      const int64_t remaining = o.max_new_tokens - static_cast<int64_t>(r.output_ids.size());
+      const int64_t depth = std::min(o.draft_tokens, remaining - 1);
+      const DraftTree tree =
+          depth > 0 ? grow_tree(draft, embed, g, s, depth, o.tree_topk, draft_cache) : DraftTree{};
+      r.draft_seconds += seconds_since(start);
+      std::vector<int64_t> block = {ids.back()}, parents = {-1};
+      for (int64_t i = 0; i < tree.size(); ++i) {
+        block.push_back(tree.tokens[static_cast<size_t>(i)]);
+        parents.push_back(tree.parents[static_cast<size_t>(i)] + 1);
+      }
+      start = Clock::now();
+      step = run_target(target, layers, block, target_cache, false, parents);
+      r.verify_seconds += seconds_since(start);
+      // From the anchor, the child holding the target's token, while there is one.
+      std::vector<int64_t> path = {0};
+      for (bool found = true; found;) {
+        found = false;
+        for (size_t c = 1; c < block.size() && !found; ++c)
+          if (parents[c] == path.back() &&
+              block[c] == step.next[static_cast<size_t>(path.back())]) {
+            path.push_back(static_cast<int64_t>(c));
+            found = true;
+          }
+      }
+      std::vector<int64_t> drafts, next;
+      for (size_t i = 1; i < path.size(); ++i)
+        drafts.push_back(block[static_cast<size_t>(path[i])]);
+      for (const int64_t row : path) next.push_back(step.next[static_cast<size_t>(row)]);
+      const int64_t committed = verifier.accept(drafts, next);
+      r.accepted_per_step.push_back(committed);
+      r.drafted_per_step.push_back(depth);
+      ids.insert(ids.end(), r.output_ids.end() - committed, r.output_ids.end());
+      path.resize(static_cast<size_t>(committed));  // the anchor and the committed drafts
+      target_cache.keep(s, path);
+      pending = index_select(step.features, 1,
+                             Tensor::from_vector(path, {committed}).to(step.features.device()));
+      s += committed;
+      continue;
+    }
     // Each further draft reads the previous one and the state that drafted it, one position on.
     std::vector<int64_t> drafts = {predict(g)};
     for (int64_t j = 1; j < o.draft_tokens; ++j) {

@@ -20,7 +20,9 @@ struct SpecDecodeOptions {
   int64_t block_size = 0;       // slots per draft block, in [2, the draft's]; 0: the draft's
   int64_t stop_id = -1;         // stop after committing this id (it is included); < 0: none
   bool correction_head = true;  // Domino: false drafts from the backbone's base logits alone
-  int64_t draft_tokens = 3;     // EAGLE-3: tokens drafted per step (>= 1)
+  int64_t draft_tokens = 3;     // EAGLE-3: tokens drafted per step (>= 1): a chain's length
+  int64_t tree_topk = 0;        // EAGLE-3: > 0 drafts a tree of draft_tokens depths, tree_topk
+                                // nodes each (docs/semantics.md §13.5); 0 a chain
 };
 
 struct SpecDecodeResult {

@@ -59,8 +59,8 @@ SpecEvaluator::SpecEvaluator(const FrozenTarget& target, const Eagle3Draft& draf
 SpecDecodeResult SpecEvaluator::decode(const std::vector<int64_t>& prompt,
                                        bool correction_head) const {
   const SpecEvalSettings& o = settings_;
-  SpecDecodeOptions options{o.max_new_tokens, o.block_size, o.stop_id, correction_head,
-                            o.draft_tokens};
+  SpecDecodeOptions options{o.max_new_tokens, o.block_size,   o.stop_id,
+                            correction_head,  o.draft_tokens, o.tree_topk};
   return dflash_ ? speculative_generate(target_.model(), *dflash_, prompt, options)
                  : speculative_generate(target_.model(), *eagle3_, prompt, options);
 }
@@ -189,6 +189,7 @@ void SpecEvaluator::eagle3_forced(const std::vector<int64_t>& prompt, const Spec
   const auto S = static_cast<int64_t>(prompt.size() + r.output_ids.size());
   const int64_t k = settings_.draft_tokens;
   int64_t s = static_cast<int64_t>(prompt.size());  // the anchor: the prefill's token
+  if (settings_.tree_topk > 0) return;  // a tree commits more than its top-1 chain would
   here.emplace();
   for (size_t i = 0; i < r.accepted_per_step.size(); ++i) {
     if (r.drafted_per_step[i] == k && s + k <= S) {
@@ -246,11 +247,17 @@ void SpecEvaluator::print_header(std::FILE* out) const {
                  static_cast<long long>(drafts_per_block(dflash_->config(), block_size_)),
                  static_cast<long long>(settings_.max_new_tokens), target_.device().str().c_str());
   else
-    std::fprintf(out,
-                 "spec-eval: eagle3 draft, a chain of %lld drafts per step, up to %lld new tokens "
-                 "per prompt, %s\n",
-                 static_cast<long long>(settings_.draft_tokens),
-                 static_cast<long long>(settings_.max_new_tokens), target_.device().str().c_str());
+    std::fprintf(
+        out,
+        "spec-eval: eagle3 draft, %s of %lld drafts per step, up to %lld new tokens "
+        "per prompt, %s\n",
+        settings_.tree_topk > 0
+            ? ("a tree of the " + std::to_string(settings_.tree_topk) + " best per depth").c_str()
+            : "a chain",
+        static_cast<long long>(settings_.tree_topk > 0
+                                   ? settings_.tree_topk * settings_.draft_tokens
+                                   : settings_.draft_tokens),
+        static_cast<long long>(settings_.max_new_tokens), target_.device().str().c_str());
   std::fprintf(out, "%6s %6s %6s %8s %8s %10s %10s %8s %8s\n", "prompt", "tokens", "steps", "tau",
                "forced", "tok/s", "greedy/s", "speedup", "lossless");
 }

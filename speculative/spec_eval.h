@@ -22,7 +22,7 @@ namespace sprig::speculative {
 
 struct SpecEvalSettings {
   int64_t max_new_tokens = 128, block_size = 0, stop_id = -1;  // as SpecDecodeOptions
-  int64_t draft_tokens = 3;                                    // EAGLE-3
+  int64_t draft_tokens = 3, tree_topk = 0;                     // EAGLE-3
   int64_t num_anchors = 512;  // teacher-forced blocks sampled per prompt at most
   uint64_t seed = 0;          // of those anchors
 };

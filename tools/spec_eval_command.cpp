@@ -50,7 +50,7 @@ void run_spec_eval(const SpecEvalOptions& o) {
     const DraftConfig draft_config = load_draft_config(o.draft);
     check_draft_fits(draft_config, target_config, "--draft " + o.draft);
     if (o.draft_tokens_given)
-      throw CLI::ValidationError("--draft-tokens applies to EAGLE-3 drafts; a " +
+      throw CLI::ValidationError("--draft-tokens and --tree-topk apply to EAGLE-3 drafts; a " +
                                  std::string(draft_config.kind().name()) +
                                  " draft drafts a block of --block-size");
     const int64_t draft_block = draft_config.block_size;
@@ -148,6 +148,12 @@ void add_spec_eval_command(CLI::App& app) {
                  "EAGLE-3: tokens drafted per step, a chain of one draft forward each")
       ->check(kPositive)
       ->capture_default_str();
+  add_int_option(cmd, "--tree-topk", o->settings.tree_topk,
+                 "EAGLE-3: draft a tree of --draft-tokens depths, keeping the K best nodes per "
+                 "depth (each node's K best children compete), verified in one target forward "
+                 "(0: a chain)")
+      ->check(kNonNegative)
+      ->capture_default_str();
   add_int_option(cmd, "--stop-id", o->settings.stop_id,
                  "Stop a prompt after this id (a vocabulary id)")
       ->check(kNonNegative);
@@ -160,7 +166,7 @@ void add_spec_eval_command(CLI::App& app) {
   add_device_option(cmd, o->device);
   add_compute_dtype_option(cmd, o->dtype);
   cmd->callback([o, cmd] {
-    o->draft_tokens_given = cmd->count("--draft-tokens") > 0;
+    o->draft_tokens_given = cmd->count("--draft-tokens") + cmd->count("--tree-topk") > 0;
     run_spec_eval(*o);
   });
 }

@@ -81,5 +81,25 @@ TEST(QwenInput, DecodingSeesTheCacheAndItsWindow) {
                                                        0, 0, 0, 1, 1}));
 }
 
+// A tree [a; b, c under a; d under b] over 2 cached keys: each token at 2 + its depth, seeing the
+// cache, its ancestors and itself; a parent that is not earlier and a windowed model are refused.
+TEST(QwenInput, TreeTokensSeeTheCacheAndTheirAncestors) {
+  const QwenInput in =
+      tree_input({7, 8, 9, 10}, {-1, 0, 0, 1}, 2, config_with_window(0), Device::cpu());
+  EXPECT_EQ(in.position_ids.to_vector<int64_t>(), (std::vector<int64_t>{2, 3, 3, 4}));
+  EXPECT_EQ(dense(*in.mask), (std::vector<bool>{1, 1, 1, 0, 0, 0,  //
+                                                1, 1, 1, 1, 0, 0,  //
+                                                1, 1, 1, 0, 1, 0,  //
+                                                1, 1, 1, 1, 0, 1}));
+  EXPECT_NE(invalid_argument_message([&] {
+              tree_mask({-1, 2, 0}, 0);
+            }).find("is not an earlier"),
+            std::string::npos);
+  EXPECT_EQ(invalid_argument_message([&] {
+              tree_input({1, 2}, {-1, 0}, 0, config_with_window(2), Device::cpu());
+            }),
+            "[tree input] a model with sliding-window layers cannot verify a tree of tokens");
+}
+
 }  // namespace
 }  // namespace sprig

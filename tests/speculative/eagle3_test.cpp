@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "nn/checkpoint.h"
 #include "nn/generate.h"
 #include "speculative/spec_decode.h"
 #include "tensor/safetensors.h"
@@ -338,6 +339,56 @@ TEST(Eagle3, NoValidPositionIsNamed) {
   DraftRows rows = micro_packed_row();
   rows.loss_mask = Tensor::zeros({1, 10}, DType::i64);
   EXPECT_THROW(run(m, rows, 3), NoValidAnchors);
+}
+
+// A tree of drafts (the K best nodes per depth) verified in one target forward decodes the
+// target's greedy output, every step committing at most its depth + 1; with one node per depth it
+// is the chain, step for step. On the reference fixture's target and drafts (whose argmaxes often
+// agree), and on the micro draft with a reduced vocabulary.
+TEST(Eagle3, TreeDecodingIsLosslessAndItsTopOneIsTheChain) {
+  const std::string dir = kGolden + "reference_eagle3/";
+  const FrozenTarget fixture(load_qwen(dir + "target"), Device::cpu(), DType::f64);
+  const Micro m = micro({0, 1, 3, 4, 5, 8, 9, 12, 17, 22});
+  std::vector<std::pair<const QwenForCausalLM*, std::unique_ptr<Eagle3Draft>>> cases;
+  for (const char* name : {"unpacked", "packed_reduced"}) {
+    auto d = load_eagle3_draft(dir + name);
+    d->to(Device::cpu(), DType::f64);
+    cases.emplace_back(&fixture.model(), std::move(d));
+  }
+  for (auto& [target, draft] : cases) draft->train(false);
+  std::map<int64_t, int64_t> forwards;  // target forwards over every case, by nodes per depth
+  for (const auto& [target, draft] : cases) {
+    for (uint64_t seed : {1, 2}) {
+      const std::vector<int64_t> prompt = tokens(seed, 7);
+      const std::vector<int64_t> greedy = generate_greedy(*target, prompt, 20, -1);
+      for (const int64_t depth : {1, 3}) {
+        SpecDecodeOptions o;
+        o.max_new_tokens = 20;
+        o.draft_tokens = depth;
+        const SpecDecodeResult chain = speculative_generate(*target, *draft, prompt, o);
+        for (const int64_t k : {1, 2, 4}) {
+          o.tree_topk = k;
+          const SpecDecodeResult tree = speculative_generate(*target, *draft, prompt, o);
+          EXPECT_EQ(tree.output_ids, greedy) << seed << " " << depth << " " << k;
+          for (size_t i = 0; i < tree.accepted_per_step.size(); ++i)
+            EXPECT_LE(tree.accepted_per_step[i], tree.drafted_per_step[i] + 1);
+          if (k == 1) EXPECT_EQ(tree.accepted_per_step, chain.accepted_per_step);
+          forwards[k] += tree.target_forwards();
+        }
+      }
+    }
+  }
+  // Wider trees accept more: the same outputs in fewer target forwards.
+  std::cout << "target forwards by nodes per depth: 1: " << forwards[1] << ", 2: " << forwards[2]
+            << ", 4: " << forwards[4] << "\n";
+  EXPECT_LT(forwards[4], forwards[1]);
+  // The micro draft, its reduced vocabulary mapped back.
+  const std::vector<int64_t> prompt = {3, 9, 1, 17, 4};
+  SpecDecodeOptions o;
+  o.max_new_tokens = 16;
+  o.tree_topk = 3;
+  EXPECT_EQ(speculative_generate(m.target->model(), *m.draft, prompt, o).output_ids,
+            generate_greedy(m.target->model(), prompt, 16, -1));
 }
 
 // The reference's recipe saves the draft under its module paths (model.fc, model.layers.0,

@@ -87,6 +87,13 @@ TEST_F(DraftCli, DraftVocabularyTrainsAnEagle3HeadOverItsIds) {
   EXPECT_EQ(lines[2]["aggregate"]["acceptance_by_slot"].size(), 2u);
   EXPECT_NE(decoded.err.find("eagle3 draft, a chain of 2 drafts per step"), std::string::npos)
       << decoded.err;
+  // A tree of two depths keeping 3 nodes each: lossless too.
+  const CliRun tree = run_sprig(spec + " --draft-tokens 2 --tree-topk 3", dir);
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  EXPECT_EQ(testing::json_lines(tree.out)[2]["aggregate"]["lossless_prompts"], 2);
+  EXPECT_NE(tree.err.find("eagle3 draft, a tree of the 3 best per depth of 6 drafts per step"),
+            std::string::npos)
+      << tree.err;
   const CliRun block = run_sprig(spec + " --block-size 3", dir);
   EXPECT_EQ(block.exit_code, 2);
   EXPECT_NE(block.err.find("--block-size applies to the DFlash drafts"), std::string::npos)

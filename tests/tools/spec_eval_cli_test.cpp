@@ -171,6 +171,10 @@ TEST_F(SpecEvalCli, BadRecordsAndOptionsStopWithOneSentence) {
   EXPECT_NE(r.err.find("no records"), std::string::npos) << r.err;
   r = spec_eval("{\"prompt_ids\": [1]}\n", "--max-new-tokens 0");
   EXPECT_EQ(r.exit_code, 2);
+  r = spec_eval("{\"prompt_ids\": [1]}\n", "--tree-topk 2");  // an EAGLE-3 option
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--draft-tokens and --tree-topk apply to EAGLE-3 drafts"), std::string::npos)
+      << r.err;
 }
 
 // A copy of a golden model whose config.json declares bf16 over its f32 weights.

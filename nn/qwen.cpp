@@ -77,6 +77,9 @@ void KVCache::truncate(int64_t new_length) {
 }
 
 void KVCache::keep(int64_t from, const std::vector<int64_t>& rows) {
+  if (from < 0 || from > length())
+    throw std::invalid_argument("[kv cache] cannot keep positions after " + std::to_string(from) +
+                                " of " + std::to_string(length()));
   std::vector<int64_t> index(static_cast<size_t>(from));
   std::iota(index.begin(), index.end(), 0);
   for (int64_t r : rows) {

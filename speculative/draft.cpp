@@ -69,7 +69,8 @@ void DraftConfig::check() const {
     fail("sliding_window must be >= 0, got " + std::to_string(sliding_window));
   if (draft_vocab_size < 0 || draft_vocab_size > layers.vocab_size)
     fail("draft_vocab_size must be in [1, " + std::to_string(layers.vocab_size) +
-         "] (the target's vocabulary), got " + std::to_string(draft_vocab_size));
+         "] (the target's vocabulary; 0 for the whole one), got " +
+         std::to_string(draft_vocab_size));
   if (head) head->check(*this);
 }
 
@@ -323,6 +324,11 @@ DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
       "norm", std::make_unique<RMSNorm>(config_.layers.hidden_size, config_.layers.rms_norm_eps));
   if (config_.head) head_ = &register_module("", config_.head->build(config_, gen));
   if (!config_.reduced_vocab()) vocabulary_ = DraftVocabulary::whole(config_.layers.vocab_size);
+}
+
+void DFlashDraft::to(Device device, DType dtype) {
+  Module::to(device, dtype);
+  if (lm_head_.defined()) lm_head_ = lm_head_.to(device, dtype);
 }
 
 const DraftVocabulary& DFlashDraft::vocabulary() const {

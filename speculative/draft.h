@@ -138,6 +138,9 @@ class DFlashDraft : public Module {
   Var decode_block(const Var& noise, const Tensor& positions, KVCache& cache) const;
   // The modules of the config's head (its kind reads them), or nullptr.
   const Module* head() const { return head_; }
+  // Module::to, and the draft vocabulary's rows of the LM head with the parameters.
+  using Module::to;
+  void to(Device device, DType dtype);
 
   // The draft's vocabulary (speculative/draft_vocab.h): the target's whole one, or a reduced one
   // that set_vocabulary gives with its rows of the target's LM head (draft_vocab_size, H), frozen

@@ -113,6 +113,8 @@ Eagle3Config Eagle3Config::from_json(const nlohmann::json& j, const std::string&
   // The reference's recipe saves its target's config with the draft's keys: num_hidden_layers is
   // the target's depth (the draft has one layer all the same) and no aux layers are named.
   const bool reference = std::find(arch.begin(), arch.end(), kArchitectures[2]) != arch.end();
+  if (j.contains("num_hidden_layers") && !j["num_hidden_layers"].is_number_integer())
+    refuse("num_hidden_layers must be an integer, got " + j["num_hidden_layers"].dump());
   if (!reference && j.value("num_hidden_layers", 1) != 1)
     refuse("num_hidden_layers " + j["num_hidden_layers"].dump() +
            ": sprig's EAGLE-3 drafts have one layer");
@@ -375,6 +377,10 @@ std::unique_ptr<Eagle3Draft> load_eagle3_draft(const std::string& given) {
     // The reference orders its ids by frequency: the head's rows follow its ids sorted.
     std::vector<int64_t> ids =
         weights.load("d2t").to(Device::cpu(), DType::i64).to_vector<int64_t>();
+    if (static_cast<int64_t>(ids.size()) != c.draft_vocab_size)
+      throw std::runtime_error(dir + "/d2t: " + std::to_string(ids.size()) +
+                               " draft ids for a head of draft_vocab_size " +
+                               std::to_string(c.draft_vocab_size));
     for (size_t i = 0; i < ids.size(); ++i) ids[i] += static_cast<int64_t>(i);
     std::vector<int64_t> order(ids.size());
     std::iota(order.begin(), order.end(), 0);

@@ -307,6 +307,9 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const Eagle
                                       const SpecDecodeOptions& o) {
   check_request(target.config(), prompt, o);
   if (o.draft_tokens < 1) fail("draft_tokens must be >= 1, got " + std::to_string(o.draft_tokens));
+  if (o.tree_topk < 0 || o.tree_topk > kMaxTreeTopk)
+    fail("tree_topk must be in [0, " + std::to_string(kMaxTreeTopk) + "], got " +
+         std::to_string(o.tree_topk));
   NoGradGuard no_grad;
   const Device device = target.head_weight().device();
   const Embedding& embed = target.model.embed_tokens;

@@ -15,6 +15,9 @@
 
 namespace sprig::speculative {
 
+// The most nodes per depth a tree of drafts keeps (each expands as many children).
+constexpr int64_t kMaxTreeTopk = 64;
+
 struct SpecDecodeOptions {
   int64_t max_new_tokens = 128;
   int64_t block_size = 0;       // slots per draft block, in [2, the draft's]; 0: the draft's

@@ -191,8 +191,11 @@ void SpecEvaluator::eagle3_forced(const std::vector<int64_t>& prompt, const Spec
   int64_t s = static_cast<int64_t>(prompt.size());  // the anchor: the prefill's token
   if (settings_.tree_topk > 0) return;  // a tree commits more than its top-1 chain would
   here.emplace();
-  for (size_t i = 0; i < r.accepted_per_step.size(); ++i) {
-    if (r.drafted_per_step[i] == k && s + k <= S) {
+  const size_t steps = r.accepted_per_step.size();
+  // A step that committed the stop id committed no bonus after it: not a whole chain.
+  const bool stopped = settings_.stop_id >= 0 && r.output_ids.back() == settings_.stop_id;
+  for (size_t i = 0; i < steps; ++i) {
+    if (r.drafted_per_step[i] == k && s + k <= S && !(stopped && i + 1 == steps)) {
       here->accept_len_sum += static_cast<double>(l.chain_lengths[static_cast<size_t>(s - 1)] + 1);
       here->valid_blocks += 1;
       ++totals_.whole_steps;

@@ -83,7 +83,8 @@ void run_eval(const EvalOptions& o) {
   draft->to(device, dtype);
   draft->train(false);
   TeacherForced evaluator(target, *draft, o.settings, o.num_anchors, o.seed);
-  const int64_t bs = draft->config().block_size, vocab = draft->config().vocab_rows();
+  const int64_t bs = draft->config().block_size, vocab = target.config().vocab_size;
+  const int64_t logit_columns = draft->config().vocab_rows();  // a draft vocabulary's, or V
   PositionLimit positions(target.config().max_position_embeddings, o.strict_positions, "eval");
 
   std::vector<SafetensorsEntry> entries;
@@ -108,7 +109,7 @@ void run_eval(const EvalOptions& o) {
     }
 
     if (out) {  // what this record adds to the file, before computing it
-      out_bytes += static_cast<size_t>(anchors.blocks() * bs * vocab) * sizeof(float);
+      out_bytes += static_cast<size_t>(anchors.blocks() * bs * logit_columns) * sizeof(float);
       if (o.grads) out_bytes += static_cast<size_t>(draft->num_parameters()) * sizeof(float);
       if (out_bytes > available / 2)
         throw std::runtime_error(where + ": --out would hold " + std::to_string(out_bytes >> 20) +

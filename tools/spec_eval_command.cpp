@@ -46,6 +46,10 @@ void run_spec_eval(const SpecEvalOptions& o) {
       throw CLI::ValidationError(
           "--block-size applies to the DFlash drafts; an EAGLE-3 draft "
           "drafts a chain of --draft-tokens");
+    if (o.settings.tree_topk > 0 && target_config.sliding_window() > 0)
+      throw std::runtime_error(
+          "[spec-eval] --tree-topk: the target has sliding-window layers, over which a tree of "
+          "drafts is not verified; draft a chain (--tree-topk 0)");
   } else {
     const DraftConfig draft_config = load_draft_config(o.draft);
     check_draft_fits(draft_config, target_config, "--draft " + o.draft);
@@ -91,6 +95,8 @@ void run_spec_eval(const SpecEvalOptions& o) {
   });
   if (prompts.empty()) throw std::runtime_error(o.input + ": no records");
   // The target's KV cache of the longest decoding (the draft's few layers fit in what it leaves).
+  // A tree's nodes join the cache while they are verified.
+  longest += o.settings.tree_topk * o.settings.draft_tokens;
   check_kv_cache_fits(target_config, longest, dtype_from_name(o.dtype), device, "spec-eval");
   const FrozenTarget target(load_qwen(o.target), device, dtype_from_name(o.dtype));
   std::unique_ptr<Module> draft;
@@ -151,8 +157,9 @@ void add_spec_eval_command(CLI::App& app) {
   add_int_option(cmd, "--tree-topk", o->settings.tree_topk,
                  "EAGLE-3: draft a tree of --draft-tokens depths, keeping the K best nodes per "
                  "depth (each node's K best children compete), verified in one target forward "
-                 "(0: a chain)")
-      ->check(kNonNegative)
+                 "(0: a chain; at most " +
+                     std::to_string(kMaxTreeTopk) + ")")
+      ->check(CLI::Range(int64_t{0}, kMaxTreeTopk))
       ->capture_default_str();
   add_int_option(cmd, "--stop-id", o->settings.stop_id,
                  "Stop a prompt after this id (a vocabulary id)")

@@ -85,6 +85,12 @@ std::unique_ptr<DFlashDraft> build_draft(const TrainConfig& c, const FrozenTarge
   std::unique_ptr<DFlashDraft> draft = load_draft(d.init);
   check_draft_fits(draft->config(), target, "draft.init " + d.init);
   check_draft_kind(draft->config(), *c.draft_kind, "draft.init " + d.init);
+  if (draft->config().reduced_vocab()) {  // its rows of this target's head, where the head is
+    DraftVocabulary vocab = draft->vocabulary();
+    const Tensor& head = frozen.head().value();
+    Tensor rows = index_select(head, 0, vocab.target_ids().to(head.device()));
+    draft->set_vocabulary(std::move(vocab), std::move(rows));
+  }
   return draft;
 }
 
@@ -120,6 +126,7 @@ class DraftRecipe : public Recipe {
     const int64_t rows = data_.micro_batch_size, context = rows * data_.seq_len;
     StepShapes s;
     s.layers = d.layers;
+    s.layers.vocab_size = d.vocab_rows();  // the head's rows
     s.tokens = rows * c_.num_anchors * d.block_size;
     s.context_tokens = context;
     s.frozen_parameters = target_.frozen().model().num_parameters();

@@ -147,6 +147,57 @@ TEST_F(DraftCli, DraftVocabularyTrainsAnEagle3HeadOverItsIds) {
       << resume.err;
 }
 
+// A DFlash draft over 16 of the target's 64 ids: trained from the command line, its checkpoint
+// evaluates on records of any target id (a label outside the vocabulary a miss), exports its head's
+// rows and map with a note for SGLang, and decodes losslessly.
+TEST_F(DraftCli, DraftVocabularyTrainsADFlashDraftThatEvaluatesAndDecodes) {
+  const std::string docs = testing::source_dir() + "/train/configs/tiny_docs.jsonl";
+  const std::string vocab = dir + "/vocab.json";
+  ASSERT_EQ(
+      run_sprig("data draft-vocab --input " + docs + " --size 16 --vocab-size 64 --out " + vocab,
+                dir)
+          .exit_code,
+      0);
+  const std::string config = dir + "/dflash.yaml";
+  testing::write_text(config, "run_dir: " + dir +
+                                  "/run\ndevice: cpu\ntarget:\n  config: " + testing::source_dir() +
+                                  "/train/configs/tiny_qwen3.json\ndraft:\n  mask_token_id: 63\n"
+                                  "  num_layers: 1\n  block_size: 4\n  num_anchors: 8\n  vocab: " +
+                                  vocab + "\ndata:\n  train: " + docs +
+                                  "\n  seq_len: 64\n  packing: dflash\n  micro_batch_size: 2\n"
+                                  "train:\n  max_steps: 2\nlog:\n  every_steps: 1\n");
+  const CliRun train = run_sprig("train dflash -c " + config, dir);
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const std::string ckpt = dir + "/run", target = dir + "/run/target";
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 20; ++i) ids.push_back(62 - 3 * i);  // ids past the draft's 16 rows
+  testing::write_text(input, json{{"input_ids", ids}}.dump() + "\n");
+  const CliRun eval = run_sprig("eval dflash --device cpu --target " + target + " --draft " + ckpt +
+                                    " --input " + input + " --out " + out,
+                                dir);
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  const std::vector<json> lines = testing::json_lines(eval.out);
+  EXPECT_GT(lines[0]["valid_tokens"].get<double>(), 0) << eval.out;
+  EXPECT_EQ(SafetensorsFile(out).info("0.logits").shape[1], 16);  // the draft's columns
+
+  const std::string exported = dir + "/export";
+  const CliRun convert = run_sprig("convert --to-hf " + ckpt + " --out " + exported, dir);
+  ASSERT_EQ(convert.exit_code, 0) << convert.err;
+  EXPECT_NE(convert.out.find("dflash draft (16 of 64 ids)"), std::string::npos) << convert.out;
+  EXPECT_NE(convert.out.find("SGLang's DFLASH ignores them"), std::string::npos) << convert.out;
+  const SafetensorsFile weights(exported + "/model.safetensors");
+  EXPECT_EQ(weights.info("lm_head.weight").shape, (Shape{16, 64}));
+  EXPECT_TRUE(weights.contains("d2t") && weights.contains("t2d"));
+
+  const std::string prompts = dir + "/prompts.jsonl";
+  testing::write_text(prompts, "{\"prompt_ids\": [3, 9, 1, 17]}\n");
+  const CliRun decoded = run_sprig("spec-eval --device cpu --target " + target + " --draft " +
+                                       exported + " --input " + prompts + " --max-new-tokens 10",
+                                   dir);
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_EQ(testing::json_lines(decoded.out)[1]["aggregate"]["lossless_prompts"], 1);
+}
+
 // The golden packed case (tests/golden/make_eagle3_golden.py) as one record of three documents:
 // `eval eagle3 --grads` gives PyTorch's loss, per-step counts, logits and gradients.
 TEST_F(DraftCli, EvalEagle3ReproducesThePyTorchNumbers) {

@@ -147,8 +147,10 @@ std::vector<WholeBlockStep> whole_block_steps(const SpecDecodeResult& r, int64_t
   const int64_t length = prompt_length + static_cast<int64_t>(r.output_ids.size());
   std::vector<WholeBlockStep> steps;
   int64_t s = prompt_length;
-  for (size_t i = 0; i < r.accepted_per_step.size(); ++i) {
-    if (r.drafted_per_step[i] == drafts && s + std::max(drafts, block_size - 1) < length)
+  const size_t count = r.accepted_per_step.size();
+  for (size_t i = 0; i < count; ++i) {
+    if (r.drafted_per_step[i] == drafts && s + std::max(drafts, block_size - 1) < length &&
+        !(r.stopped && i + 1 == count))
       steps.push_back({s, r.accepted_per_step[i]});
     s += r.accepted_per_step[i];
   }
@@ -206,6 +208,7 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
     pending = step.features.narrow(1, 0, committed);
     s += committed;
   }
+  r.stopped = verifier.stopped;
   return r;
 }
 
@@ -408,6 +411,7 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const Eagle
     pending = step.features.narrow(1, 0, committed);
     s += committed;
   }
+  r.stopped = verifier.stopped;
   return r;
 }
 

@@ -32,6 +32,7 @@ struct SpecDecodeResult {
   std::vector<int64_t> output_ids;         // the new tokens, stop id included
   std::vector<int64_t> accepted_per_step;  // per verify step: drafts accepted + 1 (the bonus)
   std::vector<int64_t> drafted_per_step;   // per verify step: drafts the target checked
+  bool stopped = false;                    // the last step committed the stop id (and no more)
   double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0;
 
   int64_t target_forwards() const { return static_cast<int64_t>(accepted_per_step.size()); }
@@ -63,7 +64,8 @@ std::vector<int64_t> propose_block(const QwenForCausalLM& target, const DFlashDr
                                    int64_t anchor, int64_t s, int64_t bs, KVCache& draft_cache,
                                    bool correction_head = true);
 
-// The steps that verified a whole block of drafts inside the text (a stop id may end it sooner):
+// The steps that verified a whole block of drafts inside the text (the last one not when it
+// committed the stop id, which ends a block without its bonus token):
 // their anchor positions in prompt ++ output and the tokens they committed. There, the
 // teacher-forced acceptance of the same draft on the same text is the step's own
 // (docs/semantics.md §13.3).

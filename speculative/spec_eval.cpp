@@ -193,9 +193,8 @@ void SpecEvaluator::eagle3_forced(const std::vector<int64_t>& prompt, const Spec
   here.emplace();
   const size_t steps = r.accepted_per_step.size();
   // A step that committed the stop id committed no bonus after it: not a whole chain.
-  const bool stopped = settings_.stop_id >= 0 && r.output_ids.back() == settings_.stop_id;
   for (size_t i = 0; i < steps; ++i) {
-    if (r.drafted_per_step[i] == k && s + k <= S && !(stopped && i + 1 == steps)) {
+    if (r.drafted_per_step[i] == k && s + k <= S && !(r.stopped && i + 1 == steps)) {
       here->accept_len_sum += static_cast<double>(l.chain_lengths[static_cast<size_t>(s - 1)] + 1);
       here->valid_blocks += 1;
       ++totals_.whole_steps;

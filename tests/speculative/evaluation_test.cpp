@@ -9,7 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "nn/checkpoint.h"
+#include "nn/generate.h"
 #include "speculative/dflash.h"
 #include "speculative/domino.h"
 #include "speculative/spec_eval.h"
@@ -186,6 +189,37 @@ TEST(SpecEvaluator, Eagle3TeacherForcingAtTheDecodingsAnchorsAcceptsWhatItCommit
     EXPECT_DOUBLE_EQ(a["teacher_forced_at_decoding_anchors"].get<double>(),
                      a["tau_whole_blocks"].get<double>());
     EXPECT_GT(a["tau_whole_blocks"].get<double>(), 1.0);  // some drafts were accepted
+  }
+}
+
+// With a stop id the last step may end on it without its bonus token: whatever the stop id, at
+// the decoding's own anchors teacher forcing still accepts what decoding committed (the stopped
+// step is not a whole one), for a DFlash draft and an EAGLE-3 draft.
+TEST(SpecEvaluator, TeacherForcingAtTheDecodingsAnchorsHoldsWhereAStopIdEndsTheRun) {
+  const FrozenTarget golden = golden_target();
+  const auto dflash = golden_draft();
+  const std::string dir = kGolden + "reference_eagle3/";
+  const FrozenTarget fixture(load_qwen(dir + "target"), Device::cpu(), DType::f32);
+  const auto eagle3 = load_eagle3_draft(dir + "unpacked");
+  eagle3->train(false);
+  const std::vector<int64_t> prompt = tokens(4, 6);
+  for (const bool use_eagle3 : {false, true}) {
+    const FrozenTarget& target = use_eagle3 ? fixture : golden;
+    const std::vector<int64_t> greedy = generate_greedy(target.model(), prompt, 16, -1);
+    for (size_t at = 1; at < greedy.size(); ++at) {  // each output token as the stop id
+      SCOPED_TRACE((use_eagle3 ? "eagle3, stop at " : "dflash, stop at ") + std::to_string(at));
+      const SpecEvalSettings settings{.max_new_tokens = 16, .stop_id = greedy[at]};
+      std::optional<SpecEvaluator> e;
+      if (use_eagle3)
+        e.emplace(target, *eagle3, settings);
+      else
+        e.emplace(target, *dflash, settings);
+      EXPECT_TRUE(e->evaluate(prompt)["lossless"].get<bool>());
+      const json a = e->aggregate();
+      if (!a["teacher_forced_at_decoding_anchors"].is_number()) continue;  // no whole step
+      EXPECT_DOUBLE_EQ(a["teacher_forced_at_decoding_anchors"].get<double>(),
+                       a["tau_whole_blocks"].get<double>());
+    }
   }
 }
 

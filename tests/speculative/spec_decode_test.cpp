@@ -265,6 +265,23 @@ TEST(SpecDecode, EveryFullStepAcceptsWhatTeacherForcingAcceptsAtItsAnchor) {
     }
 }
 
+// A last block that committed the stop id has no bonus token after it: teacher forcing would
+// count one more, so it is not a whole block.
+TEST(SpecDecode, WholeBlockStepsLeaveOutABlockEndedByTheStopId) {
+  const auto draft = load_draft(kGolden + "dflash_tiny");
+  const int64_t bs = draft->config().block_size, drafts = drafts_per_block(draft->config(), bs);
+  SpecDecodeResult r;
+  r.accepted_per_step = {drafts + 1, drafts};  // all accepted, the second ending on the stop id
+  r.drafted_per_step = {drafts, drafts};
+  r.output_ids.assign(static_cast<size_t>(1 + 2 * drafts + 1), 7);
+  EXPECT_EQ(whole_block_steps(r, 5, draft->config(), bs).size(), 2u);
+  r.stopped = true;
+  const std::vector<WholeBlockStep> steps = whole_block_steps(r, 5, draft->config(), bs);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].anchor, 5);
+  EXPECT_EQ(steps[0].committed, drafts + 1);
+}
+
 TEST(SpecDecode, RefusesBadArguments) {
   const FrozenTarget target = golden_target();
   const auto draft = variant("dflash");

@@ -215,9 +215,9 @@ SpecDecodeResult speculative_generate(const QwenForCausalLM& target, const DFlas
 namespace {
 
 // A tree of drafts (docs/semantics.md §13.5): node i holds a target id, its parent (-1: the
-// anchor), its depth, the draft's cumulative log-probability and the state that drafted it.
+// anchor), the draft's cumulative log-probability and the state that drafted it.
 struct DraftTree {
-  std::vector<int64_t> tokens, parents, depths;
+  std::vector<int64_t> tokens, parents;
   std::vector<double> scores;
   std::vector<Var> states;  // (1, 1, H)
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }
@@ -258,18 +258,17 @@ DraftTree grow_tree(const Eagle3Draft& draft, const Embedding& embed, const Var&
     return c;
   };
   std::vector<int64_t> frontier;
-  const auto add = [&](const auto& chosen, const std::vector<Var>& states, int64_t d) {
+  const auto add = [&](const auto& chosen, const std::vector<Var>& states) {
     frontier.clear();
     for (const auto& [score, parent, row, id] : chosen) {
       frontier.push_back(tree.size());
       tree.tokens.push_back(draft_to_target[static_cast<size_t>(id)]);
       tree.parents.push_back(parent);
-      tree.depths.push_back(d);
       tree.scores.push_back(score);
       tree.states.push_back(states[static_cast<size_t>(row)]);
     }
   };
-  add(children(g.value().reshape({1, g.size(2)}), {-1}), {g}, 1);
+  add(children(g.value().reshape({1, g.size(2)}), {-1}), {g});
   for (int64_t d = 1; d < depth; ++d) {
     // The frontier's nodes, each over the context, its ancestors' rows and itself.
     const auto n = static_cast<int64_t>(frontier.size());
@@ -297,7 +296,7 @@ DraftTree grow_tree(const Eagle3Draft& draft, const Embedding& embed, const Var&
                      cache, std::move(mask));
     std::vector<Var> outputs;
     for (int64_t i = 0; i < n; ++i) outputs.push_back(narrow(out, 1, i, 1));
-    add(children(out.value().reshape({n, out.size(2)}), frontier), outputs, d + 1);
+    add(children(out.value().reshape({n, out.size(2)}), frontier), outputs);
   }
   cache.truncate(context);
   return tree;

@@ -39,7 +39,7 @@ DraftLoss jetspec_loss(const FrozenTarget& target, const DFlashDraft& draft, con
   const BlockForward f =
       block_forward(target, draft, rows, std::move(blocks), /*teacher_logits=*/true);
   const Var& hidden = f.hidden;
-  const int64_t Q = hidden.size(1), H = hidden.size(2), V = f.head.size(0);
+  const int64_t Q = hidden.size(1), H = hidden.size(2);
   const Device device = hidden.device();
   const auto n = static_cast<int64_t>(student_rows.size());
   // The target's logits over the draft's vocabulary (V: its size), whose argmax it may lack.

@@ -35,7 +35,7 @@ class CrossEntropyRows : public RowLoss {
   Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
     const int64_t n = logits.size(0);
     return cross_entropy_backward(dloss, logits, targets_.narrow(0, r0, n), lse_.narrow(0, r0, n),
-                                  ignore_index_);
+                                  ignore_index_, logits);  // in place
   }
 
   Tensor argmax;  // (N) i64, filled by forward when asked for
@@ -121,8 +121,9 @@ class SharedRowCrossEntropy : public RowLoss {
   }
   Tensor backward(const Tensor& dloss, const Tensor& logits, int64_t r0) const override {
     const auto [e0, m] = outputs_of(r0, logits.size(0));
-    const Tensor d = cross_entropy_backward(dloss, per_prediction(logits, r0),
-                                            targets_.narrow(0, e0, m), lse_.narrow(0, e0, m), -100);
+    const Tensor expanded = per_prediction(logits, r0);  // the scratch logits, or a copy of rows
+    const Tensor d = cross_entropy_backward(dloss, expanded, targets_.narrow(0, e0, m),
+                                            lse_.narrow(0, e0, m), -100, expanded);  // in place
     if (m == logits.size(0)) return d;  // one prediction per row
     return index_select_backward(d, logits.shape(), 0, local_rows(r0, logits.size(0), logits));
   }

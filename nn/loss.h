@@ -26,7 +26,8 @@ class RowLoss {
   virtual std::pair<int64_t, int64_t> outputs_of(int64_t r0, int64_t n) const { return {r0, n}; }
   // The outputs of rows [r0, r0 + n) given their logits (n, V); keeps what backward needs.
   virtual Tensor forward(const Tensor& logits, int64_t r0) = 0;
-  // dlogits (n, V) of the same rows given their logits and the outputs' gradient.
+  // dlogits (n, V) of the same rows given their logits, a contiguous scratch it may overwrite
+  // (and return as dlogits), and the outputs' gradient.
   virtual Tensor backward(const Tensor& doutputs, const Tensor& logits, int64_t r0) const = 0;
 };
 

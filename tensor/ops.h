@@ -199,9 +199,12 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets,
                                  int64_t ignore_index = -100, bool want_argmax = false,
                                  IndexCheck check = IndexCheck::each_call);
 // dlogits [T, V] (logits dtype) = dloss[t] * (softmax(logits[t]) - onehot(target[t])), 0 if
-// ignored.
+// ignored. Written into `out` when it is given (contiguous, of logits' shape, dtype and device),
+// which may be logits itself: the gradient then overwrites the logits in place (the output head's
+// backward so reuses its scratch logits instead of holding a second (T, V) tensor).
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
-                              const Tensor& lse, int64_t ignore_index = -100);
+                              const Tensor& lse, int64_t ignore_index = -100,
+                              const Tensor& out = {});
 
 // Domino's two cross-entropies with shared targets: over base logits b [R, V] and over corrected
 // logits c = b + e @ P^T, with features e [R, E] and the projection P [V, E]. The corrections are

@@ -111,7 +111,8 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Ten
     const A* dloss_p = dloss.data<A>();
     const A* lse_p = lse.data<A>();
     T* dp = dlogits.data<T>();
-    // dlogits = dloss * (softmax - onehot(target)); ignored rows get 0.
+    // dlogits = dloss * (softmax - onehot(target)); ignored rows get 0. dp may be lp: each element
+    // is read (or its row copied) before it is written.
 #pragma omp parallel for if (R * V > kParallelGrain)
     for (int64_t r = 0; r < R; ++r) {
       const bool ignored = target[r] == ignore_index;

@@ -114,13 +114,14 @@ __global__ void __launch_bounds__(kMaxThreads<T>, 1)
   if (argmax) argmax[blockIdx.x] = best.index;
 }
 
-// dlogits = dloss * (softmax - onehot(target)); ignored rows get 0.
+// dlogits = dloss * (softmax - onehot(target)); ignored rows get 0. dlogits may be logits: each
+// thread reads a vector of logits before it writes the same vector (so neither is __restrict__).
 template <class T, int N>
 __global__ void __launch_bounds__(kMaxThreads<T>, 1)
-    cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss, const T* __restrict__ logits,
+    cross_entropy_backward_kernel(const acc_t<T>* __restrict__ dloss, const T* logits,
                                   const void* __restrict__ targets, bool targets64,
-                                  const acc_t<T>* __restrict__ lse, T* __restrict__ dlogits,
-                                  int64_t V, int64_t ignore_index) {
+                                  const acc_t<T>* __restrict__ lse, T* dlogits, int64_t V,
+                                  int64_t ignore_index) {
   using A = acc_t<T>;
   const int64_t t = load_index(targets, targets64, blockIdx.x);
   // An ignored row's gradient is exactly 0, as on the CPU: never 0 * (exp(x - lse) - onehot),

@@ -115,7 +115,7 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, in
 }
 
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
-                              const Tensor& lse, int64_t ignore_index) {
+                              const Tensor& lse, int64_t ignore_index, const Tensor& out) {
   const char* op = "cross_entropy_backward";
   check_logits(op, logits, "logits");
   const int64_t R = logits.size(0);
@@ -124,7 +124,16 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   check_stat(op, lse, logits, R, "lse");
   check_row_grad(op, dloss, R, "dloss");
   check_same_device(op, {&logits, &lse, &dloss});
-  Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  if (out.defined() && (out.shape() != logits.shape() || out.dtype() != logits.dtype() ||
+                        out.device() != logits.device() || !out.is_contiguous()))
+    throw std::invalid_argument(std::string("[") + op + "] out must be a contiguous " +
+                                shape_str(logits.shape()) + " " + dtype_name(logits.dtype()) +
+                                " tensor on " + logits.device().str() + ", got " +
+                                shape_str(out.shape()) + " " + dtype_name(out.dtype()));
+  // Each element of the result reads only the same element of the logits (and its row's lse), so
+  // out may be the logits themselves.
+  Tensor dlogits =
+      out.defined() ? out : Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   if (R > 0)
     SPRIG_DISPATCH(logits.device(), cross_entropy_backward,
                    dloss.to(stat_dtype(logits)).contiguous(), logits.contiguous(),

@@ -51,23 +51,29 @@ inline std::vector<Case> cross_entropy_cases() {
              const Tensor dloss = testing::rand_normal({s.rows}, seed + 3);
              const Tensor cpu_lse = cross_entropy(logits, t).lse;
              CrossEntropyResult r;
-             Tensor dlogits;
+             Tensor dlogits, in_place;  // the gradient written over a copy of the logits
              if (b == kEmu) {
                r = {nan_like(cpu_lse), nan_like(cpu_lse), unset_indices(cpu_lse)};
                cuda::cross_entropy(logits, t, r.loss, r.lse, r.argmax, -100, nullptr);
                dlogits = nan_like(logits);
                cuda::cross_entropy_backward(dloss, logits, t, cpu_lse, dlogits, -100, nullptr);
+               in_place = logits.clone();
+               cuda::cross_entropy_backward(dloss, in_place, t, cpu_lse, in_place, -100, nullptr);
              } else {
                r = cross_entropy(on(b, logits), on(b, t), -100, true);
                dlogits =
                    cross_entropy_backward(on(b, dloss), on(b, logits), on(b, t), on(b, cpu_lse));
+               in_place = on(b, logits).clone();
+               cross_entropy_backward(on(b, dloss), in_place, on(b, t), on(b, cpu_lse), -100,
+                                      in_place);
              }
              // dloss * (softmax - onehot): entries of size about 1 / V that can cancel.
              return std::vector<Output>{
                  {"loss", r.loss},
                  {"lse", r.lse},
                  {"argmax", r.argmax, 1, 1.0, true},
-                 {"dlogits", dlogits, 1, 1.0 / static_cast<double>(s.vocab)}};
+                 {"dlogits", dlogits, 1, 1.0 / static_cast<double>(s.vocab)},
+                 {"dlogits in place", in_place, 1, 1.0 / static_cast<double>(s.vocab)}};
            }});
       seed += 3;
     }

@@ -116,6 +116,33 @@ TEST(CrossEntropy, Bf16ComputesLikeF32OfTheSameValues) {
   EXPECT_TRUE(all_close(ga, gb.to(DType::bf16), 0.0));
 }
 
+// The gradient written over the logits themselves equals the one written apart, bit for bit (the
+// output head's backward computes it so); another `out` is written, and a wrong one refused.
+TEST(CrossEntropy, BackwardInPlaceOverTheLogits) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    const Tensor logits = rand_normal({5, 300}, 21, dt), dloss = rand_normal({5}, 22);
+    const Tensor t = targets_of({4, 0, -100, 299, 7});
+    const Tensor lse = cross_entropy(logits, t).lse;
+    const Tensor apart = cross_entropy_backward(dloss, logits, t, lse);
+    Tensor scratch = logits.clone();
+    const Tensor over = cross_entropy_backward(dloss, scratch, t, lse, -100, scratch);
+    EXPECT_EQ(over.data_ptr(), scratch.data_ptr());
+    EXPECT_TRUE(all_close(over, apart, 0.0)) << dtype_name(dt);
+    const Tensor out = Tensor::empty(logits.shape(), dt);
+    cross_entropy_backward(dloss, logits, t, lse, -100, out);
+    EXPECT_TRUE(all_close(out, apart, 0.0)) << dtype_name(dt);
+  }
+  const Tensor logits = Tensor::zeros({3, 7});
+  const Tensor lse = cross_entropy(logits, targets_of({0, 1, 2})).lse;
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        cross_entropy_backward(Tensor::ones({3}), logits, targets_of({0, 1, 2}), lse, -100,
+                               Tensor::zeros({3, 6}));
+      },
+      "[cross_entropy_backward] out must be a contiguous [3, 7] f32 tensor on cpu, got [3, 6] "
+      "f32"));
+}
+
 TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   const Tensor logits = rand_normal({4, 5}, 5, DType::f64), dloss = rand_normal({4}, 6, DType::f64);
   const Tensor t = targets_of({4, 0, -100, 2});

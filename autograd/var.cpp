@@ -114,8 +114,10 @@ void accumulate_leaf(GradNode& leaf, const Tensor& g) {
 }
 
 // Runs backward through every node reachable from `root`, each after all its consumers (Kahn's
-// algorithm), releasing each function node once it has run.
-void run_backward(const std::shared_ptr<GradNode>& root, const Tensor& seed) {
+// algorithm), releasing each function node once it has run. A leaf's gradient is accumulated and
+// its hook run, or with `captured` stored there instead.
+void run_backward(const std::shared_ptr<GradNode>& root, const Tensor& seed,
+                  std::unordered_map<GradNode*, Tensor>* captured = nullptr) {
   std::unordered_map<GradNode*, Pending> state = discover(root);
   state[root.get()].grad = seed;
   std::vector<GradNode*> ready{root.get()};
@@ -123,6 +125,10 @@ void run_backward(const std::shared_ptr<GradNode>& root, const Tensor& seed) {
     GradNode* n = ready.back();
     ready.pop_back();
     const Tensor g = std::move(state[n].grad);
+    if (n->leaf && captured) {
+      (*captured)[n] = g;
+      continue;
+    }
     if (n->leaf) {
       if (g.defined()) accumulate_leaf(*n, g);
       if (n->on_ready) n->on_ready();
@@ -233,6 +239,25 @@ void Var::backward(const Tensor& seed) const {
   run_backward(impl_->node, g.to(v.device(), v.dtype()));
 }
 
+Grads grad(const Var& out, const Tensor& seed, const std::vector<Var>& leaves) {
+  if (!out.requires_grad()) return Grads(leaves.size());
+  if (seed.shape() != out.shape())
+    fail("grad", "seed shape " + shape_str(seed.shape()) + " does not match value shape " +
+                     shape_str(out.shape()));
+  std::unordered_map<GradNode*, Tensor> captured;
+  run_backward(out.impl_->node, seed.to(out.device(), out.dtype()), &captured);
+  Grads grads;
+  for (const Var& leaf : leaves) {
+    const auto it = leaf.requires_grad() ? captured.find(leaf.impl_->node.get()) : captured.end();
+    grads.push_back(it == captured.end() ? Tensor() : it->second);
+    if (it != captured.end()) captured.erase(it);
+  }
+  if (!captured.empty())
+    fail("grad", "the graph reaches " + std::to_string(captured.size()) +
+                     " leaf(s) that require grad and are not listed");
+  return grads;
+}
+
 // ---- recording ----------------------------------------------------------------------------------
 
 bool needs_grad(const std::vector<Var>& inputs) {
@@ -258,8 +283,8 @@ Var record(const char* op, Tensor value, const std::vector<Var>& inputs, Backwar
 
 bool grad_enabled() { return grad_mode; }
 
-NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
+GradModeGuard::GradModeGuard(bool enabled) : previous_(grad_mode) { grad_mode = enabled; }
 
-NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+GradModeGuard::~GradModeGuard() { grad_mode = previous_; }
 
 }  // namespace sprig

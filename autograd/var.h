@@ -1,5 +1,5 @@
 // Var: what nn code computes with. A Tensor value, the gradient of a leaf, and the graph node that
-// produced it; the backward engine; the no-grad guard.
+// produced it; the backward engine; the grad-mode guards.
 //
 // The graph: a differentiable function (autograd/functions.h) computes its value with raw ops and
 // calls `record`, which links a GradNode to the nodes of its inputs with a backward closure mapping
@@ -64,6 +64,7 @@ class Var {
  private:
   friend Var record(const char* op, Tensor value, const std::vector<Var>& inputs,
                     BackwardFn backward);
+  friend Grads grad(const Var& out, const Tensor& seed, const std::vector<Var>& leaves);
   struct Impl {
     Tensor value;
     std::shared_ptr<GradNode> node;  // null for constants (no grad required)
@@ -76,6 +77,14 @@ class Var {
 // `backward` captures the Tensors it needs, never Vars (a Var would keep its graph alive).
 Var record(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn backward);
 
+// The gradients of `out` (seeded with `seed`, of out's shape) with respect to `leaves`, in their
+// order, without touching any leaf: nothing accumulates and no grad hook runs (an undefined Tensor
+// for a leaf the backward does not reach or that needs no gradient). Frees out's graph as
+// backward() does. Throws "[grad] ..." when the graph reaches a leaf that requires grad and is not
+// listed. Activation checkpointing (autograd/checkpoint.h) backpropagates its recomputed segments
+// with it.
+Grads grad(const Var& out, const Tensor& seed, const std::vector<Var>& leaves);
+
 // Whether a function with these inputs will record a node (lets functions skip forward work that
 // only backward needs).
 bool needs_grad(const std::vector<Var>& inputs);
@@ -83,16 +92,22 @@ bool needs_grad(const std::vector<Var>& inputs);
 // Gradient mode: on by default, per thread.
 bool grad_enabled();
 
-// Turns graph building off for its scope (nestable: restores the previous mode on exit).
-class NoGradGuard {
+// Sets gradient mode for its scope (nestable: restores the previous mode on exit).
+class GradModeGuard {
  public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
+};
+
+// Turns graph building off for its scope.
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
 };
 
 }  // namespace sprig

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/checkpoint.h"
 #include "nn/loss.h"
 #include "nn/positions.h"
 #include "tensor/storage.h"
@@ -179,6 +180,26 @@ Var QwenDecoderLayer::forward(const Var& x, const LayerInput& in) const {
   return h + mlp.forward(post_attention_layernorm.forward(h));
 }
 
+Var QwenDecoderLayer::forward_checkpointed(const Var& x, const LayerInput& in) const {
+  if (in.cache) throw std::invalid_argument("[checkpointing] a decoder layer with a KV cache");
+  std::vector<Var> inputs = {x};
+  if (in.context.defined()) inputs.push_back(in.context);
+  return checkpoint(
+      [this, in](const std::vector<Var>& v) {
+        LayerInput with = in;
+        if (v.size() > 1) with.context = v[1];
+        return forward(v[0], with);
+      },
+      inputs, parameters());
+}
+
+bool checkpointed_layer(int64_t every, int64_t layer) {
+  if (every < 0)
+    throw std::invalid_argument("[checkpointing] every " + std::to_string(every) +
+                                " layers: must be >= 0 (0: none)");
+  return every > 0 && layer % every == 0;
+}
+
 QwenModel::QwenModel(const QwenConfig& c, Generator& gen)
     : embed_tokens(register_module(
           "embed_tokens",
@@ -189,22 +210,24 @@ QwenModel::QwenModel(const QwenConfig& c, Generator& gen)
   norm = &register_module("norm", std::make_unique<RMSNorm>(c.hidden_size, c.rms_norm_eps));
 }
 
-namespace {
-
-// Decoder layer `layer` of `model` over x.
-Var run_layer(const QwenModel& model, size_t layer, const Var& x, const QwenInput& in,
-              KVCache* cache) {
-  const QwenDecoderLayer& l = *model.layers[layer];
-  const int64_t id = static_cast<int64_t>(layer);
-  return l.forward(x, {in.position_ids, in.position_ids,
-                       in.layer_mask(id, l.self_attn.config().sliding_window), Var(), cache});
+void QwenModel::set_activation_checkpointing(int64_t every) {
+  checkpointed_layer(every, 0);  // checks it
+  checkpoint_every_ = every;
 }
 
-}  // namespace
+// Decoder layer `layer` over x, checkpointed when set and not decoding.
+Var QwenModel::run_layer(size_t layer, const Var& x, const QwenInput& in, KVCache* cache) const {
+  const QwenDecoderLayer& l = *layers[layer];
+  const int64_t id = static_cast<int64_t>(layer);
+  const LayerInput li{in.position_ids, in.position_ids,
+                      in.layer_mask(id, l.self_attn.config().sliding_window), Var(), cache};
+  return !cache && checkpointed_layer(checkpoint_every_, id) ? l.forward_checkpointed(x, li)
+                                                             : l.forward(x, li);
+}
 
 Var QwenModel::forward(const QwenInput& in, KVCache* cache) const {
   Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
-  for (size_t i = 0; i < layers.size(); ++i) x = run_layer(*this, i, x, in, cache);
+  for (size_t i = 0; i < layers.size(); ++i) x = run_layer(i, x, in, cache);
   return norm->forward(x);
 }
 
@@ -222,7 +245,7 @@ std::vector<Var> QwenModel::layer_outputs(const QwenInput& in, const std::vector
   std::vector<Var> out(ids.size());
   Var x = embed_tokens.forward(in.input_ids);  // (B, T, H)
   for (int64_t i = 0; i <= last; ++i) {
-    x = run_layer(*this, static_cast<size_t>(i), x, in, cache);
+    x = run_layer(static_cast<size_t>(i), x, in, cache);
     for (size_t j = 0; j < ids.size(); ++j)
       if (ids[j] == i) out[j] = x;
   }

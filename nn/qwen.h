@@ -99,11 +99,19 @@ struct LayerInput {
   KVCache* cache = nullptr;
 };
 
+// Whether activation checkpointing `every` (train.activation_checkpointing: 0 none, n every n-th
+// layer from the first, 1 every layer) checkpoints decoder layer `layer` of a stack. Throws
+// "[checkpointing] ..." for a negative `every`.
+bool checkpointed_layer(int64_t every, int64_t layer);
+
 class QwenDecoderLayer : public Module {
  public:
   QwenDecoderLayer(const QwenConfig& config, int64_t layer, Generator& gen);
   // Pre-norm residual block: x + attention(norm(x) over [context | norm(x)]), then x + MLP.
   Var forward(const Var& x, const LayerInput& in) const;
+  // forward(x, in) as one activation-checkpointed segment (autograd/checkpoint.h): it keeps x and
+  // the context for the backward, not its intermediates. `in` has no cache.
+  Var forward_checkpointed(const Var& x, const LayerInput& in) const;
 
   // Declared (so registered) in transformers' order: named_parameters() lists names as HF does.
   QwenAttention& self_attn;
@@ -124,10 +132,17 @@ class QwenModel : public Module {
   // With `cache`, every layer runs and appends the keys and values of in's tokens to it.
   std::vector<Var> layer_outputs(const QwenInput& in, const std::vector<int64_t>& layers,
                                  Var* final_hidden = nullptr, KVCache* cache = nullptr) const;
+  // Activation checkpointing of the layers in training forwards (checkpointed_layer): 0 none.
+  void set_activation_checkpointing(int64_t every);
 
   Embedding& embed_tokens;
   std::vector<QwenDecoderLayer*> layers;
   RMSNorm* norm = nullptr;
+
+ private:
+  Var run_layer(size_t layer, const Var& x, const QwenInput& in, KVCache* cache) const;
+
+  int64_t checkpoint_every_ = 0;
 };
 
 // Throws std::runtime_error "[<who>] <n> parameters need <x> GiB in f32, more than the <y> GiB of

@@ -390,8 +390,16 @@ Var DFlashDraft::forward(const Var& noise, const Var& target_hidden, const Tenso
   const Var context = hidden_norm.forward(fc.forward(target_hidden));  // (B, S, H)
   const LayerInput in{positions.narrow(1, S, Q).contiguous(), positions, mask, context, nullptr};
   Var h = noise;  // (B, Q, H)
-  for (const QwenDecoderLayer* layer : layers) h = layer->forward(h, in);
+  for (size_t i = 0; i < layers.size(); ++i)
+    h = checkpointed_layer(checkpoint_every_, static_cast<int64_t>(i))
+            ? layers[i]->forward_checkpointed(h, in)
+            : layers[i]->forward(h, in);
   return norm->forward(h);
+}
+
+void DFlashDraft::set_activation_checkpointing(int64_t every) {
+  checkpointed_layer(every, 0);  // checks it
+  checkpoint_every_ = every;
 }
 
 void check_draft_fits(const DraftConfig& d, const QwenConfig& target, const std::string& label) {

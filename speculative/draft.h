@@ -128,6 +128,8 @@ class DFlashDraft : public Module {
   // block mask [Q, S + Q].
   Var forward(const Var& noise, const Var& target_hidden, const Tensor& positions,
               const std::shared_ptr<const AttentionMask>& mask) const;
+  // Activation checkpointing of forward's layers (nn/qwen.h checkpointed_layer): 0 none.
+  void set_activation_checkpointing(int64_t every);
   // Decoding (docs/semantics.md §13), one sequence, no graph. extend_context projects the
   // target's hidden states (1, m, L * H) of newly committed tokens at `positions` (1, m) and
   // appends every layer's keys and values to `cache`, once per token. decode_block returns the
@@ -157,6 +159,7 @@ class DFlashDraft : public Module {
 
  private:
   DraftConfig config_;
+  int64_t checkpoint_every_ = 0;
   const Module* head_ = nullptr;
   DraftVocabulary vocabulary_;
   Tensor lm_head_;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "attention/mask.h"
+#include "autograd/checkpoint.h"
 #include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "speculative/objective.h"  // acceptance
@@ -207,13 +208,28 @@ Eagle3Layer::Eagle3Layer(const QwenConfig& c, Generator& gen)
                                                            c.initializer_range, gen))) {}
 
 Var Eagle3Layer::forward(const Var& embeds, const Var& hidden, const Tensor& positions,
-                         TttKeys& keys, const std::shared_ptr<const AttentionMask>& mask) const {
+                         TttKeys& keys, const std::shared_ptr<const AttentionMask>& mask,
+                         bool checkpointed) const {
   const Var x = concat({input_layernorm.forward(embeds), hidden_norm.forward(hidden)}, 2);
   const QwenAttention::Projections p = self_attn.project(x, positions);
   keys.k.push_back(p.k);
   keys.v.push_back(p.v);
-  const Var h = hidden + self_attn.attend(p.q, concat(keys.k, 1), concat(keys.v, 1), mask);
-  return h + mlp.forward(post_attention_layernorm.forward(h));
+  // The rest of the step from [hidden, q, k_0 .. k_n, v_0 .. v_n].
+  const Segment rest = [this, mask](const std::vector<Var>& in) {
+    const auto steps = static_cast<std::ptrdiff_t>((in.size() - 2) / 2);
+    const std::vector<Var> k(in.begin() + 2, in.begin() + 2 + steps),
+        v(in.begin() + 2 + steps, in.end());
+    const Var h = in[0] + self_attn.attend(in[1], concat(k, 1), concat(v, 1), mask);
+    return h + mlp.forward(post_attention_layernorm.forward(h));
+  };
+  std::vector<Var> inputs = {hidden, p.q};
+  inputs.insert(inputs.end(), keys.k.begin(), keys.k.end());
+  inputs.insert(inputs.end(), keys.v.begin(), keys.v.end());
+  if (!checkpointed) return rest(inputs);
+  std::vector<Var> parameters = self_attn.o_proj.parameters();
+  for (const Module* m : std::initializer_list<const Module*>{&mlp, &post_attention_layernorm})
+    for (const Var& w : m->parameters()) parameters.push_back(w);
+  return checkpoint(rest, inputs, parameters);
 }
 
 std::vector<ParameterPart> Eagle3Config::parameter_parts() const {
@@ -291,7 +307,13 @@ Var Eagle3Draft::project(const Var& aux) const { return fc.forward(aux); }
 
 Var Eagle3Draft::step(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
                       const std::shared_ptr<const AttentionMask>& mask) const {
-  return layer.forward(embeds, hidden, positions, keys, mask);
+  return layer.forward(embeds, hidden, positions, keys, mask,
+                       checkpointed_layer(checkpoint_every_, keys.steps()));
+}
+
+void Eagle3Draft::set_activation_checkpointing(int64_t every) {
+  checkpointed_layer(every, 0);  // checks it
+  checkpoint_every_ = every;
 }
 
 void check_eagle3_fits(const Eagle3Config& d, const QwenConfig& target, const std::string& label) {

@@ -75,9 +75,11 @@ class Eagle3Layer : public Module {
   Eagle3Layer(const QwenConfig& config, Generator& gen);
   // One step: the layer's output (B, S, H) from token embeddings `embeds` and states `hidden`
   // (B, S, H) at `positions` (B, S); appends this step's keys and values to `keys` and attends
-  // over all of them under `mask` (ttt_mask of step keys.steps()).
+  // over all of them under `mask` (ttt_mask of step keys.steps()). `checkpointed`: what follows
+  // the projections (attention over the keys, o_proj, the MLP) is an activation-checkpointed
+  // segment; the keys and values stay, the later steps read them.
   Var forward(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
-              const std::shared_ptr<const AttentionMask>& mask) const;
+              const std::shared_ptr<const AttentionMask>& mask, bool checkpointed = false) const;
   // Decoding, one sequence, no graph: the outputs (1, m, H) of m new positions attending to the
   // keys in `cache` and causally to each other, their keys appended to it.
   Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache) const;
@@ -110,6 +112,9 @@ class Eagle3Draft : public Module {
   // One step of the training-time test from token embeddings and states (B, S, H).
   Var step(const Var& embeds, const Var& hidden, const Tensor& positions, TttKeys& keys,
            const std::shared_ptr<const AttentionMask>& mask) const;
+  // Activation checkpointing of the steps (nn/qwen.h checkpointed_layer over step indices; each
+  // checkpointed as Eagle3Layer::forward says): 0 none.
+  void set_activation_checkpointing(int64_t every);
   // Decoding (docs/semantics.md §13.4): the layer's outputs of new positions over `cache`
   // (Eagle3Layer::decode).
   Var decode(const Var& embeds, const Var& hidden, const Tensor& positions, KVCache& cache) const {
@@ -125,6 +130,7 @@ class Eagle3Draft : public Module {
  private:
   Eagle3Config config_;
   DraftVocabulary vocabulary_;
+  int64_t checkpoint_every_ = 0;
 
  public:
   Linear& fc;

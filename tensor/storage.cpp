@@ -177,6 +177,7 @@ Storage::~Storage() {
 
 size_t cpu_memory_allocated() { return cpu_current.load(); }
 size_t cpu_memory_peak() { return cpu_peak.load(); }
+void reset_cpu_memory_peak() { cpu_peak.store(cpu_current.load()); }
 
 size_t cpu_memory_available() { return system_memory_available() + cpu_memory_cached(); }
 

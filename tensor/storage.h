@@ -27,9 +27,11 @@ class Storage {
   Device device_;
 };
 
-// Bytes currently held by / at most ever held by live CPU storages.
+// Bytes currently held by / at most held by live CPU storages since the start or the last reset,
+// which sets the peak to what is held now.
 size_t cpu_memory_allocated();
 size_t cpu_memory_peak();
+void reset_cpu_memory_peak();
 // Memory the system could still give this process (Linux MemAvailable, plus the freed blocks the
 // allocator keeps for reuse), for refusing outputs and allocations that cannot fit before starting
 // them.

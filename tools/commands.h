@@ -11,6 +11,7 @@ void add_bench_command(CLI::App& app);                // tools/bench/bench_comma
 void add_bench_attention_command(CLI::App& bench);    // tools/bench/attention_bench.cpp
 void add_bench_data_command(CLI::App& bench);         // tools/bench/data_bench.cpp
 void add_bench_step_command(CLI::App& bench);         // tools/bench/step_bench.cpp
+void add_bench_memory_command(CLI::App& bench);       // tools/bench/memory_bench.cpp
 void add_bench_draft_command(CLI::App& bench);        // tools/bench/draft_bench.cpp
 void add_bench_gru_command(CLI::App& bench);          // tools/bench/gru_bench.cpp
 void add_bench_comm_command(CLI::App& bench);         // tools/bench/comm_bench.cpp

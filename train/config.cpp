@@ -102,7 +102,7 @@ const std::map<std::string, std::vector<std::string>>& schema() {
         "vocab"}},
       {"train",
        {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm", "loss_normalization",
-        "max_consecutive_skips"}},
+        "max_consecutive_skips", "activation_checkpointing"}},
       {"optimizer", {"lr", "betas", "weight_decay", "eps"}},
       {"scheduler", {"warmup_ratio", "warmup_steps", "min_lr_ratio"}},
       {"log", {"every_steps"}},
@@ -110,6 +110,20 @@ const std::map<std::string, std::vector<std::string>>& schema() {
       {"val", {"every_steps"}},
   };
   return s;
+}
+
+// train.activation_checkpointing: none, layers or every_<n> (n >= 1) -> 0, 1 or n.
+int64_t parse_activation_checkpointing(const std::string& v) {
+  if (v == "none") return 0;
+  if (v == "layers") return 1;
+  const std::string digits = v.rfind("every_", 0) == 0 ? v.substr(6) : "";
+  if (!digits.empty() && digits.size() <= 6 &&
+      digits.find_first_not_of("0123456789") == std::string::npos && std::stoll(digits) >= 1)
+    return std::stoll(digits);
+  fail(
+      "train.activation_checkpointing must be none, layers or every_<n> (n >= 1: every n-th "
+      "layer), got '" +
+      v + "'");
 }
 
 void check_section(const YAML::Node& node, const std::string& section) {
@@ -530,6 +544,8 @@ TrainConfig load(const std::string& path, const std::vector<std::string>& overri
     if (c.max_consecutive_skips < 0)
       fail("train.max_consecutive_skips must be >= 0, got " +
            written(root["train"]["max_consecutive_skips"]));
+    c.activation_checkpointing = parse_activation_checkpointing(
+        get<std::string>(root, "train", "activation_checkpointing", "none"));
     if (c.max_steps < 0)
       fail("train.max_steps must be >= 0 (0: train.num_epochs), got " +
            written(root["train"]["max_steps"]));
@@ -664,12 +680,18 @@ void flatten(const YAML::Node& node, const std::string& prefix,
             out);
 }
 
-// Settings that say where a run is, how long it runs, what it reports or which kernels compute
-// it, not what it computes.
+// Settings that say where a run is, how long it runs, what it reports or how it computes (the
+// kernels, what it recomputes), not what it computes.
 bool alters_run(const std::string& key) {
-  static const std::vector<std::string> keys = {
-      "run_dir",         "train.max_steps",        "train.num_epochs",     "log.every_steps",
-      "val.every_steps", "checkpoint.every_steps", "checkpoint.keep_last", "attention.backend"};
+  static const std::vector<std::string> keys = {"run_dir",
+                                                "train.max_steps",
+                                                "train.num_epochs",
+                                                "log.every_steps",
+                                                "val.every_steps",
+                                                "checkpoint.every_steps",
+                                                "checkpoint.keep_last",
+                                                "attention.backend",
+                                                "train.activation_checkpointing"};
   return std::find(keys.begin(), keys.end(), key) == keys.end();
 }
 

@@ -105,6 +105,10 @@ struct TrainConfig {
   double max_grad_norm = 1.0;                                        // 0: no clipping
   LossNormalization loss_normalization = LossNormalization::tokens;  // mean for the drafts
   int64_t max_consecutive_skips = 10;
+  // train.activation_checkpointing: none (0), layers (1) or every_<n> (n): which of the trained
+  // layers (an EAGLE-3 draft's steps) recompute their forward in the backward instead of keeping
+  // their activations (nn/qwen.h checkpointed_layer).
+  int64_t activation_checkpointing = 0;
 
   AdamWConfig optimizer;
   int64_t warmup_steps = -1;  // -1: from warmup_ratio

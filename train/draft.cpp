@@ -107,7 +107,9 @@ class DraftRecipe : public Recipe {
         data_(target_.fitted(c.data)),
         packed_(c.data.packing == data::Packing::dflash),
         gen_(c.seed + static_cast<uint64_t>(comm.rank())),
-        val_seed_(c.seed + static_cast<uint64_t>(comm.world_size() + comm.rank())) {}
+        val_seed_(c.seed + static_cast<uint64_t>(comm.world_size() + comm.rank())) {
+    draft_->set_activation_checkpointing(c.activation_checkpointing);
+  }
 
   Module& trainable() override { return *draft_; }
   const data::DataConfig& data() const override { return data_; }

@@ -24,6 +24,7 @@ class Eagle3Recipe : public Recipe {
         data_(target_.fitted(c.data)),
         packed_(c.data.packing == data::Packing::dflash) {
     draft_ = c_.init.empty() ? fresh_draft(c) : init_draft(c_.init);
+    draft_->set_activation_checkpointing(c.activation_checkpointing);
   }
 
   Module& trainable() override { return *draft_; }

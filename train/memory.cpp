@@ -1,9 +1,11 @@
 #include "train/memory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
 #include "nn/loss.h"
+#include "nn/qwen.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/storage.h"
 
@@ -37,9 +39,13 @@ std::string gib(double bytes) {
 //                block's input, norm, q, k, v, rotated q and k, attention output and o_proj
 //                output (3H + 3Q + 3K, plus a f32 log-sum-exp per head: flash attention keeps no
 //                T x T scores), the MLP's input, norm, gate, up, SiLU(gate) x up and down output
-//                (3H + 3I); L x T x (6H + 3Q + 3K + 3I) x c + L x T x heads x 4, plus the keys and
-//                values of the context tokens (L x context x 2K x c), the embeddings and final
-//                norm (3 x T x H x c) and the frozen model's kept outputs (kept x c)
+//                (3H + 3I): a = T x (6H + 3Q + 3K + 3I) x c + T x heads x 4 per layer, L x a,
+//                plus the keys and values of the context tokens (L x context x 2K x c), the
+//                embeddings and final norm (3 x T x H x c) and the frozen model's kept outputs
+//                (kept x c). With activation checkpointing a checkpointed layer keeps only its
+//                input (T x H x c) and its backward rebuilds its a while the layers below it
+//                still hold theirs: the layers' part is the most of the forward's end and of each
+//                checkpointed layer's rebuild, walking up the stack
 //   loss         the output head's logits and their gradient, one chunk of rows at a time in
 //                f32 (nn/loss.h), and the gradient of its input: 2 x rows x V x 4 + T x H x c
 //   batches      3 batches of 4 i64 tensors of B x S
@@ -56,10 +62,19 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
   e.parameters =
       P * (4.0 + (compute == DType::f32 ? 0.0 : c)) + static_cast<double>(s.frozen_parameters) * c;
   e.optimizer = P * (c + 8.0);
-  e.activations = L * T * (6 * H + 3 * Q + 3 * K + 3 * I) * c +
-                  L * T * static_cast<double>(m.num_attention_heads) * 4.0 +
-                  L * static_cast<double>(s.context_tokens) * 2 * K * c + 3 * T * H * c +
-                  static_cast<double>(s.kept_elements) * c;
+  const double layer = T * (6 * H + 3 * Q + 3 * K + 3 * I) * c +
+                       T * static_cast<double>(m.num_attention_heads) * 4.0;
+  double below = 0, layers = 0;  // what the layers below the current one keep; the most
+  for (int64_t i = 0; i < m.num_hidden_layers; ++i) {
+    if (checkpointed_layer(s.checkpoint_every, i)) {
+      layers = std::max(layers, below + T * H * c + layer);
+      below += T * H * c;
+    } else {
+      below += layer;
+    }
+  }
+  e.activations = std::max(layers, below) + L * static_cast<double>(s.context_tokens) * 2 * K * c +
+                  3 * T * H * c + static_cast<double>(s.kept_elements) * c;
   const double rows = std::min(T, static_cast<double>(head_chunk_rows(0, m.vocab_size)));
   e.loss = 2 * rows * V * 4.0 + T * H * c;
   e.batches = kBatchesHeld * kBatchTensors * static_cast<double>(s.batch_tokens) * 8.0;

@@ -20,6 +20,7 @@ struct StepShapes {
   int64_t frozen_parameters = 0;  // a model run without gradients (a draft's target)
   int64_t kept_elements = 0;      // its outputs kept for the step (the captured hidden states)
   int64_t batch_tokens = 0;       // B x S of a data batch
+  int64_t checkpoint_every = 0;   // activation checkpointing of the trained layers, 0: none
 };
 
 // The estimate, in bytes, and its parts.

@@ -36,6 +36,11 @@ std::string format_duration(double seconds) {
 ProgressLog::ProgressLog(const std::string& run_dir, int64_t resumed_step, Device device)
     : device_(device),
       peak_flops_(device.is_cuda() ? peak_bf16_flops(cuda::device_name(device.index)) : 0) {
+  // The peak the lines report is this run's: the process may have run others before.
+  if (device.is_cuda())
+    cuda::reset_memory_peak(device.index);
+  else
+    reset_cpu_memory_peak();
   const fs::path path = fs::path(run_dir) / "metrics.jsonl";
   std::vector<std::string> kept;
   if (resumed_step > 0 && fs::exists(path)) {
@@ -74,7 +79,8 @@ void ProgressLog::log(const StepRecord& r) {
                         {"tokens", r.tokens},
                         {"tokens_per_s", r.tokens_per_s},
                         {"skipped_steps", r.skipped_steps},
-                        {"epoch", r.epoch}};
+                        {"epoch", r.epoch},
+                        {"peak_memory_bytes", peak_memory}};
   for (const auto& [key, value] : r.extra) rec[key] = value;
   metrics_ << rec.dump() << "\n" << std::flush;
 }

@@ -96,6 +96,7 @@ class SftRecipe : public Recipe {
       throw std::invalid_argument("[train] data.vocab_size " + std::to_string(data_.vocab_size) +
                                   " exceeds the model's vocabulary of " + std::to_string(vocab));
     data_.vocab_size = vocab;  // every token id is checked against the model
+    model_->model.set_activation_checkpointing(c.activation_checkpointing);
   }
 
   Module& trainable() override { return *model_; }

@@ -794,6 +794,7 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   // Before the loaders prefetch a batch or the module moves to the device.
   StepShapes shapes = recipe.step_shapes();
   shapes.batch_tokens = recipe.data().micro_batch_size * recipe.data().seq_len;
+  shapes.checkpoint_every = config_.activation_checkpointing;
   check_step_fits(shapes, recipe.trainable().num_parameters(),
                   config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
   TrainingRun run(config_, device_, recipe, comm_, run_dir_.get());

@@ -1,6 +1,7 @@
 // The CPU allocator's cache of large freed blocks: a block a tensor frees is what the next tensor
 // of about its size gets back (no page faults, no zero-fill), the live-bytes counters ignore what
-// is cached, what is cached counts as available, and releasing hands it back.
+// is cached, what is cached counts as available, and releasing hands it back; the peak counter and
+// its reset.
 #include "tensor/storage.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,16 @@
 
 namespace sprig {
 namespace {
+
+TEST(CpuMemory, ThePeakIsTheMostHeldSinceTheLastReset) {
+  const size_t live = cpu_memory_allocated();
+  { const Tensor big = Tensor::empty({int64_t{1} << 20}); }
+  EXPECT_GE(cpu_memory_peak(), live + (size_t{4} << 20));
+  reset_cpu_memory_peak();
+  EXPECT_EQ(cpu_memory_peak(), live);
+  { const Tensor small = Tensor::empty({1024}); }
+  EXPECT_EQ(cpu_memory_peak(), live + 4096);
+}
 
 TEST(CpuBlockCache, AFreedLargeBlockServesTheNextRequestOfItsSizeClass) {
   release_cpu_memory_cache();

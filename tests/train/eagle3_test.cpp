@@ -16,21 +16,7 @@ namespace {
 using testing::metrics_of;
 using testing::read_text;
 using testing::TempDir;
-
-TrainConfig tiny_eagle3_config(const TempDir& dir, const std::vector<std::string>& overrides = {}) {
-  const std::string path = dir / "eagle3.yaml";
-  testing::write_text(path, "run_dir: " + (dir / "run") +
-                                "\nseed: 1\ndevice: cpu\ntarget:\n  config: " +
-                                testing::source_path("train/configs/tiny_qwen3.json") +
-                                "\ndraft:\n  aux_layer_ids: [0, 1]\n  ttt_steps: 3\n"
-                                "data:\n  train: " +
-                                testing::source_path("train/configs/tiny_docs.jsonl") +
-                                "\n  format: documents\n  seq_len: 64\n  packing: dflash\n"
-                                "  micro_batch_size: 2\n  max_packs: 8\ntrain:\n  max_steps: 6\n"
-                                "optimizer:\n  lr: 3.0e-3\nscheduler:\n  warmup_steps: 2\n"
-                                "log:\n  every_steps: 100\ncheckpoint:\n  keep_last: 2\n");
-  return load_eagle3_train_config(path, overrides);
-}
+using testing::tiny_eagle3_config;
 
 std::string config_error(const TempDir& dir, const std::vector<std::string>& overrides) {
   try {

@@ -490,6 +490,16 @@ TEST(MemoryEstimate, CountsEachPartFromTheShapes) {
   EXPECT_EQ(bf16.parameters, 1000 * (4 + 2) + 1000 * 2);
   EXPECT_EQ(bf16.optimizer, 1000 * (2 + 8));
   EXPECT_EQ(bf16.loss, f32.loss - 128 * 64 * 2);
+  // Checkpointing: a checkpointed layer keeps its input (128 x 64 x 4) and its backward rebuilds
+  // its whole set while the layers below keep theirs: with every_2 layer 1 keeps its set at the
+  // forward's end as layer 0's rebuild does, so the most is one set and one input; with both
+  // checkpointed, layer 1's rebuild holds both inputs and one set.
+  const double layer = 128 * 1056 * 4 + 128 * 16, input = 128 * 64 * 4,
+               rest = 2 * 10 * 64 * 4 + 3 * 128 * 64 * 4 + 200;
+  s.checkpoint_every = 2;
+  EXPECT_EQ(estimate_step_memory(s, 1000, DType::f32).activations, layer + input + rest);
+  s.checkpoint_every = 1;
+  EXPECT_EQ(estimate_step_memory(s, 1000, DType::f32).activations, 2 * input + layer + rest);
 }
 
 // The warning follows the deepest position a row reaches, not its length: short documents packed

@@ -127,6 +127,23 @@ inline TrainConfig tiny_dflash_config(
   return load_train_config(path, overrides, kind);
 }
 
+// An EAGLE-3 draft over target layers 0 and 1 of a fresh tiny Qwen3 target, 3 steps, in
+// <dir>/eagle3.yaml with its run directory <dir>/run.
+inline TrainConfig tiny_eagle3_config(const TempDir& dir,
+                                      const std::vector<std::string>& overrides = {}) {
+  const std::string path = dir / "eagle3.yaml";
+  write_text(path, "run_dir: " + (dir / "run") + "\nseed: 1\ndevice: cpu\ntarget:\n  config: " +
+                       source_path("train/configs/tiny_qwen3.json") +
+                       "\ndraft:\n  aux_layer_ids: [0, 1]\n  ttt_steps: 3\n"
+                       "data:\n  train: " +
+                       source_path("train/configs/tiny_docs.jsonl") +
+                       "\n  format: documents\n  seq_len: 64\n  packing: dflash\n"
+                       "  micro_batch_size: 2\n  max_packs: 8\ntrain:\n  max_steps: 6\n"
+                       "optimizer:\n  lr: 3.0e-3\nscheduler:\n  warmup_steps: 2\n"
+                       "log:\n  every_steps: 100\ncheckpoint:\n  keep_last: 2\n");
+  return load_eagle3_train_config(path, overrides);
+}
+
 // Every tensor of a safetensors file, by name.
 inline std::map<std::string, Tensor> read_tensors(const std::string& path) {
   SafetensorsFile file(path);
@@ -149,7 +166,8 @@ inline std::vector<nlohmann::json> metrics_of(const std::string& run_dir) {
   std::ifstream in(run_dir + "/metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     nlohmann::json r = nlohmann::json::parse(line);
-    for (const char* timing : {"tokens_per_s", "mfu", "comm_share"}) r.erase(timing);
+    for (const char* measured : {"tokens_per_s", "mfu", "comm_share", "peak_memory_bytes"})
+      r.erase(measured);
     records.push_back(r);
   }
   return records;

@@ -1,6 +1,6 @@
 // `sprig bench`: benchmarks that print ratios against ceilings measured in the same run:
 // `sprig bench ops [--device cpu|cuda|auto] [--quick]` (tools/bench/ops_bench.h), and the
-// subcommands of the other files of tools/bench/ (attention, data, step, draft, gru, comm,
+// subcommands of the other files of tools/bench/ (attention, data, step, memory, draft, gru, comm,
 // tokenize, and the hidden helpers of the scripts that compare against PyTorch).
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -36,6 +36,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_attention_command(*bench);
   add_bench_data_command(*bench);
   add_bench_step_command(*bench);
+  add_bench_memory_command(*bench);
   add_bench_draft_command(*bench);
   add_bench_gru_command(*bench);
   add_bench_comm_command(*bench);

@@ -1,10 +1,17 @@
 // Activation checkpointing: record once, rerun in backward.
 #include "autograd/checkpoint.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace sprig {
 
 Var checkpoint(const Segment& segment, const std::vector<Var>& inputs,
                const std::vector<Var>& parameters) {
+  for (size_t i = 0; i < parameters.size(); ++i)
+    if (!parameters[i].is_leaf())
+      throw std::invalid_argument("[checkpoint] parameter " + std::to_string(i) +
+                                  " is not a leaf: pass what a segment computes as an input");
   std::vector<Var> edges = inputs;  // the node's inputs: the segment's, then its parameters
   edges.insert(edges.end(), parameters.begin(), parameters.end());
   if (!needs_grad(edges)) return segment(inputs);

@@ -22,7 +22,8 @@ using Segment = std::function<Var(const std::vector<Var>& inputs)>;
 // parameters' gradients reach them through this one node, after the rest of the backward, and
 // accumulate and run their grad hooks once, as without checkpointing. Gradients are bitwise those
 // of the unchecked segment. Throws "[grad] ..." in the backward when the segment read a leaf that
-// requires grad and was not passed.
+// requires grad and was not passed, and at once "[checkpoint] ..." for a parameter that is not a
+// leaf.
 Var checkpoint(const Segment& segment, const std::vector<Var>& inputs,
                const std::vector<Var>& parameters);
 

@@ -125,6 +125,15 @@ Tensor vec(const std::vector<double>& v) {
   return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
 }
 
+TEST(Checkpoint, AParameterThatIsNotALeafIsRefused) {
+  const Block b(4, 8, 41);
+  const Var x(rand_normal({2, 4}, 42), true);
+  const Var computed = b.w1 * 2.0;
+  EXPECT_THROW(checkpoint([&b](const std::vector<Var>& in) { return b(in[0]); }, {x},
+                          {b.w1, b.w2, computed}),
+               std::invalid_argument);
+}
+
 TEST(Grad, ReturnsTheGradientsOfListedLeavesAndTouchesNone) {
   Var a(vec({1.0, 2.0}), true), b(vec({3.0, -1.0}), true), unused(vec({5.0}), true);
   int hooks = 0;

@@ -64,6 +64,21 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
 
 void Communicator::abort(int code) { std::exit(code); }
 
+int64_t Communicator::check_shards(const Tensor& full, const std::string& what) const {
+  const int64_t world = world_size();
+  if (!full.is_contiguous() || full.numel() % world != 0)
+    throw std::invalid_argument("[" + what + "] needs a contiguous tensor of " +
+                                std::to_string(world) + " equal shards, got " +
+                                shape_str(full.shape()) +
+                                (full.is_contiguous() ? "" : " (not contiguous)"));
+  return full.numel() / world;
+}
+
+Tensor Communicator::shard(const Tensor& full) const {
+  const int64_t n = check_shards(full, "shard");
+  return full.view({full.numel()}).narrow(0, rank() * n, n);
+}
+
 Communicator& single_process() {
   static Communicator single;
   return single;

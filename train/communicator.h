@@ -49,6 +49,20 @@ class Communicator {
   }
   // Every rank's `text`, in rank order.
   virtual std::vector<std::string> all_gather(const std::string& text) { return {text}; }
+
+  // Sharded collectives (optimizer and gradient sharding), in place over a contiguous tensor
+  // `full` of world_size() equal shards: shard q holds elements [q n / W, (q + 1) n / W) of its
+  // n, which must be a multiple of W. reduce_scatter leaves in this rank's shard the reduction over
+  // every rank of that shard (the other shards are then unspecified); all_gather_shards sets every
+  // shard q to rank q's shard q. With one rank both leave `full` as it is. Throws
+  // std::invalid_argument "[<backend>] ..." for a tensor they cannot take.
+  virtual void reduce_scatter(const Tensor& full, Reduction op) {
+    (void)op;
+    check_shards(full, "reduce_scatter");
+  }
+  virtual void all_gather_shards(const Tensor& full) { check_shards(full, "all_gather_shards"); }
+  // This rank's shard of `full` (a flat view of it).
+  Tensor shard(const Tensor& full) const;
   virtual void barrier() {}
 
   // Gradient all-reduces overlapped with backward: start_sum begins a sum whose result is there
@@ -56,6 +70,10 @@ class Communicator {
   virtual bool overlaps_backward() const { return false; }
   virtual void start_sum(const Tensor& tensor) { all_reduce(tensor, Reduction::sum); }
   virtual void finish_sums() {}
+
+  // The elements of one shard of `full`; throws "[what] ..." unless it is contiguous and splits
+  // into world_size() equal shards.
+  int64_t check_shards(const Tensor& full, const std::string& what) const;
 
   // Ends every rank of the run with `code` (a rank that failed calls it so that no other rank
   // waits in a collective for it). A single process exits.

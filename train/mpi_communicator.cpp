@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -108,6 +109,20 @@ class MpiCommunicator : public Communicator {
     for (int64_t r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], sizes[r]));
     return out;
   }
+  // MPI leaves the reduced shard at the start of an in-place buffer: it moves to this rank's.
+  void reduce_scatter(const Tensor& full, Reduction op) override {
+    char* data = static_cast<char*>(full.data_ptr());
+    const int count = shard_count(full, "reduce_scatter");
+    MPI_Reduce_scatter_block(MPI_IN_PLACE, data, count, mpi_type(full.dtype()), mpi_op(op),
+                             MPI_COMM_WORLD);
+    const size_t bytes = static_cast<size_t>(count) * dtype_size(full.dtype());
+    if (rank_ > 0) std::memcpy(data + static_cast<size_t>(rank_) * bytes, data, bytes);
+  }
+  void all_gather_shards(const Tensor& full) override {
+    const int count = shard_count(full, "all_gather_shards");
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data_ptr(), count,
+                  mpi_type(full.dtype()), MPI_COMM_WORLD);
+  }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
@@ -115,6 +130,17 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  // The elements of one shard of a CPU tensor, within an MPI count (an int).
+  int shard_count(const Tensor& full, const char* what) const {
+    check_cpu_contiguous(full, what);
+    const int64_t count = check_shards(full, std::string("mpi ") + what);
+    if (count > kMaxCount)
+      throw std::invalid_argument(std::string("[mpi] ") + what + " of shards of " +
+                                  std::to_string(count) + " elements, over the " +
+                                  std::to_string(kMaxCount) + " one call takes");
+    return static_cast<int>(count);
+  }
+
   int64_t rank_ = 0, size_ = 1, local_ = 0;
 };
 

@@ -106,6 +106,25 @@ class NcclCommunicator : public Communicator {
   std::vector<std::string> all_gather(const std::string& text) override {
     return mpi_->all_gather(text);
   }
+  // In place: NCCL takes this rank's shard of `full` as the reduce-scatter's output and the
+  // all-gather's input.
+  void reduce_scatter(const Tensor& full, Reduction op) override {
+    if (full.device().is_cpu()) return mpi_->reduce_scatter(full, op);
+    after_compute(full);
+    const auto [count, base, mine] = shards(full);
+    check(
+        ncclReduceScatter(base, mine, count, nccl_type(full.dtype()), nccl_op(op), comm_, stream_),
+        "ncclReduceScatter");
+    compute_waits();
+  }
+  void all_gather_shards(const Tensor& full) override {
+    if (full.device().is_cpu()) return mpi_->all_gather_shards(full);
+    after_compute(full);
+    const auto [count, base, mine] = shards(full);
+    check(ncclAllGather(mine, base, count, nccl_type(full.dtype()), comm_, stream_),
+          "ncclAllGather");
+    compute_waits();
+  }
   void barrier() override {
     check(cudaStreamSynchronize(cuda::current_stream(device_)), "synchronise before a barrier");
     check(cudaStreamSynchronize(stream_), "synchronise before a barrier");
@@ -135,6 +154,16 @@ class NcclCommunicator : public Communicator {
     check(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
                         nccl_type(t.dtype()), nccl_op(op), comm_, stream_),
           "ncclAllReduce");
+  }
+  // A shard's elements, the tensor's first byte and this rank's shard's.
+  struct Shards {
+    size_t count;
+    char *base, *mine;
+  };
+  Shards shards(const Tensor& full) const {
+    const auto count = static_cast<size_t>(check_shards(full, "nccl"));
+    char* base = static_cast<char*>(full.data_ptr());
+    return {count, base, base + static_cast<size_t>(rank()) * count * dtype_size(full.dtype())};
   }
   void compute_waits() {
     check(cudaEventRecord(done_, stream_), "cudaEventRecord");

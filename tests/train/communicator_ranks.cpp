@@ -60,6 +60,35 @@ int run() {
   for (int64_t q = 0; q < n; ++q) want.push_back(std::string(q, static_cast<char>('0' + q)));
   expect(comm->all_gather(want[r]), want, "all_gather");
 
+  // Sharded collectives over n shards of 3: rank q holds (q + 1) (j + 1) at element j, so shard r
+  // of the sum holds (j + 1) n (n + 1) / 2, of the minimum (j + 1) and of the maximum n (j + 1).
+  for (const DType dtype : {DType::f32, DType::f64, DType::i64}) {
+    const std::string name = dtype_name(dtype);
+    std::vector<double> mine(static_cast<size_t>(3 * n));
+    for (int64_t j = 0; j < 3 * n; ++j)
+      mine[static_cast<size_t>(j)] = double(r + 1) * double(j + 1);
+    const Tensor base = Tensor::from_vector(mine, {n, 3}).to(dtype);
+    for (const auto& [op, factor] : {std::pair{Reduction::sum, double(n * (n + 1) / 2)},
+                                     {Reduction::min, 1.0},
+                                     {Reduction::max, double(n)}}) {
+      const Tensor full = base.clone();
+      comm->reduce_scatter(full, op);
+      std::vector<double> want;
+      for (int64_t i = 0; i < 3; ++i) want.push_back(double(3 * r + i + 1) * factor);
+      expect(comm->shard(full).to(DType::f64).to_vector<double>(), want,
+             name + " reduce_scatter " + std::to_string(static_cast<int>(op)));
+    }
+    // Rank q's shard holds 100 q + i; gathered, every rank holds all of them.
+    const Tensor full = Tensor::full({3 * n}, -1.0, dtype);
+    comm->shard(full).copy_(
+        Tensor::from_vector<double>({100.0 * r, 100.0 * r + 1, 100.0 * r + 2}, {3}).to(dtype));
+    comm->all_gather_shards(full);
+    std::vector<double> want;
+    for (int64_t q = 0; q < n; ++q)
+      for (int64_t i = 0; i < 3; ++i) want.push_back(100.0 * q + i);
+    expect(full.to(DType::f64).to_vector<double>(), want, name + " all_gather_shards");
+  }
+
   // Buckets: rank r's gradient of sum((r + 1) * w * w) is 2 (r + 1) w; summed, n (n + 1) w.
   Var w(Tensor::from_vector<float>({1, 2, 3}, {3}), true), v(Tensor::ones({2}), true);
   GradientBuckets buckets({w, v}, *comm, 8);

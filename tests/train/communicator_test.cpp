@@ -1,4 +1,6 @@
-// The device each rank of a CUDA run takes (train/communicator.h), tested without a launcher.
+// The device each rank of a CUDA run takes and the single process's sharded collectives
+// (train/communicator.h), tested without a launcher; tests/train/communicator_ranks.cpp checks
+// every collective on real ranks.
 #include "train/communicator.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +31,24 @@ TEST(Launch, EachRankTakesTheDeviceOfItsLocalRankAmongThoseItSees) {
         }
       },
       std::runtime_error);
+}
+
+TEST(SingleProcess, ShardedCollectivesLeaveTheTensorWhole) {
+  Communicator& one = single_process();
+  const Tensor full = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  one.reduce_scatter(full, Reduction::sum);
+  one.all_gather_shards(full);
+  EXPECT_EQ(full.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(one.shard(full).shape(), Shape{4});
+  EXPECT_EQ(one.shard(full).data_ptr(), full.data_ptr());
+  try {
+    one.reduce_scatter(full.transpose(0, 1), Reduction::sum);
+    FAIL() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "[reduce_scatter] needs a contiguous tensor of 1 equal shards, got [2, 2] (not "
+                 "contiguous)");
+  }
 }
 
 }  // namespace

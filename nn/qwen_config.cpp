@@ -295,7 +295,15 @@ std::vector<ParameterPart> QwenConfig::parameter_parts(bool embeddings) const {
            key("num_key_value_heads", num_key_value_heads) + ") x " + key("head_dim", head_dim)},
       {d(num_hidden_layers) * 3 * d(hidden_size) * d(intermediate_size),
        "the MLP: " + layers + " x 3 x " + hidden + " x " +
-           key("intermediate_size", intermediate_size)}};
+           key("intermediate_size", intermediate_size)},
+      // Per layer its two norms, Qwen3's q/k norms, the q/k/v and o biases; the final norm.
+      {d(num_hidden_layers) *
+               (2 * d(hidden_size) + (has_qk_norm() ? 2 * d(head_dim) : 0) +
+                (has_qkv_bias() ? d(num_attention_heads + 2 * num_key_value_heads) * d(head_dim)
+                                : 0) +
+                (has_o_bias() ? d(hidden_size) : 0)) +
+           d(hidden_size),
+       "the norms and biases"}};
   if (embeddings)
     parts.push_back({d(vocab_size) * d(hidden_size) * (tie_word_embeddings ? 1 : 2),
                      "the embedding" + std::string(tie_word_embeddings ? "" : " and head") + ": " +

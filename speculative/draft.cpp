@@ -289,25 +289,30 @@ namespace {
 // `c`, checked, once its parameters are known to fit in memory (nothing is allocated before).
 DraftConfig fitting(DraftConfig c) {
   c.check();
-  const auto key = [](const char* name, int64_t v) {
-    return std::string(name) + " " + std::to_string(v);
-  };
-  const auto d = [](int64_t v) { return static_cast<double>(v); };
-  const int64_t H = c.layers.hidden_size, n = static_cast<int64_t>(c.target_layer_ids.size());
-  std::vector<ParameterPart> parts = c.layers.parameter_parts(false);
-  parts.push_back({d(n) * d(H) * d(H), "fc: " + std::to_string(n) + " target_layer_ids x " +
-                                           key("hidden_size", H) + " x " + key("hidden_size", H)});
-  if (c.head)
-    for (ParameterPart& part : c.head->parameter_parts(c)) parts.push_back(std::move(part));
-  if (c.reduced_vocab())
-    parts.push_back(
-        {d(c.draft_vocab_size) * d(H), "lm_head: " + key("draft_vocab_size", c.draft_vocab_size) +
-                                           " x " + key("hidden_size", H)});
-  check_parameters_fit(parts, "draft");
+  check_parameters_fit(c.parameter_parts(), "draft");
   return c;
 }
 
 }  // namespace
+
+std::vector<ParameterPart> DraftConfig::parameter_parts() const {
+  const auto key = [](const char* name, int64_t v) {
+    return std::string(name) + " " + std::to_string(v);
+  };
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const int64_t H = layers.hidden_size, n = static_cast<int64_t>(target_layer_ids.size());
+  std::vector<ParameterPart> parts = layers.parameter_parts(false);
+  parts.push_back({d(n) * d(H) * d(H) + d(H),  // and the context's norm
+                   "fc: " + std::to_string(n) + " target_layer_ids x " + key("hidden_size", H) +
+                       " x " + key("hidden_size", H)});
+  if (head)
+    for (ParameterPart& part : head->parameter_parts(*this)) parts.push_back(std::move(part));
+  if (reduced_vocab())
+    parts.push_back(
+        {d(draft_vocab_size) * d(H),
+         "lm_head: " + key("draft_vocab_size", draft_vocab_size) + " x " + key("hidden_size", H)});
+  return parts;
+}
 
 DFlashDraft::DFlashDraft(DraftConfig config, Generator& gen)
     : config_(fitting(std::move(config))),

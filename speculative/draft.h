@@ -97,6 +97,9 @@ struct DraftConfig {
   nlohmann::json to_json(DType dtype) const;
   // Reads that layout back; `label` (a path) prefixes errors.
   static DraftConfig from_json(const nlohmann::json& j, const std::string& label);
+  // The draft's parameters by part (its layers, fc, its head's, a reduced vocabulary's rows of the
+  // target's head), named for check_parameters_fit (nn/qwen.h).
+  std::vector<ParameterPart> parameter_parts() const;
 };
 
 // The `draft:` section of a training config: the draft's shape relative to its target.

@@ -239,15 +239,15 @@ std::vector<ParameterPart> Eagle3Config::parameter_parts() const {
   const QwenConfig& c = layer;
   const std::string H = "hidden_size " + std::to_string(c.hidden_size);
   const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim;
-  return {
-      {n(c.vocab_size, c.hidden_size), "vocab_size " + std::to_string(c.vocab_size) + " x " + H},
-      {n(aux_width(), c.hidden_size),
-       std::to_string(aux_layer_ids.size()) + " aux_layer_ids x " + H + " x " + H},
-      {n(2 * c.hidden_size, qkv) + n(c.num_attention_heads * c.head_dim, c.hidden_size) +
-           3 * n(c.hidden_size, c.intermediate_size),
-       "the decoder layer"},
-      {n(draft_vocab_size, c.hidden_size),
-       "draft_vocab_size " + std::to_string(draft_vocab_size) + " x " + H}};
+  // The embedding is the target's (frozen, not the draft's); the norms: the embeddings', the
+  // states', the post-attention one and the final one.
+  return {{n(aux_width(), c.hidden_size),
+           std::to_string(aux_layer_ids.size()) + " aux_layer_ids x " + H + " x " + H},
+          {n(2 * c.hidden_size, qkv) + n(c.num_attention_heads * c.head_dim, c.hidden_size) +
+               3 * n(c.hidden_size, c.intermediate_size) + 4 * n(1, c.hidden_size),
+           "the decoder layer"},
+          {n(draft_vocab_size, c.hidden_size),
+           "draft_vocab_size " + std::to_string(draft_vocab_size) + " x " + H}};
 }
 
 namespace {

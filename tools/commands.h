@@ -22,6 +22,7 @@ void add_demo_command(CLI::App& app);                 // tools/demo_command.cpp
 void add_eval_command(CLI::App& app);                 // tools/eval_command.cpp
 void add_mask_command(CLI::App& app);                 // tools/mask_command.cpp
 void add_model_commands(CLI::App& app);     // tools/model_commands.cpp: convert, score, generate
+void add_plan_command(CLI::App& app);       // tools/plan_command.cpp
 void add_plot_command(CLI::App& app);       // tools/plot_command.cpp
 void add_spec_eval_command(CLI::App& app);  // tools/spec_eval_command.cpp
 void add_train_command(CLI::App& app);      // tools/train_command.cpp

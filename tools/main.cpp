@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   sprig::tools::add_eval_command(app);
   sprig::tools::add_mask_command(app);
   sprig::tools::add_model_commands(app);
+  sprig::tools::add_plan_command(app);
   sprig::tools::add_plot_command(app);
   sprig::tools::add_spec_eval_command(app);
   sprig::tools::add_train_command(app);

@@ -11,6 +11,7 @@
 #include "speculative/dflash.h"
 #include "speculative/draft_kind.h"
 #include "train/batch_input.h"
+#include "train/plan.h"
 
 namespace sprig {
 
@@ -124,16 +125,8 @@ class DraftRecipe : public Recipe {
   // The draft's layers run over the anchors' blocks and attend to the context's keys and values;
   // the target runs without gradients and keeps its captured hidden states.
   StepShapes step_shapes() const override {
-    const DraftConfig& d = draft_->config();
-    const int64_t rows = data_.micro_batch_size, context = rows * data_.seq_len;
-    StepShapes s;
-    s.layers = d.layers;
-    s.layers.vocab_size = d.vocab_rows();  // the head's rows
-    s.tokens = rows * c_.num_anchors * d.block_size;
-    s.context_tokens = context;
-    s.frozen_parameters = target_.frozen().model().num_parameters();
-    s.kept_elements = context * d.context_width();
-    return s;
+    return draft_step_shapes(draft_->config(), target_.frozen().model().num_parameters(),
+                             c_.num_anchors, data_);
   }
   std::string companion_files_dir() const override { return target_.dir(); }
   nlohmann::json checkpoint_config() const override {

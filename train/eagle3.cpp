@@ -9,6 +9,7 @@
 #include "speculative/eagle3.h"
 #include "train/batch_input.h"
 #include "train/draft.h"
+#include "train/plan.h"
 
 namespace sprig {
 
@@ -39,18 +40,9 @@ class Eagle3Recipe : public Recipe {
     }
     return r;
   }
-  // The draft's layer runs ttt_steps times over every position and its head over the draft
-  // vocabulary; the target runs without gradients and keeps its states and logits.
   StepShapes step_shapes() const override {
-    const Eagle3Config& d = draft_->config();
-    const int64_t tokens = data_.micro_batch_size * data_.seq_len;
-    StepShapes s;
-    s.layers = d.layer;
-    s.layers.vocab_size = d.draft_vocab_size;
-    s.tokens = tokens * c_.ttt_steps;
-    s.frozen_parameters = target_.frozen().model().num_parameters();
-    s.kept_elements = tokens * (d.aux_width() + d.layer.vocab_size);
-    return s;
+    return eagle3_step_shapes(draft_->config(), target_.frozen().model().num_parameters(),
+                              c_.ttt_steps, data_);
   }
   std::string companion_files_dir() const override { return target_.dir(); }
   nlohmann::json checkpoint_config() const override {

@@ -59,9 +59,11 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
                K = static_cast<double>(m.num_key_value_heads * m.head_dim),
                V = static_cast<double>(m.vocab_size), P = static_cast<double>(trained_parameters);
   MemoryEstimate e;
-  e.parameters =
-      P * (4.0 + (compute == DType::f32 ? 0.0 : c)) + static_cast<double>(s.frozen_parameters) * c;
-  e.optimizer = P * (c + 8.0);
+  e.masters = P * 4.0;
+  e.compute_copy = compute == DType::f32 ? 0.0 : P * c;
+  e.frozen = static_cast<double>(s.frozen_parameters) * c;
+  e.gradients = P * c;
+  e.moments = P * 8.0;
   const double layer = T * (6 * H + 3 * Q + 3 * K + 3 * I) * c +
                        T * static_cast<double>(m.num_attention_heads) * 4.0;
   double below = 0, layers = 0;  // what the layers below the current one keep; the most
@@ -74,7 +76,8 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
     }
   }
   e.activations = std::max(layers, below) + L * static_cast<double>(s.context_tokens) * 2 * K * c +
-                  3 * T * H * c + static_cast<double>(s.kept_elements) * c;
+                  3 * T * H * c;
+  e.kept = static_cast<double>(s.kept_elements) * c;
   const double rows = std::min(T, static_cast<double>(head_chunk_rows(0, m.vocab_size)));
   e.loss = 2 * rows * V * 4.0 + T * H * c;
   e.batches = kBatchesHeld * kBatchTensors * static_cast<double>(s.batch_tokens) * 8.0;
@@ -104,11 +107,11 @@ void check_step_fits(const StepShapes& shapes, int64_t trained_parameters, DType
   const double usable = usable_memory(device);
   if (e.total() > usable)
     throw std::runtime_error("[train] one training step needs about " + gib(e.total()) +
-                             " GiB (parameters " + gib(e.parameters) + ", gradients and AdamW " +
-                             gib(e.optimizer) + ", activations " + gib(e.activations) + ", loss " +
-                             gib(e.loss) + ", batches " + gib(e.batches) + "), more than the " +
-                             gib(usable) + " GiB available on " + device.str() +
-                             ": lower data.micro_batch_size or data.seq_len");
+                             " GiB (parameters " + gib(e.parameters()) + ", gradients and AdamW " +
+                             gib(e.optimizer()) + ", activations " + gib(e.activations + e.kept) +
+                             ", loss " + gib(e.loss) + ", batches " + gib(e.batches) +
+                             "), more than the " + gib(usable) + " GiB available on " +
+                             device.str() + ": lower data.micro_batch_size or data.seq_len");
 }
 
 void check_kv_cache_fits(const QwenConfig& model, int64_t tokens, DType dtype, Device device,

@@ -25,8 +25,15 @@ struct StepShapes {
 
 // The estimate, in bytes, and its parts.
 struct MemoryEstimate {
-  double parameters = 0, optimizer = 0, activations = 0, loss = 0, batches = 0;
-  double total() const { return parameters + optimizer + activations + loss + batches; }
+  double masters = 0, compute_copy = 0, frozen = 0;  // the trained and the frozen parameters
+  double gradients = 0, moments = 0;                 // the trained parameters' gradients, AdamW's
+  double activations = 0;  // what autograd keeps for the backward (the trained layers, the head's
+                           // input, a draft's context keys)
+  double kept = 0;         // the frozen model's outputs kept for the step
+  double loss = 0, batches = 0;
+  double parameters() const { return masters + compute_copy + frozen; }
+  double optimizer() const { return gradients + moments; }
+  double total() const { return parameters() + optimizer() + activations + kept + loss + batches; }
 };
 
 // The memory of one training step of a module with `trained_parameters` computing in `compute`

@@ -10,6 +10,7 @@
 #include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "train/batch_input.h"
+#include "train/plan.h"
 
 namespace sprig {
 
@@ -107,12 +108,7 @@ class SftRecipe : public Recipe {
     return c.to_json();
   }
   std::string companion_files_dir() const override { return model_dir_; }
-  StepShapes step_shapes() const override {
-    StepShapes s;
-    s.layers = model_->config();
-    s.tokens = data_.micro_batch_size * data_.seq_len;
-    return s;
-  }
+  StepShapes step_shapes() const override { return sft_step_shapes(model_->config(), data_); }
 
   std::vector<RatioMetric> ratios() const override {
     if (loss_.type != LossType::pg) return {};

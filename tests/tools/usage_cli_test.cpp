@@ -21,6 +21,28 @@ namespace fs = std::filesystem;
 
 int64_t lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
 
+// sprig plan reads the models' config.json only (the tiny configs' targets are fresh ones) and
+// prints one rank's estimate, itemised.
+TEST(UsageCli, PlanItemisesAStepFromTheConfigAlone) {
+  const testing::NamedTempDir tmp("plan");
+  CliRun r = run_sprig("plan -c " + testing::source_dir() +
+                           "/train/configs/tiny_dflash.yaml --recipe dflash --gpus 2 --gpu h100",
+                       tmp.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part :
+       {"sprig plan: a dflash draft (", "2 x h100 (79.65 GiB each)", "  frozen target ",
+        "  target states ", ": fits (0%)", "data parallel: each of the 2 ranks holds all of this"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  r = run_sprig("plan -c " + testing::source_dir() +
+                    "/train/configs/tiny_sft.yaml --gpu 0.1 --data.seq_len=8192",
+                tmp.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(": does not fit\nthe smallest change that fits: "
+                       "--train.activation_checkpointing=layers --data.micro_batch_size=2\n"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(UsageCli, UsageErrorsAreOneLineNamingTheCommandWithExit2) {
   const testing::NamedTempDir tmp("usage_errors");
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -31,7 +53,13 @@ TEST(UsageCli, UsageErrorsAreOneLineNamingTheCommandWithExit2) {
        "convert --help)\n"},
       {"trian",
        "sprig: [sprig] unknown command 'trian': one of bench, data, demo, eval, mask, "
-       "convert, score, generate, plot, spec-eval, train (see sprig --help)\n"},
+       "convert, score, generate, plan, plot, spec-eval, train (see sprig --help)\n"},
+      {"plan -c x.yaml --gpu h300",
+       "sprig: [plan] --gpu must be h200, h100, a100-80 or a number of GiB, got 'h300' (see "
+       "sprig plan --help)\n"},
+      {"plan -c x.yaml --recipe frob",
+       "sprig: [plan] --recipe must be sft, dflash, domino, jetspec or eagle3, got 'frob' (see "
+       "sprig plan --help)\n"},
       {"train frob",
        "sprig: [train] unknown command 'frob': one of sft, dflash, domino, jetspec, eagle3 "
        "(see sprig train --help)\n"},

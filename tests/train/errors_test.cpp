@@ -477,25 +477,30 @@ TEST(MemoryEstimate, CountsEachPartFromTheShapes) {
   s.kept_elements = 50;
   s.batch_tokens = 100;
   const MemoryEstimate f32 = estimate_step_memory(s, 1000, DType::f32);
-  EXPECT_EQ(f32.parameters, 1000 * 4 + 1000 * 4);
-  EXPECT_EQ(f32.optimizer, 1000 * (4 + 8));
+  EXPECT_EQ(f32.masters, 1000 * 4);
+  EXPECT_EQ(f32.compute_copy, 0);
+  EXPECT_EQ(f32.frozen, 1000 * 4);
+  EXPECT_EQ(f32.parameters(), 1000 * 4 + 1000 * 4);
+  EXPECT_EQ(f32.gradients, 1000 * 4);
+  EXPECT_EQ(f32.optimizer(), 1000 * (4 + 8));
   // 2 layers: 128 x (6 x 64 + 3 x 64 + 3 x 32 + 3 x 128) x 4 + 128 x 4 heads x 4 + 10 x 2 x 32 x 4
-  // each, then 3 x 128 x 64 x 4 and 50 x 4.
-  EXPECT_EQ(f32.activations,
-            2 * (128 * 1056 * 4 + 128 * 16 + 10 * 64 * 4) + 3 * 128 * 64 * 4 + 200);
+  // each, then 3 x 128 x 64 x 4; the frozen model's 50 kept elements apart.
+  EXPECT_EQ(f32.activations, 2 * (128 * 1056 * 4 + 128 * 16 + 10 * 64 * 4) + 3 * 128 * 64 * 4);
+  EXPECT_EQ(f32.kept, 50 * 4);
   EXPECT_EQ(f32.loss, 2 * 128 * 64 * 4 + 128 * 64 * 4);  // 128 rows fit one chunk
   EXPECT_EQ(f32.batches, 3 * 4 * 100 * 8);
-  EXPECT_EQ(f32.total(), f32.parameters + f32.optimizer + f32.activations + f32.loss + f32.batches);
+  EXPECT_EQ(f32.total(), f32.parameters() + f32.optimizer() + f32.activations + f32.kept +
+                             f32.loss + f32.batches);
   const MemoryEstimate bf16 = estimate_step_memory(s, 1000, DType::bf16);
-  EXPECT_EQ(bf16.parameters, 1000 * (4 + 2) + 1000 * 2);
-  EXPECT_EQ(bf16.optimizer, 1000 * (2 + 8));
+  EXPECT_EQ(bf16.parameters(), 1000 * (4 + 2) + 1000 * 2);
+  EXPECT_EQ(bf16.optimizer(), 1000 * (2 + 8));
   EXPECT_EQ(bf16.loss, f32.loss - 128 * 64 * 2);
   // Checkpointing: a checkpointed layer keeps its input (128 x 64 x 4) and its backward rebuilds
   // its whole set while the layers below keep theirs: with every_2 layer 1 keeps its set at the
   // forward's end as layer 0's rebuild does, so the most is one set and one input; with both
   // checkpointed, layer 1's rebuild holds both inputs and one set.
   const double layer = 128 * 1056 * 4 + 128 * 16, input = 128 * 64 * 4,
-               rest = 2 * 10 * 64 * 4 + 3 * 128 * 64 * 4 + 200;
+               rest = 2 * 10 * 64 * 4 + 3 * 128 * 64 * 4;
   s.checkpoint_every = 2;
   EXPECT_EQ(estimate_step_memory(s, 1000, DType::f32).activations, layer + input + rest);
   s.checkpoint_every = 1;

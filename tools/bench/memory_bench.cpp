@@ -119,9 +119,7 @@ void run_bench_memory(const MemoryOptions& o) {
     const auto held = static_cast<double>(peak(device) - before);
     shapes.checkpoint_every = every;
     const MemoryEstimate e = estimate_step_memory(shapes, parameters, compute);
-    const double estimate =
-        e.activations + e.loss +
-        static_cast<double>(parameters) * static_cast<double>(dtype_size(compute));
+    const double estimate = e.activations + e.loss + e.gradients;
     if (every == 0) base_seconds = seconds, base_peak = held;
     std::printf("%-10s %10.1f %7.2fx %12.1f %7.2fx %15.1f %12.6f\n", name, seconds * 1e3,
                 seconds / base_seconds, held / (1 << 20), held / base_peak, estimate / (1 << 20),

@@ -1,0 +1,114 @@
+// `sprig plan`'s parts (train/plan.h): each recipe's step planned from its config.json files has
+// the shapes and parameters the recipe itself reports, GPUs are named or sized, and a step that
+// does not fit gets the smallest change whose estimate fits.
+#include "train/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "speculative/draft.h"
+#include "speculative/eagle3.h"
+#include "tests/train/train_test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::contains;
+using testing::TempDir;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+QwenConfig tiny_qwen3() {
+  return QwenConfig::load(testing::source_path("train/configs/tiny_qwen3.json"));
+}
+
+TEST(Plan, AnSftStepIsTheModelsOverItsMicroBatch) {
+  TempDir dir;
+  const PlannedStep p =
+      plan_step(testing::tiny_config(dir, {"train.activation_checkpointing=layers"}));
+  Generator gen(0);
+  EXPECT_EQ(p.trained_parameters, QwenForCausalLM(tiny_qwen3(), gen).num_parameters());
+  EXPECT_EQ(p.compute, DType::bf16);
+  const StepShapes s = p.shapes();
+  EXPECT_EQ(s.tokens, 2 * 64);
+  EXPECT_EQ(s.batch_tokens, 2 * 64);
+  EXPECT_EQ(s.checkpoint_every, 1);
+  EXPECT_EQ(s.layers.num_hidden_layers, 2);
+  EXPECT_EQ(s.frozen_parameters, 0);
+  EXPECT_TRUE(contains(p.what, "sft of a qwen3 model (2 layers, hidden 64, vocabulary 64)"));
+}
+
+TEST(Plan, ADraftStepCountsItsTargetAsFrozenAndItsCapturedStates) {
+  TempDir dir;
+  const TrainConfig c = testing::tiny_dflash_config(dir);
+  const PlannedStep p = plan_step(c);
+  const QwenConfig target = tiny_qwen3();
+  Generator gen(0);
+  const speculative::DraftConfig draft = speculative::draft_config_for(target, c.dflash.draft);
+  EXPECT_EQ(p.trained_parameters, speculative::DFlashDraft(draft, gen).num_parameters());
+  const StepShapes s = p.shapes();
+  EXPECT_EQ(s.frozen_parameters, QwenForCausalLM(target, gen).num_parameters());
+  EXPECT_EQ(s.tokens, c.data.micro_batch_size * c.dflash.num_anchors * draft.block_size);
+  EXPECT_EQ(s.context_tokens, c.data.micro_batch_size * c.data.seq_len);
+  EXPECT_EQ(s.kept_elements, s.context_tokens * draft.context_width());
+
+  TempDir e3;
+  const TrainConfig ce = testing::tiny_eagle3_config(e3);
+  const PlannedStep pe = plan_step(ce);
+  const speculative::Eagle3Config e = speculative::eagle3_config_for(target, ce.eagle3_draft.draft);
+  EXPECT_EQ(pe.trained_parameters, speculative::Eagle3Draft(e, gen).num_parameters());
+  EXPECT_EQ(pe.shapes().tokens, ce.data.micro_batch_size * ce.data.seq_len * 3);  // 3 steps
+}
+
+TEST(Plan, GpusByNameOrGiB) {
+  EXPECT_EQ(gpu_memory("h200"), 143771.0 * 1024 * 1024);
+  EXPECT_EQ(gpu_memory("h100"), 81559.0 * 1024 * 1024);
+  EXPECT_EQ(gpu_memory("a100-80"), 80 * kGiB);
+  EXPECT_EQ(gpu_memory("40"), 40 * kGiB);
+  EXPECT_EQ(gpu_memory("0.5"), 0.5 * kGiB);
+  for (const char* bad : {"h300", "", "0", "-3", "40GiB", "nan", "inf"})
+    EXPECT_THROW(gpu_memory(bad), std::invalid_argument) << bad;
+}
+
+// On a GPU of exactly a given step's estimate, that step fits and a larger one gets the change
+// that brings it under: checkpointing first, then the micro-batch, then the rows.
+TEST(Plan, AStepThatDoesNotFitGetsTheSmallestChangeThatDoes) {
+  TempDir dir;
+  PlannedStep p = plan_step(testing::tiny_config(dir, {"data.seq_len=4096"}));
+  const auto total = [](const PlannedStep& q) {
+    return estimate_step_memory(q.shapes(), q.trained_parameters, q.compute).total();
+  };
+  const auto gib_text = [](double bytes) { return std::to_string(bytes / kGiB); };
+  EXPECT_TRUE(contains(plan_report(p, 1, gib_text(total(p) * 1.01)), ": fits (99%)"));
+
+  // Two layers: every_2 checkpoints layer 0, whose rebuild holds no more than layer 1 keeps, the
+  // least; layers keeps both inputs and is no smaller.
+  PlannedStep every_2 = p, layers = p;
+  every_2.checkpoint_every = 2;
+  layers.checkpoint_every = 1;
+  EXPECT_LT(total(every_2), total(p));
+  EXPECT_GT(total(layers), total(every_2));
+  std::string report = plan_report(p, 8, gib_text(total(every_2) * 1.0001));
+  EXPECT_TRUE(contains(report, "does not fit")) << report;
+  EXPECT_TRUE(contains(report, "data parallel: each of the 8 ranks holds all of this")) << report;
+  EXPECT_TRUE(contains(report,
+                       "the smallest change that fits: "
+                       "--train.activation_checkpointing=every_2\n"))
+      << report;
+
+  PlannedStep smaller = layers;
+  smaller.data.micro_batch_size = 1;
+  report = plan_report(p, 1, gib_text(total(smaller) * 1.0001));
+  EXPECT_TRUE(contains(report,
+                       "the smallest change that fits: "
+                       "--train.activation_checkpointing=layers --data.micro_batch_size=1\n"))
+      << report;
+
+  report = plan_report(p, 1, "0.000001");
+  EXPECT_TRUE(contains(report,
+                       "no activation checkpointing, micro-batch or row length fits: "
+                       "the weights, gradients and AdamW state alone take "))
+      << report;
+}
+
+}  // namespace
+}  // namespace sprig

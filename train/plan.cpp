@@ -167,7 +167,7 @@ std::string fitting_change(PlannedStep p, double bytes) {
     change = "--train.activation_checkpointing=" + checkpointing_name(every);
     if (fits()) return change;
   }
-  const std::string checkpointing = p.checkpoint_every == 1 ? change + " " : "";
+  const std::string checkpointing = change.empty() ? "" : change + " ";  // layers, when set here
   while (p.data.micro_batch_size > 1) {
     p.data.micro_batch_size /= 2;
     if (fits())

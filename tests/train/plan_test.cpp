@@ -103,6 +103,11 @@ TEST(Plan, AStepThatDoesNotFitGetsTheSmallestChangeThatDoes) {
                        "--train.activation_checkpointing=layers --data.micro_batch_size=1\n"))
       << report;
 
+  // A step that checkpoints every layer already goes straight to its micro-batch.
+  report = plan_report(layers, 1, gib_text(total(smaller) * 1.0001));
+  EXPECT_TRUE(contains(report, "the smallest change that fits: --data.micro_batch_size=1\n"))
+      << report;
+
   report = plan_report(p, 1, "0.000001");
   EXPECT_TRUE(contains(report,
                        "no activation checkpointing, micro-batch or row length fits: "

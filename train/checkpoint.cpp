@@ -61,6 +61,11 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
+// Where the checkpoint of `step` is written before it is renamed into place.
+fs::path staged_dir(const fs::path& root, int64_t step) {
+  return root / (".tmp-" + step_name(step));
+}
+
 // The checkpoint directory root/latest names. `latest` holds the name of a directory beside it
 // (docs/semantics.md §10.10): a path that leaves checkpoints/ would resume another run's weights.
 fs::path named_by_latest(const fs::path& root) {
@@ -130,42 +135,56 @@ void CheckpointManager::check_checkpoints_are_sprigs() const {
   }
 }
 
-std::string CheckpointManager::save(const CheckpointPayload& payload, int64_t step) const {
+void save_tensor_file(const std::string& dir, const std::string& name, const TensorMap& tensors) {
+  save_safetensors((fs::path(dir) / (name + ".safetensors")).string(), entries_of(tensors));
+}
+
+TensorMap load_tensor_file(const std::string& dir, const std::string& name) {
+  try {
+    return read_all(fs::path(dir) / (name + ".safetensors"));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("checkpoint " + dir + " is corrupt: " + e.what());
+  }
+}
+
+std::string CheckpointManager::stage(int64_t step) const {
   const fs::path root = checkpoints_dir();
   fs::create_directories(root);
-  const std::string name = step_name(step);
-  const fs::path tmp = root / (".tmp-" + name), final_dir = root / name;
+  const fs::path final_dir = root / step_name(step);
   if (fs::exists(final_dir) && !is_sprig_checkpoint(final_dir))
     throw std::runtime_error(final_dir.string() +
                              " exists and sprig did not write it: the checkpoint of step " +
                              std::to_string(step) + " is not saved over it");
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind(".removing-", 0) == 0) fs::remove_all(e.path());
+  const fs::path tmp = staged_dir(root, step);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  return tmp.string();
+}
+
+std::string CheckpointManager::commit(const CheckpointPayload& payload, int64_t step) const {
+  const fs::path root = checkpoints_dir();
+  const std::string name = step_name(step);
+  const fs::path tmp = staged_dir(root, step), final_dir = root / name;
   // A checkpoint leaves under a name of its own (atomically) before it is removed, so a run killed
-  // meanwhile leaves no half checkpoint named step_<N>; what such a kill left goes now.
+  // meanwhile leaves no half checkpoint named step_<N>; stage() cleared what such a kill left.
   const auto discard = [&](const fs::path& dir) {
     const fs::path aside = root / (".removing-" + dir.filename().string());
     fs::remove_all(aside);
     fs::rename(dir, aside);
     fs::remove_all(aside);
   };
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.path().filename().string().rfind(".removing-", 0) == 0) fs::remove_all(e.path());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  std::vector<std::string> files = {"config.json", "trainer_state.json"};
   write_text(tmp / "config.json", payload.config.dump(2) + "\n");
-  for (const auto& [tensors_name, tensors] : payload.tensors) {
-    files.push_back(tensors_name + ".safetensors");
-    save_safetensors((tmp / files.back()).string(), entries_of(tensors));
-  }
+  for (const auto& [tensors_name, tensors] : payload.tensors)
+    save_tensor_file(tmp.string(), tensors_name, tensors);
   write_text(tmp / "trainer_state.json", payload.state.dump(2) + "\n");
-  if (!payload.resolved_config.empty()) {
-    files.push_back("config.resolved.yaml");
-    write_text(tmp / files.back(), payload.resolved_config);
-  }
-  if (!payload.companions_from.empty())
-    for (const std::string& f : copy_companion_files(payload.companions_from, tmp.string()))
-      files.push_back(f);
-  for (const std::string& f : files) fsync_path(tmp / f);
+  if (!payload.resolved_config.empty())
+    write_text(tmp / "config.resolved.yaml", payload.resolved_config);
+  if (!payload.companions_from.empty()) copy_companion_files(payload.companions_from, tmp.string());
+  // What every rank wrote, the companion files included.
+  for (const auto& e : fs::recursive_directory_iterator(tmp))
+    if (e.is_regular_file()) fsync_path(e.path());
   fsync_path(tmp);
   if (fs::exists(final_dir)) discard(final_dir);
   fs::rename(tmp, final_dir);

@@ -43,6 +43,11 @@ struct LoadedCheckpoint {
 // returned as given.
 std::string follow_latest(const std::string& path);
 
+// <dir>/<name>.safetensors with `tensors`, and every tensor of one (a std::runtime_error
+// "checkpoint DIR is corrupt: ..." when unreadable).
+void save_tensor_file(const std::string& dir, const std::string& name, const TensorMap& tensors);
+TensorMap load_tensor_file(const std::string& dir, const std::string& name);
+
 class CheckpointManager {
  public:
   CheckpointManager(std::string run_dir, int64_t keep_last);
@@ -50,7 +55,16 @@ class CheckpointManager {
   // Writes step_<step> atomically, switches `latest`, then prunes old checkpoints. Returns the
   // checkpoint's directory. Only checkpoints sprig wrote (named step_<N>, holding a
   // trainer_state.json of step N) are replaced or pruned; anything else in checkpoints/ stays.
-  std::string save(const CheckpointPayload& payload, int64_t step) const;
+  std::string save(const CheckpointPayload& payload, int64_t step) const {
+    stage(step);
+    return commit(payload, step);
+  }
+  // save() in two halves, for checkpoints written by several ranks: stage() makes the temporary
+  // directory of step_<step> (clearing what a killed run left) and returns it, every rank writes
+  // files of its own there (save_tensor_file), then commit() adds the payload, fsyncs every file
+  // and renames the directory into place.
+  std::string stage(int64_t step) const;
+  std::string commit(const CheckpointPayload& payload, int64_t step) const;
   // Throws std::runtime_error naming a directory of checkpoints/ that is named like a checkpoint
   // but was not written by sprig (a save of its step would have to replace it): checked before a
   // run trains.

@@ -59,7 +59,7 @@ const std::map<std::string, std::vector<std::string>>& schema() {
         "vocab"}},
       {"train",
        {"max_steps", "num_epochs", "grad_accumulation_steps", "max_grad_norm", "loss_normalization",
-        "max_consecutive_skips", "activation_checkpointing"}},
+        "max_consecutive_skips", "activation_checkpointing", "shard"}},
       {"optimizer", {"lr", "betas", "weight_decay", "eps"}},
       {"scheduler", {"warmup_ratio", "warmup_steps", "min_lr_ratio"}},
       {"log", {"every_steps"}},
@@ -265,6 +265,10 @@ TrainConfig load(const std::string& path, const std::vector<std::string>& overri
            written(root["train"]["max_consecutive_skips"]));
     c.activation_checkpointing = parse_activation_checkpointing(
         get<std::string>(root, "train", "activation_checkpointing", "none"));
+    const std::string shard = get<std::string>(root, "train", "shard", "none");
+    if (shard != "none" && shard != "optimizer")
+      fail("train.shard must be none or optimizer, got '" + shard + "'");
+    c.shard = shard == "optimizer" ? Sharding::optimizer : Sharding::none;
     if (c.max_steps < 0)
       fail("train.max_steps must be >= 0 (0: train.num_epochs), got " +
            written(root["train"]["max_steps"]));
@@ -400,7 +404,7 @@ void flatten(const YAML::Node& node, const std::string& prefix,
 }
 
 // Settings that say where a run is, how long it runs, what it reports or how it computes (the
-// kernels, what it recomputes), not what it computes.
+// kernels, what it recomputes, where the optimizer's state lives), not what it computes.
 bool alters_run(const std::string& key) {
   static const std::vector<std::string> keys = {"run_dir",
                                                 "train.max_steps",
@@ -410,7 +414,8 @@ bool alters_run(const std::string& key) {
                                                 "checkpoint.every_steps",
                                                 "checkpoint.keep_last",
                                                 "attention.backend",
-                                                "train.activation_checkpointing"};
+                                                "train.activation_checkpointing",
+                                                "train.shard"};
   return std::find(keys.begin(), keys.end(), key) == keys.end();
 }
 

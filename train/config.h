@@ -62,6 +62,11 @@ struct Eagle3TrainConfig {
 // reference's SFT recipe).
 enum class LossNormalization { mean, tokens };
 
+// train.shard: what each data-parallel rank keeps of the optimizer's state (docs/semantics.md
+// §10.16). none: all of it; optimizer: the fp32 masters and AdamW moments of its 1/W of every
+// gradient bucket (train/sharded_optimizer.h).
+enum class Sharding { none, optimizer };
+
 // The `loss:` section of `sprig train sft` (docs/semantics.md §1.7):
 //   loss: {type: sft, average: token, clip_eps: 0.0}
 // sft: cross-entropy of every supervised token. pg: the policy-gradient loss -A * log p(token) of
@@ -109,6 +114,7 @@ struct TrainConfig {
   // layers (an EAGLE-3 draft's steps) recompute their forward in the backward instead of keeping
   // their activations (nn/qwen.h checkpointed_layer).
   int64_t activation_checkpointing = 0;
+  Sharding shard = Sharding::none;
 
   AdamWConfig optimizer;
   int64_t warmup_steps = -1;  // -1: from warmup_ratio

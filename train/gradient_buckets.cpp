@@ -35,7 +35,9 @@ GradientBuckets::GradientBuckets(const std::vector<Var>& params, Communicator& c
   plan_ = plan_buckets(shapes, bucket_bytes);
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     const BucketPlan::Bucket& bucket = plan_.buckets[b];
-    buffers_.push_back(Tensor::zeros({bucket.numel}, bucket.dtype, bucket.device));
+    const int64_t world = comm.world_size();
+    const int64_t padded = (bucket.numel + world - 1) / world * world;
+    buffers_.push_back(Tensor::zeros({padded}, bucket.dtype, bucket.device));
     pending_.push_back(static_cast<int64_t>(bucket.params.size()));
     for (size_t j = 0; j < bucket.params.size(); ++j) {
       Var p = params[bucket.params[j]];
@@ -47,6 +49,10 @@ GradientBuckets::GradientBuckets(const std::vector<Var>& params, Communicator& c
 
 GradientBuckets::~GradientBuckets() {
   for (Var& p : params_) p.set_grad_hook(nullptr);
+}
+
+void GradientBuckets::zero() {
+  for (const Tensor& buffer : buffers_) buffer.zero_();
 }
 
 void GradientBuckets::arm() {

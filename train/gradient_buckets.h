@@ -7,7 +7,8 @@
 // own). When the communicator overlaps (NCCL), the backward of an accumulation window's last
 // micro-batch starts each bucket's sum as soon as all its gradients are final; buckets start in
 // index order on every rank, as collectives must. Otherwise (MPI on the CPU) sum() does it all
-// after backward.
+// after backward. Each buffer is padded with zeros to a multiple of the world size, so that it
+// splits into equal shards (ShardedAdamW, train/sharded_optimizer.h).
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,10 @@ class GradientBuckets {
   // Sums every bucket over the ranks (starting those not yet started) and waits for all of them.
   void sum();
 
-  const std::vector<Tensor>& buffers() const { return buffers_; }  // in bucket order
+  const std::vector<Tensor>& buffers() const { return buffers_; }  // in bucket order, padded
+  const BucketPlan& plan() const { return plan_; }
+  // Zeroes every buffer, its padding included.
+  void zero();
 
  private:
   void param_ready(size_t bucket);

@@ -35,6 +35,8 @@ std::string gib(double bytes) {
 // c bytes per compute element (2 for bf16, 4 for f32).
 //   parameters   P x (4 f32 master + c compute copy when it is not f32) + F x c
 //   optimizer    P x (c gradient + 8 AdamW moments in f32)
+//   sharding     over W ranks (train.shard optimizer) the moments, and the masters when they are
+//                not the parameters themselves (bf16), are divided by W
 //   activations  what autograd keeps for the backward, per layer and token: the attention
 //                block's input, norm, q, k, v, rotated q and k, attention output and o_proj
 //                output (3H + 3Q + 3K, plus a f32 log-sum-exp per head: flash attention keeps no
@@ -59,11 +61,12 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
                K = static_cast<double>(m.num_key_value_heads * m.head_dim),
                V = static_cast<double>(m.vocab_size), P = static_cast<double>(trained_parameters);
   MemoryEstimate e;
-  e.masters = P * 4.0;
+  const double W = static_cast<double>(s.optimizer_shards);
+  e.masters = compute == DType::f32 ? P * 4.0 : P * 4.0 / W;
   e.compute_copy = compute == DType::f32 ? 0.0 : P * c;
   e.frozen = static_cast<double>(s.frozen_parameters) * c;
   e.gradients = P * c;
-  e.moments = P * 8.0;
+  e.moments = P * 8.0 / W;
   const double layer = T * (6 * H + 3 * Q + 3 * K + 3 * I) * c +
                        T * static_cast<double>(m.num_attention_heads) * 4.0;
   double below = 0, layers = 0;  // what the layers below the current one keep; the most

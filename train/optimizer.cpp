@@ -6,7 +6,7 @@ namespace sprig {
 
 AdamW::AdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config,
              const std::map<std::string, Tensor>& masters)
-    : config_(config) {
+    : Optimizer(config) {
   for (auto& [name, p] : params) {
     Slot s{name, p, {}, {}, {}};
     auto it = masters.find(name);
@@ -24,15 +24,19 @@ AdamW::AdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config
   }
 }
 
-void AdamW::step(double lr, double grad_scale) {
+AdamWParams Optimizer::next_update(double lr, double grad_scale) {
   ++steps_;
-  const AdamWParams hp{.lr = lr,
-                       .beta1 = config_.beta1,
-                       .beta2 = config_.beta2,
-                       .eps = config_.eps,
-                       .weight_decay = config_.weight_decay,
-                       .step = steps_,
-                       .grad_scale = grad_scale};
+  return {.lr = lr,
+          .beta1 = config_.beta1,
+          .beta2 = config_.beta2,
+          .eps = config_.eps,
+          .weight_decay = config_.weight_decay,
+          .step = steps_,
+          .grad_scale = grad_scale};
+}
+
+void AdamW::step(double lr, double grad_scale) {
+  const AdamWParams hp = next_update(lr, grad_scale);
   for (Slot& s : slots_) {
     if (!s.param.grad().defined()) continue;
     const Tensor copy = s.master.shares_storage(s.param.value()) ? Tensor() : s.param.value();
@@ -40,11 +44,11 @@ void AdamW::step(double lr, double grad_scale) {
   }
 }
 
-std::vector<Tensor> AdamW::grads() const {
-  std::vector<Tensor> out;
+double AdamW::grad_norm() const {
+  std::vector<Tensor> grads;
   for (const Slot& s : slots_)
-    if (s.param.grad().defined()) out.push_back(s.param.grad());
-  return out;
+    if (s.param.grad().defined()) grads.push_back(s.param.grad());
+  return global_norm(grads);
 }
 
 std::map<std::string, Tensor> AdamW::masters() const {
@@ -62,8 +66,8 @@ std::map<std::string, Tensor> AdamW::moments() const {
   return out;
 }
 
-namespace {
-void restore(const std::map<std::string, Tensor>& from, const std::string& key, const Tensor& dst) {
+void restore_tensor(const std::map<std::string, Tensor>& from, const std::string& key,
+                    const Tensor& dst) {
   auto it = from.find(key);
   if (it == from.end()) throw std::runtime_error("the checkpoint has no \"" + key + "\"");
   if (it->second.shape() != dst.shape())
@@ -72,14 +76,13 @@ void restore(const std::map<std::string, Tensor>& from, const std::string& key, 
                              shape_str(dst.shape()));
   dst.copy_(it->second);
 }
-}  // namespace
 
 void AdamW::load_state(const std::map<std::string, Tensor>& masters,
                        const std::map<std::string, Tensor>& moments, int64_t steps) {
   for (Slot& s : slots_) {
-    restore(masters, s.name, s.master);
-    restore(moments, s.name + ".exp_avg", s.exp_avg);
-    restore(moments, s.name + ".exp_avg_sq", s.exp_avg_sq);
+    restore_tensor(masters, s.name, s.master);
+    restore_tensor(moments, s.name + ".exp_avg", s.exp_avg);
+    restore_tensor(moments, s.name + ".exp_avg_sq", s.exp_avg_sq);
     if (!s.master.shares_storage(s.param.value())) s.param.value().copy_(s.master);
   }
   steps_ = steps;

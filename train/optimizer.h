@@ -1,6 +1,8 @@
 // AdamW over a model's trainable parameters with fp32 master weights and moments. When the model
 // computes in bf16 (GPU), the optimizer owns the fp32 masters and writes the bf16 compute copy
-// after every step; in fp32 the parameter itself is the master.
+// after every step; in fp32 the parameter itself is the master. Optimizer is what the trainer
+// sees: AdamW keeps the whole state on every rank, ShardedAdamW (train/sharded_optimizer.h) each
+// rank's share of it.
 #pragma once
 
 #include <map>
@@ -16,7 +18,37 @@ struct AdamWConfig {
   double lr = 1e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };
 
-class AdamW {
+class Optimizer {
+ public:
+  explicit Optimizer(AdamWConfig config) : config_(config) {}
+  virtual ~Optimizer() = default;
+
+  // One update with learning rate `lr` from the accumulated gradients, each multiplied by
+  // `grad_scale` as it is read (normalisation and clipping without a pass of their own). Counts
+  // the update (its bias correction uses the count).
+  virtual void step(double lr, double grad_scale = 1.0) = 0;
+  int64_t steps_taken() const { return steps_; }
+
+  // The global L2 norm of the gradients the update reads, the same on every rank.
+  virtual double grad_norm() const = 0;
+  // The fp32 master weights by parameter name, whole (what a checkpoint saves as the model).
+  virtual std::map<std::string, Tensor> masters() const = 0;
+  // The moments this rank keeps, by name (what its checkpoint's optimizer file holds).
+  virtual std::map<std::string, Tensor> moments() const = 0;
+  // Restores masters (whole, as masters() gives them), moments (as moments() names them) and the
+  // update count; the compute copies are refreshed.
+  virtual void load_state(const std::map<std::string, Tensor>& masters,
+                          const std::map<std::string, Tensor>& moments, int64_t steps) = 0;
+
+ protected:
+  // Counts an update and returns its hyperparameters.
+  AdamWParams next_update(double lr, double grad_scale);
+
+  AdamWConfig config_;
+  int64_t steps_ = 0;
+};
+
+class AdamW : public Optimizer {
  public:
   // `params`: (name, Var) of every trainable parameter. `masters` (by name, f32) gives the fp32
   // start values of parameters that compute in a 16-bit dtype (taken before the cast, so nothing
@@ -24,23 +56,14 @@ class AdamW {
   AdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config,
         const std::map<std::string, Tensor>& masters = {});
 
-  // One update with learning rate `lr` from the accumulated gradients, each multiplied by
-  // `grad_scale` as it is read (normalisation and clipping without a pass of their own);
-  // parameters without a gradient are left alone. Counts the update (its bias correction uses the
-  // count).
-  void step(double lr, double grad_scale = 1.0);
-  int64_t steps_taken() const { return steps_; }
-
-  // The gradients of every parameter (undefined ones skipped), for norms and clipping.
-  std::vector<Tensor> grads() const;
-
-  // The fp32 master weights by parameter name (what a checkpoint saves as the model).
-  std::map<std::string, Tensor> masters() const;
-  // The moments by "<param>.exp_avg" / "<param>.exp_avg_sq".
-  std::map<std::string, Tensor> moments() const;
-  // Restores masters, moments and the update count (the compute copies are refreshed).
+  // Parameters without a gradient are left alone.
+  void step(double lr, double grad_scale = 1.0) override;
+  double grad_norm() const override;
+  std::map<std::string, Tensor> masters() const override;
+  // By "<param>.exp_avg" / "<param>.exp_avg_sq".
+  std::map<std::string, Tensor> moments() const override;
   void load_state(const std::map<std::string, Tensor>& masters,
-                  const std::map<std::string, Tensor>& moments, int64_t steps);
+                  const std::map<std::string, Tensor>& moments, int64_t steps) override;
 
  private:
   struct Slot {
@@ -49,8 +72,11 @@ class AdamW {
     Tensor master, exp_avg, exp_avg_sq;  // fp32, on the parameter's device
   };
   std::vector<Slot> slots_;
-  AdamWConfig config_;
-  int64_t steps_ = 0;
 };
+
+// Copies `from[key]` into `dst`; throws std::runtime_error naming the key when it is missing or
+// has another shape.
+void restore_tensor(const std::map<std::string, Tensor>& from, const std::string& key,
+                    const Tensor& dst);
 
 }  // namespace sprig

@@ -24,6 +24,7 @@
 #include "train/progress.h"
 #include "train/run_directory.h"
 #include "train/schedule.h"
+#include "train/sharded_optimizer.h"
 #include "train/stop_signals.h"
 
 namespace sprig {
@@ -145,15 +146,17 @@ TrainerState state_of(const json& j) {
   return s;
 }
 
-// Refuses a checkpoint's master weights and moments unless each is the f32 tensor of its
-// parameter's shape (`masters`: this run's), finite, with no negative second moment: a moment
-// that is not would silently corrupt every later update.
-void check_optimizer_state(const LoadedCheckpoint& ck,
-                           const std::map<std::string, Tensor>& masters) {
-  const auto check = [&](const std::string& file, const std::string& name, const Shape& shape,
-                         bool non_negative) {
-    const std::string where = "[train] checkpoint " + ck.dir + ": " + file + ".safetensors: ";
-    const TensorMap& tensors = ck.payload.tensors.at(file);
+// Refuses a checkpoint's master weights (`model`) and moments (`moments`, read from `moments_file`)
+// unless each is the f32 tensor of the shape this run's has (`params`, `expected_moments`), finite,
+// with no negative second moment (*.exp_avg_sq): a moment that is not would silently corrupt every
+// later update.
+void check_optimizer_state(const std::string& dir, const TensorMap& model,
+                           const std::vector<std::pair<std::string, Var>>& params,
+                           const std::string& moments_file, const TensorMap& moments,
+                           const TensorMap& expected_moments) {
+  const auto check = [&](const std::string& file, const TensorMap& tensors, const std::string& name,
+                         const Shape& shape, bool non_negative) {
+    const std::string where = "[train] checkpoint " + dir + ": " + file + ".safetensors: ";
     const auto it = tensors.find(name);
     if (it == tensors.end()) throw std::runtime_error(where + "it has no tensor \"" + name + "\"");
     const Tensor& t = it->second;
@@ -162,7 +165,7 @@ void check_optimizer_state(const LoadedCheckpoint& ck,
                                ", not f32 (masters and moments are kept in f32)");
     if (t.shape() != shape)
       throw std::runtime_error(where + "\"" + name + "\" has shape " + shape_str(t.shape()) +
-                               ", its parameter " + shape_str(shape));
+                               ", this run's " + shape_str(shape));
     const Tensor values = t.to(Device::cpu()).contiguous();
     const float* v = values.data<float>();
     int64_t non_finite = 0, negative = 0;
@@ -178,11 +181,9 @@ void check_optimizer_state(const LoadedCheckpoint& ck,
       throw std::runtime_error(where + "\"" + name + "\" holds " + std::to_string(negative) +
                                " negative values" + of + ": a second moment is never negative");
   };
-  for (const auto& [name, master] : masters) {
-    check("model", name, master.shape(), false);
-    check("optimizer", name + ".exp_avg", master.shape(), false);
-    check("optimizer", name + ".exp_avg_sq", master.shape(), true);
-  }
+  for (const auto& [name, param] : params) check("model", model, name, param.shape(), false);
+  for (const auto& [name, moment] : expected_moments)
+    check(moments_file, moments, name, moment.shape(), name.ends_with(".exp_avg_sq"));
 }
 
 // The outermost directory of `path` that does not exist yet (`path` itself when its parent
@@ -241,13 +242,24 @@ std::vector<std::pair<std::string, double>> validate(Recipe& recipe, data::DataL
 }
 
 // Mixed precision: the fp32 masters are taken before the module is cast to the compute dtype
-// (bf16 on CUDA when the config asks for it); in f32 every parameter is its own master.
-AdamW make_optimizer(Module& module, Device device, const TrainConfig& c) {
+// (bf16 on CUDA when the config asks for it); in f32 every parameter is its own master. Several
+// ranks sum their gradients in `buckets` (made here, once the parameters are on the device), and
+// with train.shard: optimizer each keeps its shard of the optimizer's state.
+std::unique_ptr<Optimizer> make_optimizer(Module& module, Device device, const TrainConfig& c,
+                                          Communicator& comm,
+                                          std::unique_ptr<GradientBuckets>& buckets) {
   const bool bf16 = device.is_cuda() && c.model_dtype == "bf16";
-  std::map<std::string, Tensor> masters = module.state_dict();
+  const std::map<std::string, Tensor> masters =
+      bf16 ? module.state_dict() : std::map<std::string, Tensor>{};
   module.to(device, bf16 ? DType::bf16 : DType::f32);
-  return AdamW(module.named_parameters(), c.optimizer,
-               bf16 ? masters : std::map<std::string, Tensor>{});
+  const auto params = module.named_parameters();
+  if (comm.world_size() == 1) return std::make_unique<AdamW>(params, c.optimizer, masters);
+  std::vector<Var> vars;
+  for (const auto& [name, p] : params) vars.push_back(p);
+  buckets = std::make_unique<GradientBuckets>(vars, comm);
+  if (c.shard == Sharding::optimizer)
+    return std::make_unique<ShardedAdamW>(params, c.optimizer, masters, *buckets, comm);
+  return std::make_unique<AdamW>(params, c.optimizer, masters);
 }
 
 // One run of the loop: its loaders, optimizer, schedule, state and logging window.
@@ -266,7 +278,8 @@ class TrainingRun {
                  ? nullptr
                  : std::make_unique<data::DataLoader>(recipe.data(), data::Split::val, comm.rank(),
                                                       comm.world_size())),
-        optimizer_(make_optimizer(recipe.trainable(), device, c)),
+        optimizer_(make_optimizer(recipe.trainable(), device, c, comm, buckets_)),
+        sharded_(c.shard == Sharding::optimizer && comm.world_size() > 1),
         total_(c.max_steps > 0
                    ? c.max_steps
                    : c.num_epochs * ((loader_.batches_per_epoch() + c.grad_accumulation_steps - 1) /
@@ -277,16 +290,11 @@ class TrainingRun {
         positions_(recipe.step_shapes().layers.max_position_embeddings, false, "train"),
         device_(device) {
     state_.rng_seed = c.seed;
-    if (comm.world_size() > 1) {
-      std::vector<Var> params;
-      for (auto& [name, p] : recipe.trainable().named_parameters()) params.push_back(p);
-      buckets_ = std::make_unique<GradientBuckets>(params, comm);
-    }
   }
 
   // Continues from the latest checkpoint (saying so), or says there is none.
   void resume() {
-    const std::optional<LoadedCheckpoint> ck = checkpoints_.load_latest({"model", "optimizer"});
+    const std::optional<LoadedCheckpoint> ck = checkpoints_.load_latest({"model"});
     if (!ck) {
       if (lead_)
         std::cout << "no checkpoint in " << checkpoints_.checkpoints_dir() << ": starting fresh\n";
@@ -315,9 +323,23 @@ class TrainingRun {
     recipe_.restore(saved.contains("recipe_by_rank") ? saved["recipe_by_rank"].at(comm_.rank())
                                                      : saved.value("recipe", json()));
     check_config_changes(*ck);
-    check_optimizer_state(*ck, optimizer_.masters());
-    optimizer_.load_state(ck->payload.tensors.at("model"), ck->payload.tensors.at("optimizer"),
-                          state_.updates);
+    // Where the checkpoint keeps the moments: whole, or a file per rank of its shards.
+    const json* shards = saved.contains("optimizer_shards") ? &saved["optimizer_shards"] : nullptr;
+    if (shards && !(shards->is_number_integer() && shards->get<int64_t>() == world))
+      throw std::runtime_error("[train] checkpoint " + ck->dir +
+                               "/trainer_state.json: optimizer_shards is " + shards->dump() +
+                               ", not its world_size " + std::to_string(world));
+    if ((shards != nullptr) != sharded_)
+      throw std::invalid_argument(
+          "[train] checkpoint " + ck->dir + " keeps its optimizer state " +
+          (shards ? "sharded over its " + std::to_string(world) + " ranks" : "whole on each rank") +
+          ", and this run would " + (sharded_ ? "shard it" : "keep it whole") +
+          ": resume it with train.shard " + (shards ? "optimizer" : "none"));
+    const TensorMap& model = ck->payload.tensors.at("model");
+    const TensorMap moments = load_tensor_file(ck->dir, optimizer_file());
+    check_optimizer_state(ck->dir, model, recipe_.trainable().named_parameters(), optimizer_file(),
+                          moments, optimizer_->moments());
+    optimizer_->load_state(model, moments, state_.updates);
     try {
       loader_.restore(state_.loader);
     } catch (const std::exception& e) {
@@ -352,7 +374,7 @@ class TrainingRun {
     const auto start = Clock::now();
     const int64_t start_step = state_.step;
     start_step_ = start_step;
-    updates_at_start_ = optimizer_.steps_taken();
+    updates_at_start_ = optimizer_->steps_taken();
     rates_.start = start;
     double last_loss = 0;
     const StopSignals signals;
@@ -497,12 +519,12 @@ class TrainingRun {
     const double scale = synchronise(a);
     Step step;
     step.loss = a.loss;
-    step.grad_norm = scale * global_norm(optimizer_.grads());
+    step.grad_norm = scale * optimizer_->grad_norm();
     const double clip =
         c_.max_grad_norm > 0 ? clip_coefficient(step.grad_norm, c_.max_grad_norm) : 1.0;
     step.lr = c_.optimizer.lr * lr_multiplier(state_.step, warmup_, total_, c_.min_lr_ratio);
     if (a.finite && std::isfinite(step.grad_norm)) {
-      optimizer_.step(step.lr, scale * clip);
+      optimizer_->step(step.lr, scale * clip);
       consecutive_skips_ = 0;
       last_update_ = {state_.step + 1, step};
     } else {
@@ -517,14 +539,14 @@ class TrainingRun {
       std::cerr << "step " << state_.step + 1 << ": non-finite loss or gradient, update skipped\n";
     }
     recipe_.trainable().zero_grad();
-    if (state_.step + 1 == total_ && optimizer_.steps_taken() == updates_at_start_)
+    if (state_.step + 1 == total_ && optimizer_->steps_taken() == updates_at_start_)
       throw std::runtime_error("[train] every step of this run (" +
                                std::to_string(start_step_ + 1) + " to " + std::to_string(total_) +
                                ") had a non-finite loss or gradient and was skipped: nothing was "
                                "trained, and no checkpoint is written; " +
                                likely_cause());
     ++state_.step;
-    state_.updates = optimizer_.steps_taken();
+    state_.updates = optimizer_->steps_taken();
     state_.tokens += a.tokens;
     state_.loader = loader_.state();
     state_.window.loss += step.loss;
@@ -603,7 +625,7 @@ class TrainingRun {
     std::ostringstream update;
     update << "step " << last_update_.step << " (learning rate " << last_update_.values.lr
            << ", gradient norm " << last_update_.values.grad_norm << ")";
-    for (const auto& [name, master] : optimizer_.masters())
+    for (const auto& [name, master] : optimizer_->masters())
       if (!all_finite(master))
         return "the update of " + update.str() + " made " + name +
                " non-finite: lower optimizer.lr";
@@ -611,18 +633,20 @@ class TrainingRun {
            ": if the losses before it were finite, lower optimizer.lr";
   }
 
-  // What a checkpoint's model.safetensors holds: the fp32 masters and the recipe's buffers.
-  std::map<std::string, Tensor> model_tensors() const {
-    std::map<std::string, Tensor> tensors = optimizer_.masters();
-    for (auto& [name, t] : recipe_.checkpoint_buffers()) tensors.emplace(name, t);
-    return tensors;
+  // The checkpoint's file of this rank's moments: optimizer.safetensors, or one file per rank of
+  // its shards (optimizer.rank<r>.safetensors).
+  std::string optimizer_file() const {
+    return sharded_ ? "optimizer.rank" + std::to_string(comm_.rank()) : "optimizer";
   }
 
-  // Rank 0 writes the checkpoint with every rank's recipe state; no rank goes on before it is
-  // complete (the gather of its directory's name waits for rank 0). Weights that are not finite
-  // are never saved: every rank holds the same masters and stops alike.
+  // Rank 0 writes the checkpoint with every rank's recipe state (and, sharded, every rank its
+  // moments into the directory rank 0 stages); no rank goes on before it is complete (the gather
+  // of its directory's name waits for rank 0). Weights that are not finite are never saved: every
+  // rank holds the same masters and stops alike.
   void save() {
-    for (const auto& [name, master] : optimizer_.masters())
+    // model.safetensors: the fp32 masters, whole (gathered when sharded), and the recipe's buffers.
+    std::map<std::string, Tensor> model = optimizer_->masters();
+    for (const auto& [name, master] : model)
       if (!all_finite(master))
         throw std::runtime_error("[train] step " + std::to_string(state_.step) + ": " + name +
                                  " holds non-finite values, so no checkpoint is written" +
@@ -636,16 +660,24 @@ class TrainingRun {
     // The open logging window's sums are saved over every rank; a resumed rank 0 holds them.
     TrainerState saved = state_;
     if (comm_.world_size() > 1) saved.window.sums = summed_over_ranks(saved.window.sums);
-    std::string dir;
-    if (lead_) {
-      const CheckpointPayload payload{
-          recipe_.checkpoint_config(),
-          {{"model", model_tensors()}, {"optimizer", optimizer_.moments()}},
-          state_json(saved, c_.recipe_name(), total_, recipe_by_rank),
-          c_.resolved_yaml,
-          recipe_.companion_files_dir()};
-      dir = checkpoints_.save(payload, state_.step);
+    for (auto& [name, t] : recipe_.checkpoint_buffers()) model.emplace(name, t);
+    CheckpointPayload payload{recipe_.checkpoint_config(),
+                              {{"model", std::move(model)}},
+                              state_json(saved, c_.recipe_name(), total_, recipe_by_rank),
+                              c_.resolved_yaml,
+                              recipe_.companion_files_dir()};
+    if (sharded_) {
+      const std::string staged = comm_.all_gather(lead_ ? checkpoints_.stage(state_.step) : "")[0];
+      save_tensor_file(staged, optimizer_file(), optimizer_->moments());
+      comm_.barrier();
+      payload.state["optimizer_shards"] = comm_.world_size();
+    } else {
+      payload.tensors["optimizer"] = optimizer_->moments();
     }
+    std::string dir;
+    if (lead_)
+      dir = sharded_ ? checkpoints_.commit(payload, state_.step)
+                     : checkpoints_.save(payload, state_.step);
     last_checkpoint_ = comm_.all_gather(dir)[0];
     saved_step_ = state_.step;
   }
@@ -709,17 +741,18 @@ class TrainingRun {
   RunDirectory* run_dir_;  // rank 0: the locked run directory
   data::DataLoader loader_;
   std::unique_ptr<data::DataLoader> val_;
-  AdamW optimizer_;
+  std::unique_ptr<GradientBuckets> buckets_;  // several ranks: the gradients' flat buffers
+  std::unique_ptr<Optimizer> optimizer_;
+  bool sharded_;  // train.shard: optimizer over several ranks
   int64_t total_, warmup_;
   CheckpointManager checkpoints_;
   PositionLimit positions_;  // warns once when a row reaches past max_position_embeddings
   Device device_;
   TrainerState state_;
   std::string last_checkpoint_;
-  int64_t saved_step_ = -1;                   // the step of the latest checkpoint (-1: none)
-  std::unique_ptr<GradientBuckets> buckets_;  // several ranks: the gradients' flat buffers
-  bool opened_ = false;                       // whether the run directory is written
-  std::optional<ProgressLog> progress_;       // rank 0, once the run directory is written
+  int64_t saved_step_ = -1;              // the step of the latest checkpoint (-1: none)
+  bool opened_ = false;                  // whether the run directory is written
+  std::optional<ProgressLog> progress_;  // rank 0, once the run directory is written
   Rates rates_;
   int64_t consecutive_skips_ = 0;
   int64_t start_step_ = 0, updates_at_start_ = 0;  // where this process began
@@ -795,6 +828,7 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   StepShapes shapes = recipe.step_shapes();
   shapes.batch_tokens = recipe.data().micro_batch_size * recipe.data().seq_len;
   shapes.checkpoint_every = config_.activation_checkpointing;
+  if (config_.shard == Sharding::optimizer) shapes.optimizer_shards = comm_.world_size();
   check_step_fits(shapes, recipe.trainable().num_parameters(),
                   config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
   TrainingRun run(config_, device_, recipe, comm_, run_dir_.get());

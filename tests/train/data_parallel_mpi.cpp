@@ -3,9 +3,10 @@
 // rows per step, losses and weights within f32 round-off), for SFT and for DFlash; a run whose
 // rank is killed or stopped by SIGTERM resumes to the uninterrupted result; a failing rank or a
 // config that differs between ranks ends every rank with the error; a checkpoint resumes only on as
-// many ranks; Domino and JetSpec train on two ranks. Also every collective of the MPI communicator
-// and the gradient buckets (communicator_ranks), and `sprig bench comm`; the binary itself links
-// neither MPI nor NCCL.
+// many ranks; Domino and JetSpec train on two ranks; the optimizer's state sharded over the ranks
+// trains as the whole state does and resumes bit for bit. Also every collective of the MPI
+// communicator and the gradient buckets (communicator_ranks), and `sprig bench comm`; the binary
+// itself links neither MPI nor NCCL.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -257,6 +258,97 @@ TEST(DataParallel, ARunWhoseRankIsKilledOrStoppedResumesToTheUninterruptedResult
   EXPECT_TRUE(testing::contains(single,
                                 "was trained on 2 rank(s), this run has 1: resume it on "
                                 "as many (mpirun -np 2)"));
+}
+
+// The elements of every tensor of a safetensors file.
+int64_t elements(const std::string& path) {
+  int64_t n = 0;
+  for (const auto& [name, t] : testing::read_tensors(path)) n += t.numel();
+  return n;
+}
+
+// train.shard: optimizer on two ranks trains as the whole state does on two ranks (the same rows
+// in the same order): the same losses, gradient norms within double round-off (the norm sums the
+// shards, then the ranks) and so the same weights; each rank's checkpoint holds half the moments.
+TEST(DataParallel, ShardedOptimizerStateTrainsAsTheWholeStateOnTwoRanks) {
+  TempDir dir;
+  const std::string config = testing::write_tiny_config(dir);
+  std::string output;
+  for (const std::string shard : {"none", "optimizer"})
+    ASSERT_EQ(run(mpirun(2) + train_command("sft", config,
+                                            {"train.max_steps=5", "log.every_steps=1",
+                                             "train.shard=" + shard, "run_dir=" + (dir / shard)}),
+                  output),
+              0)
+        << output;
+  const auto whole = metrics_of(dir / "none"), sharded = metrics_of(dir / "optimizer");
+  ASSERT_EQ(whole.size(), 5u);
+  ASSERT_EQ(sharded.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(sharded[i].at("loss").get<double>(), whole[i].at("loss").get<double>(),
+                1e-6 * whole[i].at("loss").get<double>())
+        << "step " << i + 1;
+    EXPECT_NEAR(sharded[i].at("grad_norm").get<double>(), whole[i].at("grad_norm").get<double>(),
+                1e-9 * whole[i].at("grad_norm").get<double>())
+        << "step " << i + 1;
+  }
+  const auto whole_weights = testing::latest_weights(dir / "none"),
+             sharded_weights = testing::latest_weights(dir / "optimizer");
+  ASSERT_EQ(sharded_weights.size(), whole_weights.size());
+  double worst = 0;
+  for (const auto& [name, w] : whole_weights)
+    worst = std::max(worst, max_abs_difference(sharded_weights.at(name), w));
+  EXPECT_LT(worst, 1e-6);
+  std::cout << "largest weight difference " << worst << "\n";
+
+  // The moments: optimizer.safetensors whole, one file per rank of half of them each (its shard
+  // of every bucket, a bucket padded by at most one element).
+  const std::string whole_ck = dir / "none/checkpoints/step_00000005",
+                    sharded_ck = dir / "optimizer/checkpoints/step_00000005";
+  EXPECT_FALSE(fs::exists(sharded_ck + "/optimizer.safetensors"));
+  const int64_t all = elements(whole_ck + "/optimizer.safetensors");
+  const int64_t buckets = static_cast<int64_t>(
+      testing::read_tensors(sharded_ck + "/optimizer.rank0.safetensors").size() / 2);
+  for (const std::string rank : {"0", "1"}) {
+    const int64_t mine = elements(sharded_ck + "/optimizer.rank" + rank + ".safetensors");
+    std::cout << "rank " << rank << " keeps " << mine << " of " << all << " moments\n";
+    EXPECT_LE(std::abs(2 * mine - all), 2 * buckets) << "rank " << rank;
+  }
+  EXPECT_EQ(nlohmann::json::parse(testing::read_text(sharded_ck + "/trainer_state.json"))
+                .at("optimizer_shards"),
+            2);
+}
+
+// A sharded run stopped by SIGTERM to one rank resumes to the uninterrupted run's weights, bit for
+// bit; its checkpoint resumes only with its optimizer state sharded.
+TEST(DataParallel, AShardedRunStoppedByARankResumesBitForBit) {
+  TempDir dir;
+  const std::string config = testing::write_tiny_config(dir);
+  const std::vector<std::string> common = {"train.max_steps=6", "checkpoint.every_steps=2",
+                                           "log.every_steps=1", "train.shard=optimizer"};
+  std::vector<std::string> reference = common, stopped = common;
+  reference.push_back("run_dir=" + (dir / "reference"));
+  stopped.push_back("run_dir=" + (dir / "stopped"));
+  std::string output;
+  ASSERT_EQ(run(mpirun(2) + train_command("sft", config, reference), output), 0) << output;
+  const std::string log = dir / "stopped.log";
+  EXPECT_NE(interrupt_rank(train_command("sft", config, stopped), dir / "stopped", SIGTERM, log), 0)
+      << testing::read_text(log);
+  EXPECT_LT(metrics_of(dir / "stopped").size(), 6u) << "the run finished first";
+  stopped.push_back("resume");
+  ASSERT_EQ(run(mpirun(2) + train_command("sft", config, stopped), output), 0) << output;
+  EXPECT_TRUE(testing::contains(output, "resumed from "));
+  testing::expect_bit_identical(testing::latest_weights(dir / "stopped"),
+                                testing::latest_weights(dir / "reference"));
+
+  std::vector<std::string> whole = reference;
+  whole.insert(whole.end(), {"train.max_steps=8", "train.shard=none", "resume"});
+  output.clear();
+  EXPECT_NE(run(mpirun(2) + train_command("sft", config, whole), output), 0);
+  EXPECT_TRUE(testing::contains(output,
+                                "keeps its optimizer state sharded over its 2 ranks, and this run "
+                                "would keep it whole: resume it with train.shard optimizer"))
+      << output;
 }
 
 // Rank 0 of a two-rank run holds the run directory's lock for the whole run: a second run in it is

@@ -327,7 +327,7 @@ TEST(BadInput, ATamperedCheckpointIsRefusedNamingTheFileAndTheField) {
                         [](const Tensor& t) {
                           return t.reshape({1, t.numel()});
                         }),
-            optimizer + name + ".exp_avg\" has shape [1, " + n + "], its parameter [" + n + "]");
+            optimizer + name + ".exp_avg\" has shape [1, " + n + "], this run's [" + n + "]");
 }
 
 TEST(BadInput, OnlyCheckpointsSprigWroteArePrunedOrReplaced) {

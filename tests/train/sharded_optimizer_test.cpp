@@ -1,0 +1,119 @@
+// Optimizer-state sharding in one process: which part of each parameter falls in which rank's
+// shard of a bucket, and ShardedAdamW on one rank (the whole bucket its shard) updating exactly as
+// AdamW, for f32 parameters (their own masters) and bf16 ones with fp32 masters, with its state
+// round trip. Two ranks: tests/train/data_parallel_mpi.cpp.
+#include "train/sharded_optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include "autograd/functions.h"
+#include "tests/test_util.h"
+
+namespace sprig {
+namespace {
+
+using testing::rand_normal;
+
+const AdamWConfig kConfig{/*lr=*/0.0, /*beta1=*/0.8, /*beta2=*/0.95, /*eps=*/1e-6,
+                          /*weight_decay=*/0.1};
+
+TEST(ShardPieces, SplitTheParametersAtTheShardBoundaries) {
+  // Parameters 2, 1, 0 of 5, 3 and 4 elements at offsets 0, 5, 8: three shards of 4.
+  const BucketPlan::Bucket bucket{DType::f32, Device::cpu(), {2, 1, 0}, {0, 5, 8}, 12};
+  EXPECT_EQ(shard_pieces(bucket, 4, 0), (std::vector<ShardPiece>{{2, 0, 0, 4}}));
+  EXPECT_EQ(shard_pieces(bucket, 4, 1), (std::vector<ShardPiece>{{2, 4, 0, 1}, {1, 0, 1, 3}}));
+  EXPECT_EQ(shard_pieces(bucket, 4, 2), (std::vector<ShardPiece>{{0, 0, 0, 4}}));
+  // Padded to 15 for three ranks: the last shard ends in two elements of padding.
+  const BucketPlan::Bucket odd{DType::f32, Device::cpu(), {0, 1}, {0, 6}, 13};
+  EXPECT_EQ(shard_pieces(odd, 5, 0), (std::vector<ShardPiece>{{0, 0, 0, 5}}));
+  EXPECT_EQ(shard_pieces(odd, 5, 1), (std::vector<ShardPiece>{{0, 5, 0, 1}, {1, 0, 1, 4}}));
+  EXPECT_EQ(shard_pieces(odd, 5, 2), (std::vector<ShardPiece>{{1, 4, 0, 3}}));
+}
+
+// Sets p's gradient to `g` (f32, p's shape) by backpropagating sum(cast(p, f32) * g).
+void set_grad(Var& p, const Tensor& g) {
+  p.zero_grad();
+  sum_all(cast(p, DType::f32) * Var(g)).backward();
+}
+
+// Trains the same parameters with AdamW and with ShardedAdamW on one rank (buckets of 64 bytes,
+// so several) and expects the same weights, bit for bit, and the same gradient norms.
+void expect_sharded_matches_whole(DType dtype) {
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 3}};
+  std::vector<std::pair<std::string, Var>> whole, sharded;
+  std::map<std::string, Tensor> masters;
+  std::vector<Var> sharded_vars;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string name = "p" + std::to_string(i);
+    const Tensor start = rand_normal(shapes[i], 1 + i);
+    masters[name] = start;
+    whole.emplace_back(name, Var(start.to(dtype), true));
+    sharded.emplace_back(name, Var(start.to(dtype), true));
+    sharded_vars.push_back(sharded.back().second);
+  }
+  if (dtype == DType::f32) masters.clear();
+  GradientBuckets buckets(sharded_vars, single_process(), 64);
+  ASSERT_GT(buckets.plan().buckets.size(), 1u);
+  AdamW reference(whole, kConfig, masters);
+  ShardedAdamW optimizer(sharded, kConfig, masters, buckets, single_process());
+  for (int k = 0; k < 4; ++k) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Tensor g = rand_normal(shapes[i], 10 * k + i).to(DType::bf16).to(DType::f32);
+      set_grad(whole[i].second, g);
+      set_grad(sharded[i].second, g);
+    }
+    EXPECT_NEAR(optimizer.grad_norm(), reference.grad_norm(), 1e-6 * reference.grad_norm());
+    reference.step(1e-2, 0.5);
+    optimizer.step(1e-2, 0.5);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      EXPECT_EQ(testing::max_abs_diff(sharded[i].second.value(), whole[i].second.value()), 0.0)
+          << whole[i].first << " step " << k + 1;
+      EXPECT_EQ(testing::max_abs_diff(sharded[i].second.grad(), Tensor::zeros(shapes[i], dtype)),
+                0.0)
+          << "the step leaves the gradients zeroed";
+    }
+  }
+  EXPECT_EQ(optimizer.steps_taken(), 4);
+  for (const auto& [name, master] : reference.masters())
+    EXPECT_EQ(testing::max_abs_diff(optimizer.masters().at(name), master), 0.0) << name;
+
+  // The state round trip: a fresh optimizer loaded from this one's state takes the same step.
+  std::vector<std::pair<std::string, Var>> resumed;
+  std::vector<Var> resumed_vars;
+  for (const auto& [name, p] : sharded) {
+    resumed.emplace_back(name, Var(Tensor::zeros(p.shape(), dtype), true));
+    resumed_vars.push_back(resumed.back().second);
+  }
+  GradientBuckets resumed_buckets(resumed_vars, single_process(), 64);
+  ShardedAdamW again(resumed, kConfig, masters, resumed_buckets, single_process());
+  again.load_state(optimizer.masters(), optimizer.moments(), optimizer.steps_taken());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Tensor g = rand_normal(shapes[i], 100 + i);
+    set_grad(sharded[i].second, g);
+    set_grad(resumed[i].second, g);
+  }
+  optimizer.step(1e-2);
+  again.step(1e-2);
+  for (size_t i = 0; i < shapes.size(); ++i)
+    EXPECT_EQ(testing::max_abs_diff(resumed[i].second.value(), sharded[i].second.value()), 0.0);
+}
+
+TEST(ShardedAdamW, OnOneRankUpdatesExactlyAsAdamW) { expect_sharded_matches_whole(DType::f32); }
+
+TEST(ShardedAdamW, Bf16ParametersFollowTheirShardedMasters) {
+  expect_sharded_matches_whole(DType::bf16);
+}
+
+TEST(ShardedAdamW, MomentsAreNamedByBucket) {
+  Var a(rand_normal({4}, 1), true), b(rand_normal({3}, 2), true);
+  GradientBuckets buckets({a, b}, single_process(), 16);
+  ShardedAdamW optimizer({{"a", a}, {"b", b}}, kConfig, {}, buckets, single_process());
+  const auto moments = optimizer.moments();
+  ASSERT_EQ(moments.size(), 4u);
+  EXPECT_EQ(moments.at("bucket_0.exp_avg").numel(), 3);  // b first: buckets take them in reverse
+  EXPECT_EQ(moments.at("bucket_1.exp_avg_sq").numel(), 4);
+  EXPECT_THROW(optimizer.load_state(optimizer.masters(), {}, 1), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace sprig

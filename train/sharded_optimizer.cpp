@@ -1,0 +1,145 @@
+#include "train/sharded_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace sprig {
+
+std::vector<ShardPiece> shard_pieces(const BucketPlan::Bucket& bucket, int64_t shard_numel,
+                                     int64_t rank) {
+  const int64_t lo = rank * shard_numel, hi = lo + shard_numel;
+  std::vector<ShardPiece> pieces;
+  for (size_t j = 0; j < bucket.params.size(); ++j) {
+    const int64_t start = bucket.offsets[j];
+    const int64_t end = j + 1 < bucket.offsets.size() ? bucket.offsets[j + 1] : bucket.numel;
+    const int64_t first = std::max(start, lo), last = std::min(end, hi);
+    if (first < last) pieces.push_back({bucket.params[j], first - start, first - lo, last - first});
+  }
+  return pieces;
+}
+
+namespace {
+Tensor flat(const Tensor& t) { return t.contiguous().view({t.numel()}); }
+}  // namespace
+
+ShardedAdamW::ShardedAdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config,
+                           const std::map<std::string, Tensor>& masters, GradientBuckets& buckets,
+                           Communicator& comm)
+    : Optimizer(config), params_(std::move(params)), buckets_(buckets), comm_(comm) {
+  const BucketPlan& plan = buckets.plan();
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const BucketPlan::Bucket& bucket = plan.buckets[b];
+    Shard s;
+    s.buffer = buckets.buffers()[b];
+    s.grad = comm.shard(s.buffer);
+    const int64_t n = s.grad.numel();
+    s.pieces = shard_pieces(bucket, n, comm.rank());
+    s.exp_avg = Tensor::zeros({n}, DType::f32, bucket.device);
+    s.exp_avg_sq = Tensor::zeros({n}, DType::f32, bucket.device);
+    if (bucket.dtype != DType::f32) {
+      s.master = Tensor::zeros({n}, DType::f32, bucket.device);
+      for (const ShardPiece& piece : s.pieces) {
+        const std::string& name = params_[piece.param].first;
+        const auto it = masters.find(name);
+        if (it == masters.end())
+          throw std::invalid_argument("[AdamW] parameter " + name + " is " +
+                                      dtype_name(bucket.dtype) + " and has no fp32 master");
+        s.master.narrow(0, piece.shard_offset, piece.numel)
+            .copy_(flat(it->second).narrow(0, piece.param_offset, piece.numel));
+      }
+    }
+    shards_.push_back(std::move(s));
+  }
+}
+
+Tensor ShardedAdamW::param_piece(const ShardPiece& piece) const {
+  return flat(params_[piece.param].second.value()).narrow(0, piece.param_offset, piece.numel);
+}
+
+void ShardedAdamW::step(double lr, double grad_scale) {
+  const AdamWParams hp = next_update(lr, grad_scale);
+  // This rank's shard of every bucket, its updated weights written over the shard's gradients.
+  for (Shard& s : shards_) {
+    if (s.master.defined()) {
+      adamw_step(s.master, s.grad, s.exp_avg, s.exp_avg_sq, hp);
+      s.grad.copy_(s.master);
+      continue;
+    }
+    for (const ShardPiece& piece : s.pieces) {
+      const Tensor param = param_piece(piece),
+                   grad = s.grad.narrow(0, piece.shard_offset, piece.numel);
+      adamw_step(param, grad, s.exp_avg.narrow(0, piece.shard_offset, piece.numel),
+                 s.exp_avg_sq.narrow(0, piece.shard_offset, piece.numel), hp);
+      grad.copy_(param);
+    }
+  }
+  // Every rank's shards, then every parameter from its place in its bucket (the gradient view).
+  const BucketPlan& plan = buckets_.plan();
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    comm_.all_gather_shards(shards_[b].buffer);
+    for (const size_t p : plan.buckets[b].params) {
+      const Var& param = params_[p].second;
+      param.value().copy_(param.grad());
+    }
+  }
+  buckets_.zero();
+}
+
+double ShardedAdamW::grad_norm() const {
+  std::vector<Tensor> grads;
+  for (const Shard& s : shards_) grads.push_back(s.grad);
+  const double norm = global_norm(grads);
+  return std::sqrt(comm_.all_reduce(norm * norm, Reduction::sum));
+}
+
+std::map<std::string, Tensor> ShardedAdamW::masters() const {
+  std::map<std::string, Tensor> out;
+  const BucketPlan& plan = buckets_.plan();
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    const Shard& s = shards_[b];
+    const BucketPlan::Bucket& bucket = plan.buckets[b];
+    if (!s.master.defined()) {
+      for (const size_t p : bucket.params) out[params_[p].first] = params_[p].second.value();
+      continue;
+    }
+    const Tensor whole = Tensor::zeros({s.buffer.numel()}, DType::f32, bucket.device);
+    comm_.shard(whole).copy_(s.master);
+    comm_.all_gather_shards(whole);
+    const Tensor host = whole.to(Device::cpu());
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      const Var& param = params_[bucket.params[j]].second;
+      out[params_[bucket.params[j]].first] =
+          host.narrow(0, bucket.offsets[j], param.numel()).view(param.shape());
+    }
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> ShardedAdamW::moments() const {
+  std::map<std::string, Tensor> out;
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    out["bucket_" + std::to_string(b) + ".exp_avg"] = shards_[b].exp_avg;
+    out["bucket_" + std::to_string(b) + ".exp_avg_sq"] = shards_[b].exp_avg_sq;
+  }
+  return out;
+}
+
+void ShardedAdamW::load_state(const std::map<std::string, Tensor>& masters,
+                              const std::map<std::string, Tensor>& moments, int64_t steps) {
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    Shard& s = shards_[b];
+    restore_tensor(moments, "bucket_" + std::to_string(b) + ".exp_avg", s.exp_avg);
+    restore_tensor(moments, "bucket_" + std::to_string(b) + ".exp_avg_sq", s.exp_avg_sq);
+    for (const size_t p : buckets_.plan().buckets[b].params)
+      restore_tensor(masters, params_[p].first, params_[p].second.value());
+    for (const ShardPiece& piece : s.pieces)
+      if (s.master.defined())
+        s.master.narrow(0, piece.shard_offset, piece.numel)
+            .copy_(flat(masters.at(params_[piece.param].first))
+                       .narrow(0, piece.param_offset, piece.numel));
+  }
+  steps_ = steps;
+}
+
+}  // namespace sprig

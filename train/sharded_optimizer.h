@@ -1,0 +1,75 @@
+// Optimizer-state sharding over data-parallel ranks (train.shard: optimizer, ZeRO stage 1;
+// docs/semantics.md §10.16). Every gradient bucket (train/gradient_buckets.h) splits into W equal
+// shards, rank r's being elements [r S, (r + 1) S) of its padded buffer; each rank keeps the AdamW
+// moments (and, when the model computes in bf16, the fp32 masters) of its shards alone, so they
+// cost 1/W of the whole per rank. A step updates this rank's shard of every bucket from the summed
+// gradients, writes the updated weights into the shard of the bucket's buffer, gathers every
+// rank's shards (all_gather_shards) and copies the buffer into the parameters. The update is
+// AdamW's, element by element, so the weights are those of an unsharded run up to the rounding of
+// the global gradient norm (a sum over shards, then over ranks).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/communicator.h"
+#include "train/gradient_buckets.h"
+#include "train/optimizer.h"
+
+namespace sprig {
+
+// The part of one parameter that falls in a rank's shard of its bucket: elements
+// [param_offset, param_offset + numel) of the flattened parameter are elements
+// [shard_offset, shard_offset + numel) of the shard.
+struct ShardPiece {
+  size_t param;  // index into the parameter list
+  int64_t param_offset, shard_offset, numel;
+  bool operator==(const ShardPiece&) const = default;
+};
+
+// The pieces of `bucket`'s parameters in shard `rank` of `shard_numel` elements, in bucket order.
+std::vector<ShardPiece> shard_pieces(const BucketPlan::Bucket& bucket, int64_t shard_numel,
+                                     int64_t rank);
+
+class ShardedAdamW : public Optimizer {
+ public:
+  // `params` as AdamW's, in the order `buckets` was built from; `masters` (by name, f32, whole)
+  // for every parameter that computes in a 16-bit dtype. `buckets` and `comm` must outlive this.
+  ShardedAdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config,
+               const std::map<std::string, Tensor>& masters, GradientBuckets& buckets,
+               Communicator& comm);
+
+  // Updates this rank's shards and gathers the weights into every rank's parameters (collective);
+  // leaves the gradient buffers zeroed.
+  void step(double lr, double grad_scale = 1.0) override;
+  double grad_norm() const override;  // collective
+  // Collective when the masters are kept apart from the parameters (bf16): gathered one bucket at
+  // a time into host memory.
+  std::map<std::string, Tensor> masters() const override;
+  // This rank's shards: "bucket_<b>.exp_avg" / "bucket_<b>.exp_avg_sq", S elements each.
+  std::map<std::string, Tensor> moments() const override;
+  void load_state(const std::map<std::string, Tensor>& masters,
+                  const std::map<std::string, Tensor>& moments, int64_t steps) override;
+
+ private:
+  struct Shard {
+    Tensor buffer;  // the bucket's gradient buffer (padded)
+    Tensor grad;    // this rank's shard of it
+    // fp32 masters of the shard, undefined for a bucket of f32 parameters (their own masters)
+    Tensor master;
+    Tensor exp_avg, exp_avg_sq;  // fp32, S elements
+    std::vector<ShardPiece> pieces;
+  };
+  // Element range `piece` of parameter p's flattened value.
+  Tensor param_piece(const ShardPiece& piece) const;
+
+  std::vector<std::pair<std::string, Var>> params_;
+  std::vector<Shard> shards_;
+  GradientBuckets& buckets_;
+  Communicator& comm_;
+};
+
+}  // namespace sprig

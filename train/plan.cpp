@@ -52,6 +52,7 @@ StepShapes eagle3_step_shapes(const speculative::Eagle3Config& draft, int64_t ta
 StepShapes PlannedStep::shapes() const {
   StepShapes s = shapes_for(data);
   s.checkpoint_every = checkpoint_every;
+  s.optimizer_shards = shard == Sharding::optimizer ? ranks : 1;
   return s;
 }
 
@@ -85,6 +86,7 @@ PlannedStep plan_step(const TrainConfig& c) {
   PlannedStep p;
   p.data = c.data;
   p.checkpoint_every = c.activation_checkpointing;
+  p.shard = c.shard;
   p.compute = c.model_dtype == "f32" ? DType::f32 : DType::bf16;
   if (!c.is_draft()) {
     const QwenConfig model = model_config(c.model_path, c.model_config);
@@ -154,38 +156,49 @@ std::string checkpointing_name(int64_t every) {
 }
 
 // The smallest change of `p` whose estimate fits in `bytes`, as overrides, or "" when none does:
-// more activation checkpointing first (it changes nothing the run computes), then smaller
-// micro-batches, then shorter rows.
+// on several ranks sharding the optimizer's state first, then more activation checkpointing (they
+// change nothing the run computes), then smaller micro-batches, then shorter rows; each change is
+// kept while the next is tried.
 std::string fitting_change(PlannedStep p, double bytes) {
   const auto fits = [&] {
     return estimate_step_memory(p.shapes(), p.trained_parameters, p.compute).total() <= bytes;
   };
-  std::string change;
+  std::string kept;  // the changes made so far
+  const auto with = [&](const std::string& change) {
+    return kept.empty() ? change : kept + " " + change;
+  };
+  if (p.ranks > 1 && p.shard == Sharding::none) {
+    p.shard = Sharding::optimizer;
+    kept = "--train.shard=optimizer";
+    if (fits()) return kept;
+  }
+  std::string checkpointing;
   for (int64_t every : {int64_t{2}, int64_t{1}}) {
     if (p.checkpoint_every != 0 && p.checkpoint_every <= every) continue;
     p.checkpoint_every = every;
-    change = "--train.activation_checkpointing=" + checkpointing_name(every);
-    if (fits()) return change;
+    checkpointing = "--train.activation_checkpointing=" + checkpointing_name(every);
+    if (fits()) return with(checkpointing);
   }
-  const std::string checkpointing = change.empty() ? "" : change + " ";  // layers, when set here
+  if (!checkpointing.empty()) kept = with(checkpointing);  // layers, when set here
   while (p.data.micro_batch_size > 1) {
     p.data.micro_batch_size /= 2;
-    if (fits())
-      return checkpointing + "--data.micro_batch_size=" + std::to_string(p.data.micro_batch_size);
+    if (fits()) return with("--data.micro_batch_size=" + std::to_string(p.data.micro_batch_size));
   }
   while (p.data.seq_len >= 256) {
     p.data.seq_len /= 2;
     if (fits())
-      return checkpointing +
-             "--data.micro_batch_size=1 --data.seq_len=" + std::to_string(p.data.seq_len);
+      return with("--data.micro_batch_size=1 --data.seq_len=" + std::to_string(p.data.seq_len));
   }
   return "";
 }
 
 }  // namespace
 
-std::string plan_report(const PlannedStep& p, int64_t gpus, const std::string& gpu) {
+std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string& gpu) {
   const double bytes = gpu_memory(gpu);
+  PlannedStep p = step;
+  p.ranks = gpus;
+  const bool sharded = p.shard == Sharding::optimizer && gpus > 1;
   const MemoryEstimate e = estimate_step_memory(p.shapes(), p.trained_parameters, p.compute);
   const std::string c = dtype_name(p.compute);
   std::ostringstream out;
@@ -203,11 +216,14 @@ std::string plan_report(const PlannedStep& p, int64_t gpus, const std::string& g
                   gib(value).c_str());
     out << line;
   };
-  row("trained weights", "f32 masters", e.masters);
+  row("trained weights",
+      "f32 masters" + std::string(sharded && p.compute != DType::f32 ? ", this rank's shard" : ""),
+      e.masters);
   if (e.compute_copy > 0) row("", c + " copy the model computes with", e.compute_copy);
   if (e.frozen > 0) row("frozen target", c, e.frozen);
   row("gradients", c, e.gradients);
-  row("AdamW moments", "f32, two per parameter", e.moments);
+  row("AdamW moments",
+      sharded ? "f32, two per parameter, this rank's shard" : "f32, two per parameter", e.moments);
   row("activations", "kept for the backward", e.activations);
   if (e.kept > 0) row("target states", "captured for the step", e.kept);
   row("loss", "the head's logits chunk and gradient", e.loss);
@@ -220,7 +236,11 @@ std::string plan_report(const PlannedStep& p, int64_t gpus, const std::string& g
   std::snprintf(total, sizeof total, "  %-63s %9s of %s: %s\n", "total", gib(used).c_str(),
                 gib(bytes).c_str(), verdict.c_str());
   out << total;
-  if (gpus > 1)
+  if (sharded)
+    out << "data parallel, train.shard optimizer: each of the " << gpus
+        << " ranks holds the weights and gradients whole and 1/" << gpus
+        << " of the AdamW state, and trains its own micro-batches\n";
+  else if (gpus > 1)
     out << "data parallel: each of the " << gpus
         << " ranks holds all of this (the weights, gradients and AdamW state whole) and trains "
            "its own micro-batches\n";

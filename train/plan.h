@@ -36,7 +36,9 @@ struct PlannedStep {
   std::function<StepShapes(const data::DataConfig&)> shapes_for;  // the recipe's, for other data
   int64_t trained_parameters = 0;
   DType compute = DType::bf16;
-  StepShapes shapes() const;  // of `data` and `checkpoint_every`
+  Sharding shard = Sharding::none;  // train.shard
+  int64_t ranks = 1;                // data-parallel ranks (plan_report's gpus)
+  StepShapes shapes() const;        // of `data`, `checkpoint_every` and the sharding over `ranks`
 };
 PlannedStep plan_step(const TrainConfig& config);
 
@@ -47,8 +49,8 @@ double gpu_memory(const std::string& gpu);
 
 // What `sprig plan` prints for `step` on `gpus` GPUs of `gpu` (gpu_memory): the estimate of one
 // rank itemised, whether it fits, and when it does not, the smallest change that does
-// (activation checkpointing every_2, then layers, then halving data.micro_batch_size, then
-// data.seq_len), or that none does.
+// (on several GPUs sharding the optimizer's state, then activation checkpointing every_2, then
+// layers, then halving data.micro_batch_size, then data.seq_len), or that none does.
 std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string& gpu);
 
 }  // namespace sprig

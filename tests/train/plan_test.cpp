@@ -87,11 +87,17 @@ TEST(Plan, AStepThatDoesNotFitGetsTheSmallestChangeThatDoes) {
   layers.checkpoint_every = 1;
   EXPECT_LT(total(every_2), total(p));
   EXPECT_GT(total(layers), total(every_2));
-  std::string report = plan_report(p, 8, gib_text(total(every_2) * 1.0001));
+  std::string report = plan_report(p, 1, gib_text(total(every_2) * 1.0001));
   EXPECT_TRUE(contains(report, "does not fit")) << report;
-  EXPECT_TRUE(contains(report, "data parallel: each of the 8 ranks holds all of this")) << report;
   EXPECT_TRUE(contains(report,
                        "the smallest change that fits: "
+                       "--train.activation_checkpointing=every_2\n"))
+      << report;
+  // On several GPUs the optimizer's state is sharded first, and kept while checkpointing is tried.
+  report = plan_report(p, 8, gib_text(total(every_2) * 1.0001));
+  EXPECT_TRUE(contains(report, "data parallel: each of the 8 ranks holds all of this")) << report;
+  EXPECT_TRUE(contains(report,
+                       "the smallest change that fits: --train.shard=optimizer "
                        "--train.activation_checkpointing=every_2\n"))
       << report;
 
@@ -113,6 +119,45 @@ TEST(Plan, AStepThatDoesNotFitGetsTheSmallestChangeThatDoes) {
                        "no activation checkpointing, micro-batch or row length fits: "
                        "the weights, gradients and AdamW state alone take "))
       << report;
+}
+
+// train.shard: optimizer divides the moments (and bf16's masters) by the ranks, nothing else.
+TEST(Plan, ShardingDividesTheOptimizerStateByTheRanks) {
+  TempDir dir;
+  const PlannedStep whole = plan_step(testing::tiny_config(dir));
+  PlannedStep sharded = plan_step(testing::tiny_config(dir, {"train.shard=optimizer"}));
+  sharded.ranks = 4;
+  const int64_t n = whole.trained_parameters;
+  const double P = static_cast<double>(n);
+  const MemoryEstimate a = estimate_step_memory(whole.shapes(), n, DType::bf16),
+                       b = estimate_step_memory(sharded.shapes(), n, DType::bf16),
+                       f32 = estimate_step_memory(sharded.shapes(), n, DType::f32);
+  EXPECT_EQ(b.moments, 2 * P);    // 8 bytes / 4 ranks
+  EXPECT_EQ(b.masters, P);        // 4 bytes / 4 ranks
+  EXPECT_EQ(f32.masters, 4 * P);  // f32 parameters are their own masters, whole on every rank
+  EXPECT_EQ(b.gradients, a.gradients);
+  EXPECT_EQ(b.activations, a.activations);
+
+  const std::string report = plan_report(sharded, 4, "80");
+  EXPECT_TRUE(contains(report, "AdamW moments")) << report;
+  EXPECT_TRUE(contains(report, "this rank's shard")) << report;
+  EXPECT_TRUE(contains(report,
+                       "data parallel, train.shard optimizer: each of the 4 ranks holds the "
+                       "weights and gradients whole and 1/4 of the AdamW state"))
+      << report;
+  // Where sharding alone is enough, it is the change.
+  const double sharded_total = estimate_step_memory(
+                                   [&] {
+                                     PlannedStep q = whole;
+                                     q.shard = Sharding::optimizer;
+                                     q.ranks = 8;
+                                     return q.shapes();
+                                   }(),
+                                   n, whole.compute)
+                                   .total();
+  const std::string change = plan_report(whole, 8, std::to_string(sharded_total * 1.0001 / kGiB));
+  EXPECT_TRUE(contains(change, "the smallest change that fits: --train.shard=optimizer\n"))
+      << change;
 }
 
 }  // namespace

@@ -266,9 +266,11 @@ TrainConfig load(const std::string& path, const std::vector<std::string>& overri
     c.activation_checkpointing = parse_activation_checkpointing(
         get<std::string>(root, "train", "activation_checkpointing", "none"));
     const std::string shard = get<std::string>(root, "train", "shard", "none");
-    if (shard != "none" && shard != "optimizer")
-      fail("train.shard must be none or optimizer, got '" + shard + "'");
-    c.shard = shard == "optimizer" ? Sharding::optimizer : Sharding::none;
+    if (shard != "none" && shard != "optimizer" && shard != "gradients")
+      fail("train.shard must be none, optimizer or gradients, got '" + shard + "'");
+    c.shard = shard == "optimizer"   ? Sharding::optimizer
+              : shard == "gradients" ? Sharding::gradients
+                                     : Sharding::none;
     if (c.max_steps < 0)
       fail("train.max_steps must be >= 0 (0: train.num_epochs), got " +
            written(root["train"]["max_steps"]));

@@ -62,10 +62,11 @@ struct Eagle3TrainConfig {
 // reference's SFT recipe).
 enum class LossNormalization { mean, tokens };
 
-// train.shard: what each data-parallel rank keeps of the optimizer's state (docs/semantics.md
-// §10.16). none: all of it; optimizer: the fp32 masters and AdamW moments of its 1/W of every
-// gradient bucket (train/sharded_optimizer.h).
-enum class Sharding { none, optimizer };
+// train.shard: what each data-parallel rank keeps of the optimizer's state and the gradients
+// (docs/semantics.md §10.16). none: all of it; optimizer: the fp32 masters and AdamW moments of
+// its 1/W of every gradient bucket (train/sharded_optimizer.h); gradients: those and its 1/W of
+// the summed gradients (train/gradient_buckets.h).
+enum class Sharding { none, optimizer, gradients };
 
 // The `loss:` section of `sprig train sft` (docs/semantics.md §1.7):
 //   loss: {type: sft, average: token, clip_eps: 0.0}

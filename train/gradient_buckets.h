@@ -7,8 +7,13 @@
 // own). When the communicator overlaps (NCCL), the backward of an accumulation window's last
 // micro-batch starts each bucket's sum as soon as all its gradients are final; buckets start in
 // index order on every rank, as collectives must. Otherwise (MPI on the CPU) sum() does it all
-// after backward. Each buffer is padded with zeros to a multiple of the world size, so that it
-// splits into equal shards (ShardedAdamW, train/sharded_optimizer.h).
+// after backward. Each bucket is padded with zeros to a multiple of the world size, so that it
+// splits into equal shards, rank r's being the r-th (ShardedAdamW, train/sharded_optimizer.h).
+//
+// Sharded gradients (train.shard: gradients, docs/semantics.md §10.16) keep no whole buffers: the
+// parameters' gradients are their own, and once a bucket's are final in a backward (every
+// micro-batch's) they are copied into a temporary bucket, dropped, and reduce-scattered; this
+// rank's shard of the sum is added to the bucket's shard, the only gradient memory kept.
 #pragma once
 
 #include <cstdint>
@@ -44,35 +49,55 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;  // as PyTorch
 
 class GradientBuckets {
  public:
-  // Gives every parameter a gradient view into its bucket (zeroed) and a hook that counts it
-  // final. The parameters must outlive this object, on the device they train on.
+  // Gives every parameter a gradient view into its bucket (zeroed), or with `shard_gradients` a
+  // zeroed shard per bucket, and a hook that counts it final. The parameters must outlive this
+  // object, on the device they train on.
   GradientBuckets(const std::vector<Var>& params, Communicator& comm,
-                  int64_t bucket_bytes = kDefaultBucketBytes);
+                  int64_t bucket_bytes = kDefaultBucketBytes, bool shard_gradients = false);
   ~GradientBuckets();  // removes the hooks (the gradients stay in their views)
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
-  // Call before the backward that closes an accumulation window: its final gradients may start
-  // their buckets' sums during that backward.
-  void arm();
+  // Call before each micro-batch's backward, `last` for the accumulation window's last: its final
+  // gradients may start their buckets' sums during that backward (sharded gradients: every
+  // backward's reduce-scatter).
+  void arm(bool last);
+  // Call after each micro-batch's backward: sharded gradients start the buckets that backward did
+  // not reach.
+  void backward_done();
   // Sums every bucket over the ranks (starting those not yet started) and waits for all of them.
   void sum();
-
-  const std::vector<Tensor>& buffers() const { return buffers_; }  // in bucket order, padded
-  const BucketPlan& plan() const { return plan_; }
-  // Zeroes every buffer, its padding included.
+  // Zeroes every bucket's gradients, padding included.
   void zero();
+
+  const BucketPlan& plan() const { return plan_; }
+  bool shards_gradients() const { return shard_gradients_; }
+  int64_t padded_numel(size_t bucket) const;  // a multiple of the world size
+  // This rank's shard of bucket `bucket`'s summed gradients (after sum()): a view into its whole
+  // buffer, or the shard kept alone.
+  Tensor shard(size_t bucket) const;
+  // The whole buffers, in bucket order (none with sharded gradients).
+  const std::vector<Tensor>& buffers() const { return buffers_; }
+  // The bytes of gradients kept between steps.
+  int64_t gradient_bytes() const;
+  // The seconds spent in reduce-scatters (sharded gradients on a communicator that does not
+  // overlap backward) since the last call.
+  double take_reduce_seconds();
 
  private:
   void param_ready(size_t bucket);
+  void start(size_t bucket);  // its sum, or its reduce-scatter into the shard
 
   Communicator& comm_;
   std::vector<Var> params_;
   BucketPlan plan_;
-  std::vector<Tensor> buffers_;
+  bool shard_gradients_;
+  std::vector<Tensor> buffers_;   // whole buffers, padded
+  std::vector<Tensor> shards_;    // sharded gradients: this rank's shard of each bucket
   std::vector<int64_t> pending_;  // per bucket: parameters not final yet in the armed backward
   size_t next_ = 0;               // the next bucket to start
   bool armed_ = false;
+  double reduce_seconds_ = 0;
 };
 
 }  // namespace sprig

@@ -8,6 +8,7 @@
 #include "nn/qwen.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/storage.h"
+#include "train/gradient_buckets.h"
 
 #if SPRIG_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -36,7 +37,9 @@ std::string gib(double bytes) {
 //   parameters   P x (4 f32 master + c compute copy when it is not f32) + F x c
 //   optimizer    P x (c gradient + 8 AdamW moments in f32)
 //   sharding     over W ranks (train.shard optimizer) the moments, and the masters when they are
-//                not the parameters themselves (bf16), are divided by W
+//                not the parameters themselves (bf16), are divided by W; with train.shard
+//                gradients the gradients too, plus the whole bucket a reduce-scatter fills
+//                (25 MiB, at most the gradients)
 //   activations  what autograd keeps for the backward, per layer and token: the attention
 //                block's input, norm, q, k, v, rotated q and k, attention output and o_proj
 //                output (3H + 3Q + 3K, plus a f32 log-sum-exp per head: flash attention keeps no
@@ -65,7 +68,9 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
   e.masters = compute == DType::f32 ? P * 4.0 : P * 4.0 / W;
   e.compute_copy = compute == DType::f32 ? 0.0 : P * c;
   e.frozen = static_cast<double>(s.frozen_parameters) * c;
-  e.gradients = P * c;
+  const double G = static_cast<double>(s.gradient_shards);
+  e.gradients =
+      G > 1 ? P * c / G + std::min(P * c, static_cast<double>(kDefaultBucketBytes)) : P * c;
   e.moments = P * 8.0 / W;
   const double layer = T * (6 * H + 3 * Q + 3 * K + 3 * I) * c +
                        T * static_cast<double>(m.num_attention_heads) * 4.0;

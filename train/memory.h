@@ -22,6 +22,7 @@ struct StepShapes {
   int64_t batch_tokens = 0;       // B x S of a data batch
   int64_t checkpoint_every = 0;   // activation checkpointing of the trained layers, 0: none
   int64_t optimizer_shards = 1;   // ranks the masters and moments are sharded over (train.shard)
+  int64_t gradient_shards = 1;    // ranks the gradients are sharded over (train.shard gradients)
 };
 
 // The estimate, in bytes, and its parts.

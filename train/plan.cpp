@@ -52,7 +52,8 @@ StepShapes eagle3_step_shapes(const speculative::Eagle3Config& draft, int64_t ta
 StepShapes PlannedStep::shapes() const {
   StepShapes s = shapes_for(data);
   s.checkpoint_every = checkpoint_every;
-  s.optimizer_shards = shard == Sharding::optimizer ? ranks : 1;
+  s.optimizer_shards = shard != Sharding::none ? ranks : 1;
+  s.gradient_shards = shard == Sharding::gradients ? ranks : 1;
   return s;
 }
 
@@ -156,21 +157,33 @@ std::string checkpointing_name(int64_t every) {
 }
 
 // The smallest change of `p` whose estimate fits in `bytes`, as overrides, or "" when none does:
-// on several ranks sharding the optimizer's state first, then more activation checkpointing (they
-// change nothing the run computes), then smaller micro-batches, then shorter rows; each change is
-// kept while the next is tried.
+// on several ranks sharding the optimizer's state first, then the gradients too, then more
+// activation checkpointing (they change nothing the run computes), then smaller micro-batches,
+// then shorter rows; each change is kept while the next is tried.
 std::string fitting_change(PlannedStep p, double bytes) {
-  const auto fits = [&] {
-    return estimate_step_memory(p.shapes(), p.trained_parameters, p.compute).total() <= bytes;
+  const auto total = [](const PlannedStep& q) {
+    return estimate_step_memory(q.shapes(), q.trained_parameters, q.compute).total();
   };
+  const auto fits = [&] { return total(p) <= bytes; };
   std::string kept;  // the changes made so far
   const auto with = [&](const std::string& change) {
     return kept.empty() ? change : kept + " " + change;
   };
-  if (p.ranks > 1 && p.shard == Sharding::none) {
-    p.shard = Sharding::optimizer;
-    kept = "--train.shard=optimizer";
-    if (fits()) return kept;
+  if (p.ranks > 1) {  // the sharding that fits, else the one that saves the most
+    PlannedStep least = p;
+    for (const Sharding shard : {Sharding::optimizer, Sharding::gradients}) {
+      if (p.shard >= shard) continue;
+      PlannedStep q = p;
+      q.shard = shard;
+      const std::string change =
+          shard == Sharding::optimizer ? "--train.shard=optimizer" : "--train.shard=gradients";
+      if (total(q) <= bytes) return change;
+      if (total(q) < total(least)) {
+        least = q;
+        kept = change;
+      }
+    }
+    p = least;
   }
   std::string checkpointing;
   for (int64_t every : {int64_t{2}, int64_t{1}}) {
@@ -198,7 +211,8 @@ std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string
   const double bytes = gpu_memory(gpu);
   PlannedStep p = step;
   p.ranks = gpus;
-  const bool sharded = p.shard == Sharding::optimizer && gpus > 1;
+  const bool sharded = p.shard != Sharding::none && gpus > 1;
+  const bool sharded_gradients = p.shard == Sharding::gradients && gpus > 1;
   const MemoryEstimate e = estimate_step_memory(p.shapes(), p.trained_parameters, p.compute);
   const std::string c = dtype_name(p.compute);
   std::ostringstream out;
@@ -221,7 +235,8 @@ std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string
       e.masters);
   if (e.compute_copy > 0) row("", c + " copy the model computes with", e.compute_copy);
   if (e.frozen > 0) row("frozen target", c, e.frozen);
-  row("gradients", c, e.gradients);
+  row("gradients", sharded_gradients ? c + ", this rank's shard and one whole bucket" : c,
+      e.gradients);
   row("AdamW moments",
       sharded ? "f32, two per parameter, this rank's shard" : "f32, two per parameter", e.moments);
   row("activations", "kept for the backward", e.activations);
@@ -236,7 +251,11 @@ std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string
   std::snprintf(total, sizeof total, "  %-63s %9s of %s: %s\n", "total", gib(used).c_str(),
                 gib(bytes).c_str(), verdict.c_str());
   out << total;
-  if (sharded)
+  if (sharded_gradients)
+    out << "data parallel, train.shard gradients: each of the " << gpus
+        << " ranks holds the weights whole and 1/" << gpus
+        << " of the gradients and AdamW state, and trains its own micro-batches\n";
+  else if (sharded)
     out << "data parallel, train.shard optimizer: each of the " << gpus
         << " ranks holds the weights and gradients whole and 1/" << gpus
         << " of the AdamW state, and trains its own micro-batches\n";

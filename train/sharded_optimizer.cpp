@@ -31,8 +31,7 @@ ShardedAdamW::ShardedAdamW(std::vector<std::pair<std::string, Var>> params, Adam
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
     const BucketPlan::Bucket& bucket = plan.buckets[b];
     Shard s;
-    s.buffer = buckets.buffers()[b];
-    s.grad = comm.shard(s.buffer);
+    s.grad = buckets.shard(b);
     const int64_t n = s.grad.numel();
     s.pieces = shard_pieces(bucket, n, comm.rank());
     s.exp_avg = Tensor::zeros({n}, DType::f32, bucket.device);
@@ -59,28 +58,33 @@ Tensor ShardedAdamW::param_piece(const ShardPiece& piece) const {
 
 void ShardedAdamW::step(double lr, double grad_scale) {
   const AdamWParams hp = next_update(lr, grad_scale);
-  // This rank's shard of every bucket, its updated weights written over the shard's gradients.
-  for (Shard& s : shards_) {
-    if (s.master.defined()) {
-      adamw_step(s.master, s.grad, s.exp_avg, s.exp_avg_sq, hp);
-      s.grad.copy_(s.master);
-      continue;
-    }
-    for (const ShardPiece& piece : s.pieces) {
-      const Tensor param = param_piece(piece),
-                   grad = s.grad.narrow(0, piece.shard_offset, piece.numel);
-      adamw_step(param, grad, s.exp_avg.narrow(0, piece.shard_offset, piece.numel),
-                 s.exp_avg_sq.narrow(0, piece.shard_offset, piece.numel), hp);
-      grad.copy_(param);
-    }
-  }
-  // Every rank's shards, then every parameter from its place in its bucket (the gradient view).
   const BucketPlan& plan = buckets_.plan();
   for (size_t b = 0; b < shards_.size(); ++b) {
-    comm_.all_gather_shards(shards_[b].buffer);
-    for (const size_t p : plan.buckets[b].params) {
-      const Var& param = params_[p].second;
-      param.value().copy_(param.grad());
+    const Shard& s = shards_[b];
+    const BucketPlan::Bucket& bucket = plan.buckets[b];
+    // The whole bucket the weights are gathered in: its gradient buffer (this rank's shard of the
+    // gradients is read before its weights are written over it), or with sharded gradients a
+    // temporary one.
+    const Tensor whole = buckets_.shards_gradients() ? Tensor::empty({buckets_.padded_numel(b)},
+                                                                     bucket.dtype, bucket.device)
+                                                     : buckets_.buffers()[b];
+    const Tensor weights = comm_.shard(whole);
+    if (s.master.defined()) {
+      adamw_step(s.master, s.grad, s.exp_avg, s.exp_avg_sq, hp);
+      weights.copy_(s.master);
+    } else {
+      for (const ShardPiece& piece : s.pieces) {
+        const Tensor param = param_piece(piece);
+        adamw_step(param, s.grad.narrow(0, piece.shard_offset, piece.numel),
+                   s.exp_avg.narrow(0, piece.shard_offset, piece.numel),
+                   s.exp_avg_sq.narrow(0, piece.shard_offset, piece.numel), hp);
+        weights.narrow(0, piece.shard_offset, piece.numel).copy_(param);
+      }
+    }
+    comm_.all_gather_shards(whole);
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      const Var& param = params_[bucket.params[j]].second;
+      param.value().copy_(whole.narrow(0, bucket.offsets[j], param.numel()).view(param.shape()));
     }
   }
   buckets_.zero();
@@ -103,7 +107,7 @@ std::map<std::string, Tensor> ShardedAdamW::masters() const {
       for (const size_t p : bucket.params) out[params_[p].first] = params_[p].second.value();
       continue;
     }
-    const Tensor whole = Tensor::zeros({s.buffer.numel()}, DType::f32, bucket.device);
+    const Tensor whole = Tensor::zeros({buckets_.padded_numel(b)}, DType::f32, bucket.device);
     comm_.shard(whole).copy_(s.master);
     comm_.all_gather_shards(whole);
     const Tensor host = whole.to(Device::cpu());

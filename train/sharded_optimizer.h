@@ -1,12 +1,14 @@
-// Optimizer-state sharding over data-parallel ranks (train.shard: optimizer, ZeRO stage 1;
-// docs/semantics.md §10.16). Every gradient bucket (train/gradient_buckets.h) splits into W equal
-// shards, rank r's being elements [r S, (r + 1) S) of its padded buffer; each rank keeps the AdamW
-// moments (and, when the model computes in bf16, the fp32 masters) of its shards alone, so they
-// cost 1/W of the whole per rank. A step updates this rank's shard of every bucket from the summed
-// gradients, writes the updated weights into the shard of the bucket's buffer, gathers every
-// rank's shards (all_gather_shards) and copies the buffer into the parameters. The update is
+// Optimizer-state sharding over data-parallel ranks (train.shard: optimizer or gradients, ZeRO
+// stages 1 and 2; docs/semantics.md §10.16). Every gradient bucket (train/gradient_buckets.h)
+// splits into W equal shards, rank r's being elements [r S, (r + 1) S) of the padded bucket; each
+// rank keeps the AdamW moments (and, when the model computes in bf16, the fp32 masters) of its
+// shards alone, so they cost 1/W of the whole per rank. A step updates this rank's shard of every
+// bucket from its shard of the summed gradients, writes the updated weights into its shard of a
+// whole bucket (the gradient buffer, or with sharded gradients a temporary one), gathers every
+// rank's shards (all_gather_shards) and copies the bucket into the parameters. The update is
 // AdamW's, element by element, so the weights are those of an unsharded run up to the rounding of
-// the global gradient norm (a sum over shards, then over ranks).
+// the global gradient norm (a sum over shards, then over ranks) and, with sharded gradients, of
+// the sums (each micro-batch's summed over the ranks, then accumulated).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +45,7 @@ class ShardedAdamW : public Optimizer {
                Communicator& comm);
 
   // Updates this rank's shards and gathers the weights into every rank's parameters (collective);
-  // leaves the gradient buffers zeroed.
+  // leaves the buckets' gradients zeroed.
   void step(double lr, double grad_scale = 1.0) override;
   double grad_norm() const override;  // collective
   // Collective when the masters are kept apart from the parameters (bf16): gathered one bucket at
@@ -56,8 +58,7 @@ class ShardedAdamW : public Optimizer {
 
  private:
   struct Shard {
-    Tensor buffer;  // the bucket's gradient buffer (padded)
-    Tensor grad;    // this rank's shard of it
+    Tensor grad;  // this rank's shard of the bucket's summed gradients
     // fp32 masters of the shard, undefined for a bucket of f32 parameters (their own masters)
     Tensor master;
     Tensor exp_avg, exp_avg_sq;  // fp32, S elements

@@ -256,8 +256,9 @@ std::unique_ptr<Optimizer> make_optimizer(Module& module, Device device, const T
   if (comm.world_size() == 1) return std::make_unique<AdamW>(params, c.optimizer, masters);
   std::vector<Var> vars;
   for (const auto& [name, p] : params) vars.push_back(p);
-  buckets = std::make_unique<GradientBuckets>(vars, comm);
-  if (c.shard == Sharding::optimizer)
+  buckets = std::make_unique<GradientBuckets>(vars, comm, kDefaultBucketBytes,
+                                              c.shard == Sharding::gradients);
+  if (c.shard != Sharding::none)
     return std::make_unique<ShardedAdamW>(params, c.optimizer, masters, *buckets, comm);
   return std::make_unique<AdamW>(params, c.optimizer, masters);
 }
@@ -279,7 +280,7 @@ class TrainingRun {
                  : std::make_unique<data::DataLoader>(recipe.data(), data::Split::val, comm.rank(),
                                                       comm.world_size())),
         optimizer_(make_optimizer(recipe.trainable(), device, c, comm, buckets_)),
-        sharded_(c.shard == Sharding::optimizer && comm.world_size() > 1),
+        sharded_(c.shard != Sharding::none && comm.world_size() > 1),
         total_(c.max_steps > 0
                    ? c.max_steps
                    : c.num_epochs * ((loader_.batches_per_epoch() + c.grad_accumulation_steps - 1) /
@@ -334,7 +335,7 @@ class TrainingRun {
           "[train] checkpoint " + ck->dir + " keeps its optimizer state " +
           (shards ? "sharded over its " + std::to_string(world) + " ranks" : "whole on each rank") +
           ", and this run would " + (sharded_ ? "shard it" : "keep it whole") +
-          ": resume it with train.shard " + (shards ? "optimizer" : "none"));
+          ": resume it with train.shard " + (shards ? "optimizer or gradients" : "none"));
     const TensorMap& model = ck->payload.tensors.at("model");
     const TensorMap moments = load_tensor_file(ck->dir, optimizer_file());
     check_optimizer_state(ck->dir, model, recipe_.trainable().named_parameters(), optimizer_file(),
@@ -371,6 +372,7 @@ class TrainingRun {
                                                  " ranks (" + comm_.backend() + ")"
                                            : std::string())
                 << " for " << total_ << " steps (" << loader_.summary() << ")\n";
+    if (lead_ && sharded_) std::cout << sharding_summary() << "\n";
     const auto start = Clock::now();
     const int64_t start_step = state_.step;
     start_step_ = start_step;
@@ -419,7 +421,7 @@ class TrainingRun {
   struct Rates {
     int64_t tokens = 0;       // real tokens drawn
     double flops = 0;         // the recipe's FLOPs
-    double comm_seconds = 0;  // spent waiting for the gradient sums (MPI)
+    double comm_seconds = 0;  // spent waiting for the gradient sums and reduce-scatters (MPI)
     Clock::time_point start;
   };
 
@@ -470,7 +472,7 @@ class TrainingRun {
       a.tokens += m.tokens;
       rates_.flops += m.flops;
       add_sums(state_.window.sums, m.sums);
-      if (buckets_ && g == G - 1) buckets_->arm();  // its backward may start the bucket sums
+      if (buckets_) buckets_->arm(g == G - 1);  // its backward may start the bucket sums
       if (c_.loss_normalization == LossNormalization::mean) {  // each micro-batch's mean, averaged
         const double denom = recipe_.mean_denominator(m.weight);
         a.loss += sum / denom / static_cast<double>(G);
@@ -479,6 +481,7 @@ class TrainingRun {
         a.loss += sum;
         m.sum.backward();
       }
+      if (buckets_) buckets_->backward_done();
     }
     return a;
   }
@@ -497,7 +500,8 @@ class TrainingRun {
       a.weight = sums[1];
       a.tokens = static_cast<int64_t>(sums[2]);
       a.finite = sums[3] == 0;
-      rates_.comm_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      rates_.comm_seconds += std::chrono::duration<double>(Clock::now() - start).count() +
+                             buckets_->take_reduce_seconds();
     }
     double scale = 1.0;
     if (c_.loss_normalization == LossNormalization::tokens) {
@@ -633,6 +637,27 @@ class TrainingRun {
            ": if the losses before it were finite, lower optimizer.lr";
   }
 
+  // What a rank keeps of the optimizer's state and the gradients when they are sharded.
+  std::string sharding_summary() const {
+    const auto mib = [](double bytes) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0));
+      return std::string(buf);
+    };
+    double moments = 0, gradients = 0;
+    for (const auto& [name, t] : optimizer_->moments()) moments += static_cast<double>(t.nbytes());
+    for (const auto& [name, p] : recipe_.trainable().named_parameters())
+      gradients += static_cast<double>(p.value().nbytes());
+    const double world = static_cast<double>(comm_.world_size());
+    const std::string kept_gradients =
+        buckets_->shards_gradients() ? mib(static_cast<double>(buckets_->gradient_bytes())) + " of "
+                                     : "all ";
+    return "train.shard " + std::string(buckets_->shards_gradients() ? "gradients" : "optimizer") +
+           ": each rank keeps " + mib(moments) + " of the " + mib(moments * world) +
+           " MiB of AdamW moments and " + kept_gradients + "the " + mib(gradients) +
+           " MiB of gradients";
+  }
+
   // The checkpoint's file of this rank's moments: optimizer.safetensors, or one file per rank of
   // its shards (optimizer.rank<r>.safetensors).
   std::string optimizer_file() const {
@@ -743,7 +768,7 @@ class TrainingRun {
   std::unique_ptr<data::DataLoader> val_;
   std::unique_ptr<GradientBuckets> buckets_;  // several ranks: the gradients' flat buffers
   std::unique_ptr<Optimizer> optimizer_;
-  bool sharded_;  // train.shard: optimizer over several ranks
+  bool sharded_;  // train.shard optimizer or gradients, over several ranks
   int64_t total_, warmup_;
   CheckpointManager checkpoints_;
   PositionLimit positions_;  // warns once when a row reaches past max_position_embeddings
@@ -828,7 +853,8 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   StepShapes shapes = recipe.step_shapes();
   shapes.batch_tokens = recipe.data().micro_batch_size * recipe.data().seq_len;
   shapes.checkpoint_every = config_.activation_checkpointing;
-  if (config_.shard == Sharding::optimizer) shapes.optimizer_shards = comm_.world_size();
+  if (config_.shard != Sharding::none) shapes.optimizer_shards = comm_.world_size();
+  if (config_.shard == Sharding::gradients) shapes.gradient_shards = comm_.world_size();
   check_step_fits(shapes, recipe.trainable().num_parameters(),
                   config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
   TrainingRun run(config_, device_, recipe, comm_, run_dir_.get());

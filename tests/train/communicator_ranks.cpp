@@ -92,12 +92,38 @@ int run() {
   // Buckets: rank r's gradient of sum((r + 1) * w * w) is 2 (r + 1) w; summed, n (n + 1) w.
   Var w(Tensor::from_vector<float>({1, 2, 3}, {3}), true), v(Tensor::ones({2}), true);
   GradientBuckets buckets({w, v}, *comm, 8);
-  buckets.arm();
+  buckets.arm(true);
   sum_all(w * w * static_cast<double>(r + 1) + sum_all(v)).backward();
+  buckets.backward_done();
   buckets.sum();
   const float k = static_cast<float>(n * (n + 1));
   expect(w.grad().to_vector<float>(), {k, 2 * k, 3 * k}, "bucket sum of w");
   expect(v.grad().to_vector<float>(), {3.0f * n, 3.0f * n}, "bucket sum of v");
+
+  // Sharded gradients: two backwards, each reduce-scattered as it ends; this rank's shard of each
+  // bucket (v's, then w's, each padded to a multiple of n) holds its part of both sums.
+  Var ws(Tensor::from_vector<float>({1, 2, 3}, {3}), true), vs(Tensor::ones({2}), true);
+  GradientBuckets sharded({ws, vs}, *comm, 8, /*shard_gradients=*/true);
+  for (int step = 0; step < 2; ++step) {
+    sharded.arm(step == 1);
+    sum_all(ws * ws * static_cast<double>(r + 1) + sum_all(vs)).backward();
+    sharded.backward_done();
+  }
+  sharded.sum();
+  const std::vector<std::vector<float>> wholes = {{6.0f * n, 6.0f * n}, {2 * k, 4 * k, 6 * k}};
+  for (size_t b = 0; b < wholes.size(); ++b) {
+    std::vector<float> whole = wholes[b];
+    whole.resize(static_cast<size_t>(sharded.padded_numel(b)), 0.0f);
+    const size_t size = whole.size() / static_cast<size_t>(n);
+    expect(sharded.shard(b).to_vector<float>(),
+           std::vector<float>(whole.begin() + static_cast<std::ptrdiff_t>(r * size),
+                              whole.begin() + static_cast<std::ptrdiff_t>((r + 1) * size)),
+           "sharded gradients of bucket " + std::to_string(b));
+  }
+  if (ws.grad().defined() || vs.grad().defined()) {
+    std::cerr << "rank " << r << ": a parameter kept its gradient after the reduce-scatter\n";
+    ++failures;
+  }
   comm->barrier();
   if (failures) return 1;
   std::cout << "rank " << r << " of " << n << " (" << comm->backend() << "): ok\n";

@@ -106,6 +106,7 @@ TEST(TrainConfig, DefaultsFillEveryAbsentKey) {
   EXPECT_EQ(c.max_grad_norm, 1.0);
   EXPECT_EQ(c.loss_normalization, LossNormalization::tokens);  // SFT's; the drafts' is mean
   EXPECT_EQ(c.max_consecutive_skips, 10);
+  EXPECT_EQ(c.shard, Sharding::none);
   EXPECT_EQ(c.optimizer.lr, 1e-4);
   EXPECT_EQ(c.optimizer.beta1, 0.9);
   EXPECT_EQ(c.optimizer.beta2, 0.999);
@@ -118,6 +119,16 @@ TEST(TrainConfig, DefaultsFillEveryAbsentKey) {
   EXPECT_EQ(c.checkpoint_every_steps, 0);
   EXPECT_EQ(c.keep_last, 3);
   EXPECT_EQ(c.val_every_steps, 0);
+}
+
+TEST(TrainConfig, ShardReadsNoneOptimizerOrGradients) {
+  EXPECT_EQ(load(kMinimal, {"train.shard=optimizer"}).shard, Sharding::optimizer);
+  EXPECT_EQ(load(kMinimal, {"train.shard=gradients"}).shard, Sharding::gradients);
+  for (const char* bad : {"all", "zero2", "2", "Optimizer"})
+    EXPECT_TRUE(contains(
+        load_error(kMinimal, {std::string("train.shard=") + bad}),
+        std::string("train.shard must be none, optimizer or gradients, got '") + bad + "'"))
+        << bad;
 }
 
 // A setting another one overrules is said, once, not dropped silently.

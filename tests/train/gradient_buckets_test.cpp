@@ -79,7 +79,7 @@ TEST(GradientBuckets, GradientsAreViewsSummedDuringOrAfterBackward) {
     const auto loss = [&] { return sum_all(sum_all(a * a) * b); };
     loss().backward();  // not armed: accumulates, sums nothing
     EXPECT_TRUE(comm.started.empty());
-    buckets.arm();
+    buckets.arm(true);
     loss().backward();
     // Overlapping: both buckets started inside backward, b's (index 0) first; each buffer is
     // padded to a multiple of the two ranks (b's 3 elements to 4).
@@ -100,7 +100,7 @@ TEST(GradientBuckets, AParameterBackwardNeverReachesIsSummedAtTheEnd) {
   Var used(Tensor::from_vector<float>({1}, {1}), true), unused(Tensor::zeros({4}), true);
   TwinRanks comm(true);
   GradientBuckets buckets({used, unused}, comm, 4);
-  buckets.arm();
+  buckets.arm(true);
   sum_all(used * used).backward();
   EXPECT_EQ(comm.started, (std::vector<int64_t>{}));  // bucket 0 (unused) never completes
   buckets.sum();

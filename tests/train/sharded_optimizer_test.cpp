@@ -1,7 +1,8 @@
 // Optimizer-state sharding in one process: which part of each parameter falls in which rank's
 // shard of a bucket, and ShardedAdamW on one rank (the whole bucket its shard) updating exactly as
-// AdamW, for f32 parameters (their own masters) and bf16 ones with fp32 masters, with its state
-// round trip. Two ranks: tests/train/data_parallel_mpi.cpp.
+// AdamW, for f32 parameters (their own masters) and bf16 ones with fp32 masters, the gradients in
+// whole buckets or sharded, with its state round trip. Two ranks:
+// tests/train/data_parallel_mpi.cpp.
 #include "train/sharded_optimizer.h"
 
 #include <gtest/gtest.h>
@@ -37,8 +38,9 @@ void set_grad(Var& p, const Tensor& g) {
 }
 
 // Trains the same parameters with AdamW and with ShardedAdamW on one rank (buckets of 64 bytes,
-// so several) and expects the same weights, bit for bit, and the same gradient norms.
-void expect_sharded_matches_whole(DType dtype) {
+// so several; the gradients in whole buckets or sharded) and expects the same weights, bit for
+// bit, and the same gradient norms.
+void expect_sharded_matches_whole(DType dtype, bool shard_gradients) {
   const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 3}};
   std::vector<std::pair<std::string, Var>> whole, sharded;
   std::map<std::string, Tensor> masters;
@@ -52,25 +54,30 @@ void expect_sharded_matches_whole(DType dtype) {
     sharded_vars.push_back(sharded.back().second);
   }
   if (dtype == DType::f32) masters.clear();
-  GradientBuckets buckets(sharded_vars, single_process(), 64);
+  GradientBuckets buckets(sharded_vars, single_process(), 64, shard_gradients);
   ASSERT_GT(buckets.plan().buckets.size(), 1u);
   AdamW reference(whole, kConfig, masters);
   ShardedAdamW optimizer(sharded, kConfig, masters, buckets, single_process());
   for (int k = 0; k < 4; ++k) {
+    buckets.arm(true);
     for (size_t i = 0; i < shapes.size(); ++i) {
       const Tensor g = rand_normal(shapes[i], 10 * k + i).to(DType::bf16).to(DType::f32);
       set_grad(whole[i].second, g);
       set_grad(sharded[i].second, g);
     }
+    buckets.backward_done();
+    buckets.sum();
     EXPECT_NEAR(optimizer.grad_norm(), reference.grad_norm(), 1e-6 * reference.grad_norm());
     reference.step(1e-2, 0.5);
     optimizer.step(1e-2, 0.5);
     for (size_t i = 0; i < shapes.size(); ++i) {
       EXPECT_EQ(testing::max_abs_diff(sharded[i].second.value(), whole[i].second.value()), 0.0)
           << whole[i].first << " step " << k + 1;
-      EXPECT_EQ(testing::max_abs_diff(sharded[i].second.grad(), Tensor::zeros(shapes[i], dtype)),
-                0.0)
-          << "the step leaves the gradients zeroed";
+      const Tensor& grad = sharded[i].second.grad();
+      EXPECT_TRUE(shard_gradients
+                      ? !grad.defined()
+                      : testing::max_abs_diff(grad, Tensor::zeros(shapes[i], dtype)) == 0)
+          << "the step leaves the gradients zeroed, or dropped when sharded";
     }
   }
   EXPECT_EQ(optimizer.steps_taken(), 4);
@@ -84,24 +91,32 @@ void expect_sharded_matches_whole(DType dtype) {
     resumed.emplace_back(name, Var(Tensor::zeros(p.shape(), dtype), true));
     resumed_vars.push_back(resumed.back().second);
   }
-  GradientBuckets resumed_buckets(resumed_vars, single_process(), 64);
+  GradientBuckets resumed_buckets(resumed_vars, single_process(), 64, shard_gradients);
   ShardedAdamW again(resumed, kConfig, masters, resumed_buckets, single_process());
   again.load_state(optimizer.masters(), optimizer.moments(), optimizer.steps_taken());
+  buckets.arm(true);
+  resumed_buckets.arm(true);
   for (size_t i = 0; i < shapes.size(); ++i) {
     const Tensor g = rand_normal(shapes[i], 100 + i);
     set_grad(sharded[i].second, g);
     set_grad(resumed[i].second, g);
   }
+  buckets.backward_done();
+  resumed_buckets.backward_done();
   optimizer.step(1e-2);
   again.step(1e-2);
   for (size_t i = 0; i < shapes.size(); ++i)
     EXPECT_EQ(testing::max_abs_diff(resumed[i].second.value(), sharded[i].second.value()), 0.0);
 }
 
-TEST(ShardedAdamW, OnOneRankUpdatesExactlyAsAdamW) { expect_sharded_matches_whole(DType::f32); }
+TEST(ShardedAdamW, OnOneRankUpdatesExactlyAsAdamW) {
+  for (const bool shard_gradients : {false, true})
+    expect_sharded_matches_whole(DType::f32, shard_gradients);
+}
 
 TEST(ShardedAdamW, Bf16ParametersFollowTheirShardedMasters) {
-  expect_sharded_matches_whole(DType::bf16);
+  for (const bool shard_gradients : {false, true})
+    expect_sharded_matches_whole(DType::bf16, shard_gradients);
 }
 
 TEST(ShardedAdamW, MomentsAreNamedByBucket) {

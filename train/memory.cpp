@@ -41,18 +41,26 @@ std::string gib(double bytes) {
 //                gradients the gradients too, plus the whole bucket a reduce-scatter fills
 //                (25 MiB, at most the gradients)
 //   activations  what autograd keeps for the backward, per layer and token: the attention
-//                block's input, norm, q, k, v, rotated q and k, attention output and o_proj
-//                output (3H + 3Q + 3K, plus a f32 log-sum-exp per head: flash attention keeps no
-//                T x T scores), the MLP's input, norm, gate, up, SiLU(gate) x up and down output
-//                (3H + 3I): a = T x (6H + 3Q + 3K + 3I) x c + T x heads x 4 per layer, L x a,
-//                plus the keys and values of the context tokens (L x context x 2K x c), the
-//                embeddings and final norm (3 x T x H x c) and the frozen model's kept outputs
-//                (kept x c). With activation checkpointing a checkpointed layer keeps only its
-//                input (T x H x c) and its backward rebuilds its a while the layers below it
-//                still hold theirs: the layers' part is the most of the forward's end and of each
-//                checkpointed layer's rebuild, walking up the stack
-//   loss         the output head's logits and their gradient, one chunk of rows at a time in
-//                f32 (nn/loss.h), and the gradient of its input: 2 x rows x V x 4 + T x H x c
+//                block's input and norm, q, k, v, rotated q and k, and the attention output
+//                (2H + 3Q + 3K, plus a f32 log-sum-exp per head: flash attention keeps no T x T
+//                scores), the MLP's input and norm, gate, up and SiLU(gate) x up (2H + 3I); the
+//                projections' outputs go into residual sums, which keep nothing:
+//                a = T x (4H + 3Q + 3K + 3I) x c + T x heads x 4 per layer, L x a,
+//                plus StepShapes::layer_extra_width per token (what a recipe's layer keeps
+//                besides), the context tokens' projection and norm and each layer's keys before
+//                and after rotation and values (context x (2H + 3K x L) x c), the embeddings and
+//                final norm (3 x T x H x c) and the frozen model's kept outputs (kept x c). With
+//                activation checkpointing a checkpointed layer keeps only its input (T x H x c,
+//                plus StepShapes::checkpoint_extra_width) and its backward rebuilds its a while
+//                the layers below it still hold theirs: the layers' part is the most of the
+//                forward's end and of each checkpointed layer's rebuild, walking up the stack
+//   loss         the output head's logits, one chunk of rows at a time in f32 (nn/loss.h; their
+//                gradient is written over them), and the gradient of its input:
+//                rows x V x 4 + T x H x c
+//   peak         parameters + moments + batches + the gradients that live through the step (data
+//                parallel buckets, accumulation, a sharded rank's shard) + the larger of the rest
+//                of the gradients (made by the backward as it frees the activations; with sharded
+//                gradients the bucket in flight) and activations + kept + loss
 //   batches      3 batches of 4 i64 tensors of B x S
 MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_parameters,
                                     DType compute) {
@@ -69,25 +77,32 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
   e.compute_copy = compute == DType::f32 ? 0.0 : P * c;
   e.frozen = static_cast<double>(s.frozen_parameters) * c;
   const double G = static_cast<double>(s.gradient_shards);
-  e.gradients =
-      G > 1 ? P * c / G + std::min(P * c, static_cast<double>(kDefaultBucketBytes)) : P * c;
+  if (G > 1) {  // this rank's shard, and a whole bucket in flight
+    e.persistent_gradients = P * c / G;
+    e.gradients =
+        e.persistent_gradients + std::min(P * c, static_cast<double>(kDefaultBucketBytes));
+  } else {
+    e.gradients = P * c;
+    e.persistent_gradients = s.gradients_persist ? e.gradients : 0.0;
+  }
   e.moments = P * 8.0 / W;
-  const double layer = T * (6 * H + 3 * Q + 3 * K + 3 * I) * c +
+  const double layer = T * (4 * H + 3 * Q + 3 * K + 3 * I) * c +
                        T * static_cast<double>(m.num_attention_heads) * 4.0;
   double below = 0, layers = 0;  // what the layers below the current one keep; the most
   for (int64_t i = 0; i < m.num_hidden_layers; ++i) {
     if (checkpointed_layer(s.checkpoint_every, i)) {
-      layers = std::max(layers, below + T * H * c + layer);
-      below += T * H * c;
+      const double input = T * (H + static_cast<double>(s.checkpoint_extra_width)) * c;
+      layers = std::max(layers, below + input + layer);
+      below += input;
     } else {
-      below += layer;
+      below += layer + T * static_cast<double>(s.layer_extra_width) * c;
     }
   }
-  e.activations = std::max(layers, below) + L * static_cast<double>(s.context_tokens) * 2 * K * c +
-                  3 * T * H * c;
+  e.activations = std::max(layers, below) +
+                  static_cast<double>(s.context_tokens) * (2 * H + 3 * K * L) * c + 3 * T * H * c;
   e.kept = static_cast<double>(s.kept_elements) * c;
   const double rows = std::min(T, static_cast<double>(head_chunk_rows(0, m.vocab_size)));
-  e.loss = 2 * rows * V * 4.0 + T * H * c;
+  e.loss = rows * V * 4.0 + T * H * c;
   e.batches = kBatchesHeld * kBatchTensors * static_cast<double>(s.batch_tokens) * 8.0;
   return e;
 }

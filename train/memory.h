@@ -3,6 +3,7 @@
 // out-of-memory killer part-way through.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -23,6 +24,13 @@ struct StepShapes {
   int64_t checkpoint_every = 0;   // activation checkpointing of the trained layers, 0: none
   int64_t optimizer_shards = 1;   // ranks the masters and moments are sharded over (train.shard)
   int64_t gradient_shards = 1;    // ranks the gradients are sharded over (train.shard gradients)
+  // Elements per token a layer keeps besides a decoder layer's set (layer_extra_width), and a
+  // checkpointed one besides its input (checkpoint_extra_width): an EAGLE-3 step's embeddings,
+  // input norms and logits, and when checkpointed its projected queries, keys and values.
+  int64_t layer_extra_width = 0, checkpoint_extra_width = 0;
+  // Whether the gradients live through the whole step (data-parallel buckets, or accumulation
+  // over several micro-batches); otherwise the backward makes them as it frees the activations.
+  bool gradients_persist = true;
 };
 
 // The estimate, in bytes, and its parts.
@@ -33,9 +41,15 @@ struct MemoryEstimate {
                            // input, a draft's context keys)
   double kept = 0;         // the frozen model's outputs kept for the step
   double loss = 0, batches = 0;
+  double persistent_gradients = 0;  // the part of `gradients` that lives through the step
   double parameters() const { return masters + compute_copy + frozen; }
   double optimizer() const { return gradients + moments; }
-  double total() const { return parameters() + optimizer() + activations + kept + loss + batches; }
+  // The peak: the backward starts with every activation held and makes the gradients as it frees
+  // them, so the gradients that do not live through the step count against the activations.
+  double total() const {
+    return parameters() + moments + batches + persistent_gradients +
+           std::max(gradients - persistent_gradients, activations + kept + loss);
+  }
 };
 
 // The memory of one training step of a module with `trained_parameters` computing in `compute`

@@ -40,9 +40,18 @@ StepShapes eagle3_step_shapes(const speculative::Eagle3Config& draft, int64_t ta
                               int64_t ttt_steps, const data::DataConfig& data) {
   const int64_t tokens = data.micro_batch_size * data.seq_len;
   StepShapes s;
-  s.layers = draft.layer;
+  s.layers = draft.layer;  // its one layer, run once per step: a stack of ttt_steps layers
+  s.layers.num_hidden_layers = ttt_steps;
   s.layers.vocab_size = draft.draft_vocab_size;
-  s.tokens = tokens * ttt_steps;
+  s.tokens = tokens;
+  // Besides a decoder layer's set a step keeps its embeddings, their norm and the hidden states'
+  // (3H) and its logits (the draft vocabulary); checkpointed, those and the queries, keys and
+  // values the rest of the step is rebuilt from (the keys and values later steps attend to).
+  const QwenConfig& l = draft.layer;
+  const int64_t H = l.hidden_size, q = l.num_attention_heads * l.head_dim,
+                k = l.num_key_value_heads * l.head_dim;
+  s.layer_extra_width = 3 * H + draft.draft_vocab_size;
+  s.checkpoint_extra_width = s.layer_extra_width + q + 2 * k;
   s.frozen_parameters = target_parameters;
   s.kept_elements = tokens * (draft.aux_width() + draft.layer.vocab_size);
   s.batch_tokens = tokens;
@@ -54,6 +63,7 @@ StepShapes PlannedStep::shapes() const {
   s.checkpoint_every = checkpoint_every;
   s.optimizer_shards = shard != Sharding::none ? ranks : 1;
   s.gradient_shards = shard == Sharding::gradients ? ranks : 1;
+  s.gradients_persist = ranks > 1 || grad_accumulation > 1;
   return s;
 }
 
@@ -88,6 +98,7 @@ PlannedStep plan_step(const TrainConfig& c) {
   p.data = c.data;
   p.checkpoint_every = c.activation_checkpointing;
   p.shard = c.shard;
+  p.grad_accumulation = c.grad_accumulation_steps;
   p.compute = c.model_dtype == "f32" ? DType::f32 : DType::bf16;
   if (!c.is_draft()) {
     const QwenConfig model = model_config(c.model_path, c.model_config);
@@ -149,6 +160,12 @@ namespace {
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1024.0 * 1024.0));
   return buf;
 }
 
@@ -223,11 +240,15 @@ std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string
   out << "micro-batch " << p.data.micro_batch_size << " x " << p.data.seq_len
       << " tokens, activation checkpointing " << checkpointing_name(p.checkpoint_every) << "; "
       << gpus << " x " << gpu << " (" << gib(bytes) << " GiB each)\n";
-  out << "one rank holds (GiB):\n";
+  const double used = e.total();
+  // The parts in GiB, or for a step under 1 GiB (a small draft) in MiB.
+  const bool small = used < 1024.0 * 1024.0 * 1024.0;
+  const auto amount = [&](double value) { return small ? mib(value) : gib(value); };
+  out << "one rank holds (" << (small ? "MiB" : "GiB") << "):\n";
   const auto row = [&](const std::string& part, const std::string& note, double value) {
     char line[160];
     std::snprintf(line, sizeof line, "  %-22s %-40s %9s\n", part.c_str(), note.c_str(),
-                  gib(value).c_str());
+                  amount(value).c_str());
     out << line;
   };
   row("trained weights",
@@ -241,14 +262,13 @@ std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string
       sharded ? "f32, two per parameter, this rank's shard" : "f32, two per parameter", e.moments);
   row("activations", "kept for the backward", e.activations);
   if (e.kept > 0) row("target states", "captured for the step", e.kept);
-  row("loss", "the head's logits chunk and gradient", e.loss);
+  row("loss", "the head's logits chunk, input gradient", e.loss);
   row("batches", "in use and prefetched", e.batches);
-  const double used = e.total();
   const std::string verdict =
       used <= bytes ? "fits (" + std::to_string(static_cast<int>(100 * used / bytes)) + "%)"
                     : "does not fit";
   char total[160];
-  std::snprintf(total, sizeof total, "  %-63s %9s of %s: %s\n", "total", gib(used).c_str(),
+  std::snprintf(total, sizeof total, "  %-63s %9s of %s GiB: %s\n", "total", amount(used).c_str(),
                 gib(bytes).c_str(), verdict.c_str());
   out << total;
   if (sharded_gradients)

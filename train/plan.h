@@ -37,6 +37,7 @@ struct PlannedStep {
   int64_t trained_parameters = 0;
   DType compute = DType::bf16;
   Sharding shard = Sharding::none;  // train.shard
+  int64_t grad_accumulation = 1;    // train.grad_accumulation_steps
   int64_t ranks = 1;                // data-parallel ranks (plan_report's gpus)
   StepShapes shapes() const;        // of `data`, `checkpoint_every` and the sharding over `ranks`
 };

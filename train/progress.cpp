@@ -33,14 +33,21 @@ std::string format_duration(double seconds) {
   return os.str();
 }
 
-ProgressLog::ProgressLog(const std::string& run_dir, int64_t resumed_step, Device device)
-    : device_(device),
-      peak_flops_(device.is_cuda() ? peak_bf16_flops(cuda::device_name(device.index)) : 0) {
-  // The peak the lines report is this run's: the process may have run others before.
+void reset_memory_peak(Device device) {
   if (device.is_cuda())
     cuda::reset_memory_peak(device.index);
   else
     reset_cpu_memory_peak();
+}
+
+double memory_peak(Device device) {
+  return static_cast<double>(device.is_cuda() ? cuda::memory_peak(device.index)
+                                              : cpu_memory_peak());
+}
+
+ProgressLog::ProgressLog(const std::string& run_dir, int64_t resumed_step, Device device)
+    : device_(device),
+      peak_flops_(device.is_cuda() ? peak_bf16_flops(cuda::device_name(device.index)) : 0) {
   const fs::path path = fs::path(run_dir) / "metrics.jsonl";
   std::vector<std::string> kept;
   if (resumed_step > 0 && fs::exists(path)) {
@@ -57,8 +64,7 @@ ProgressLog::ProgressLog(const std::string& run_dir, int64_t resumed_step, Devic
 }
 
 void ProgressLog::log(const StepRecord& r) {
-  const double peak_memory =
-      static_cast<double>(device_.is_cuda() ? cuda::memory_peak(device_.index) : cpu_memory_peak());
+  const double peak_memory = memory_peak(device_);
   std::ostringstream line;
   line << "step " << r.step << "/" << r.total_steps << " | loss " << std::fixed
        << std::setprecision(4) << r.loss << " | lr " << std::scientific << std::setprecision(3)

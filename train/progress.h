@@ -31,6 +31,11 @@ struct StepRecord {
   std::vector<std::pair<std::string, double>> extra;  // recipe metrics, validation results
 };
 
+// The high-water mark of what sprig's allocator of `device` holds (bytes), and its reset: a run
+// resets it as it starts training, so its progress lines report the run's peak.
+void reset_memory_peak(Device device);
+double memory_peak(Device device);
+
 class ProgressLog {
  public:
   // Opens <run_dir>/metrics.jsonl for appending, keeping only the records of steps up to
@@ -38,7 +43,7 @@ class ProgressLog {
   ProgressLog(const std::string& run_dir, int64_t resumed_step, Device device);
 
   // Prints the console line ("step 10/100 | loss ... | ETA ...", MFU on CUDA devices whose peak
-  // is known) and appends the record.
+  // is known, the memory peak) and appends the record.
   void log(const StepRecord& record);
 
  private:

@@ -373,6 +373,7 @@ class TrainingRun {
                                            : std::string())
                 << " for " << total_ << " steps (" << loader_.summary() << ")\n";
     if (lead_ && sharded_) std::cout << sharding_summary() << "\n";
+    reset_memory_peak(device_);  // the peak the progress lines report is this run's
     const auto start = Clock::now();
     const int64_t start_step = state_.step;
     start_step_ = start_step;
@@ -855,6 +856,7 @@ TrainSummary Trainer::run(Recipe& recipe, const StepCallback& on_step) {
   shapes.checkpoint_every = config_.activation_checkpointing;
   if (config_.shard != Sharding::none) shapes.optimizer_shards = comm_.world_size();
   if (config_.shard == Sharding::gradients) shapes.gradient_shards = comm_.world_size();
+  shapes.gradients_persist = comm_.world_size() > 1 || config_.grad_accumulation_steps > 1;
   check_step_fits(shapes, recipe.trainable().num_parameters(),
                   config_.model_dtype == "bf16" ? DType::bf16 : DType::f32, device_);
   TrainingRun run(config_, device_, recipe, comm_, run_dir_.get());

@@ -90,11 +90,11 @@ TEST(BenchCli, ShapesTheMachineCannotHoldAreRefusedBeforeAnyWork) {
       // the eagle3 section's target with Qwen3's vocabulary (0.7 GiB).
       {"draft --device cpu --rows 100000000",
        "[bench draft] --target tiny --rows 100000000 --seq 1024 --anchors-per-doc 16 "
-       "--draft-layers 1 --block-size 16 would take 12319947.3 GiB"},
+       "--draft-layers 1 --block-size 16 would take 11782837.8 GiB"},
       // train/memory.h's step at the naive layout's 8 x (1e12 + 64) tokens.
       {"step --device cpu --prompt 1000000000000",
        "[bench step] --model tiny --completions 8 --prompt 1000000000000 --completion 64 would "
-       "take 626802444.8 GiB"},
+       "take 565767288.4 GiB"},
   };
   for (const auto& [args, message] : cases) {
     const CliRun r = run_sprig("bench " + args, tmp.path);

@@ -34,7 +34,7 @@ TEST(UsageCli, PlanItemisesAStepFromTheConfigAlone) {
         "  target states ", ": fits (0%)", "data parallel: each of the 2 ranks holds all of this"})
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
   r = run_sprig("plan -c " + testing::source_dir() +
-                    "/train/configs/tiny_sft.yaml --gpu 0.1 --data.seq_len=8192",
+                    "/train/configs/tiny_sft.yaml --gpu 0.06 --data.seq_len=8192",
                 tmp.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(": does not fit\nthe smallest change that fits: "

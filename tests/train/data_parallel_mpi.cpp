@@ -21,6 +21,7 @@
 
 #include "tests/child_process.h"
 #include "tests/train/train_test_util.h"
+#include "train/plan.h"
 
 namespace sprig {
 namespace {
@@ -274,7 +275,8 @@ int64_t elements(const std::string& path) {
 // micro-batch over the ranks before accumulating, so its sums round differently (f32, relative
 // ~1e-7; AdamW turns that into weight differences of about lr x 1e-7 per step, more where a
 // gradient is near 0: measured 2.4e-7, bound 2e-6). Each rank's checkpoint holds half the moments,
-// and with sharded gradients each rank keeps half the gradients.
+// and with sharded gradients each rank keeps half the gradients; the step's memory estimate
+// follows each.
 TEST(DataParallel, ShardingTrainsAsTheWholeStateOnTwoRanks) {
   TempDir dir;
   const std::string config = testing::write_tiny_config(dir);
@@ -290,6 +292,18 @@ TEST(DataParallel, ShardingTrainsAsTheWholeStateOnTwoRanks) {
   const auto whole = metrics_of(dir / "none");
   const auto whole_weights = testing::latest_weights(dir / "none");
   ASSERT_EQ(whole.size(), 5u);
+  // sprig plan's estimate of each (docs/semantics.md §10.12) is within 10% of rank 0's peak.
+  for (const std::string shard : {"none", "optimizer", "gradients"}) {
+    PlannedStep step = plan_step(
+        load_train_config(config, {"train.grad_accumulation_steps=2", "train.shard=" + shard}));
+    step.compute = DType::f32;
+    step.ranks = 2;
+    const double estimate =
+        estimate_step_memory(step.shapes(), step.trained_parameters, step.compute).total();
+    const double peak = testing::peak_memory_of(dir / shard);
+    std::cout << shard << ": estimate " << estimate << " bytes, peak " << peak << "\n";
+    EXPECT_NEAR(estimate / peak, 1.0, 0.1) << shard;
+  }
   for (const std::string shard : {"optimizer", "gradients"}) {
     const double tolerance = shard == "optimizer" ? 1e-9 : 1e-6;
     const auto sharded = metrics_of(dir / shard);

@@ -460,9 +460,9 @@ TEST(BadInput, AStepThatCannotFitIsRefusedWithTheEstimate) {
   const std::string message = train_error(testing::tiny_config(dir, {"data.seq_len=1000000000"}));
   EXPECT_EQ(message.rfind("[train] one training step needs about ", 0), 0u) << message;
   // 2 x 1e9 tokens through 2 layers of the tiny Qwen3 (H 64, I 128, 4 x 16 query and 2 x 16
-  // key/value channels), f32: 2 x 2e9 x (6 x 64 + 3 x 64 + 3 x 32 + 3 x 128) x 4 + 2 x 2e9 x 4 x 4
-  // + 3 x 2e9 x 64 x 4 bytes = 18.496e12 bytes (17225.7 GiB) of activations.
-  EXPECT_TRUE(contains(message, "activations 17225.7, ")) << message;
+  // key/value channels), f32: 2 x 2e9 x (4 x 64 + 3 x 64 + 3 x 32 + 3 x 128) x 4 + 2 x 2e9 x 4 x 4
+  // + 3 x 2e9 x 64 x 4 bytes = 16.448e12 bytes (15318.4 GiB) of activations.
+  EXPECT_TRUE(contains(message, "activations 15318.4, ")) << message;
   EXPECT_TRUE(
       contains(message, "GiB available on cpu: lower data.micro_batch_size or data.seq_len"));
   EXPECT_FALSE(fs::exists(dir / "run"));
@@ -483,11 +483,13 @@ TEST(MemoryEstimate, CountsEachPartFromTheShapes) {
   EXPECT_EQ(f32.parameters(), 1000 * 4 + 1000 * 4);
   EXPECT_EQ(f32.gradients, 1000 * 4);
   EXPECT_EQ(f32.optimizer(), 1000 * (4 + 8));
-  // 2 layers: 128 x (6 x 64 + 3 x 64 + 3 x 32 + 3 x 128) x 4 + 128 x 4 heads x 4 + 10 x 2 x 32 x 4
-  // each, then 3 x 128 x 64 x 4; the frozen model's 50 kept elements apart.
-  EXPECT_EQ(f32.activations, 2 * (128 * 1056 * 4 + 128 * 16 + 10 * 64 * 4) + 3 * 128 * 64 * 4);
+  // 2 layers: 128 x (4 x 64 + 3 x 64 + 3 x 32 + 3 x 128) x 4 + 128 x 4 heads x 4 each; the 10
+  // context tokens' projection and norm and each layer's 3 x 32 key and value channels,
+  // 10 x (2 x 64 + 2 x 96) x 4; then 3 x 128 x 64 x 4; the frozen model's 50 kept elements apart.
+  EXPECT_EQ(f32.activations,
+            2 * (128 * 928 * 4 + 128 * 16) + 10 * (2 * 64 + 2 * 96) * 4 + 3 * 128 * 64 * 4);
   EXPECT_EQ(f32.kept, 50 * 4);
-  EXPECT_EQ(f32.loss, 2 * 128 * 64 * 4 + 128 * 64 * 4);  // 128 rows fit one chunk
+  EXPECT_EQ(f32.loss, 128 * 64 * 4 + 128 * 64 * 4);  // 128 rows fit one chunk
   EXPECT_EQ(f32.batches, 3 * 4 * 100 * 8);
   EXPECT_EQ(f32.total(), f32.parameters() + f32.optimizer() + f32.activations + f32.kept +
                              f32.loss + f32.batches);
@@ -499,8 +501,8 @@ TEST(MemoryEstimate, CountsEachPartFromTheShapes) {
   // its whole set while the layers below keep theirs: with every_2 layer 1 keeps its set at the
   // forward's end as layer 0's rebuild does, so the most is one set and one input; with both
   // checkpointed, layer 1's rebuild holds both inputs and one set.
-  const double layer = 128 * 1056 * 4 + 128 * 16, input = 128 * 64 * 4,
-               rest = 2 * 10 * 64 * 4 + 3 * 128 * 64 * 4;
+  const double layer = 128 * 928 * 4 + 128 * 16, input = 128 * 64 * 4,
+               rest = 10 * (2 * 64 + 2 * 96) * 4 + 3 * 128 * 64 * 4;
   s.checkpoint_every = 2;
   EXPECT_EQ(estimate_step_memory(s, 1000, DType::f32).activations, layer + input + rest);
   s.checkpoint_every = 1;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,15 @@ inline std::vector<nlohmann::json> metrics_of(const std::string& run_dir) {
     records.push_back(r);
   }
   return records;
+}
+
+// The largest peak_memory_bytes of a run's metrics.jsonl (what metrics_of leaves out).
+inline double peak_memory_of(const std::string& run_dir) {
+  double peak = 0;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    peak = std::max(peak, nlohmann::json::parse(line).at("peak_memory_bytes").get<double>());
+  return peak;
 }
 
 // Same names, shapes, dtypes and bytes.

@@ -25,6 +25,7 @@
 #include "tools/options.h"
 #include "train/memory.h"
 #include "train/optimizer.h"
+#include "train/progress.h"
 #include "train/sft.h"
 
 namespace sprig::tools {
@@ -39,17 +40,6 @@ struct MemoryOptions {
 
 size_t allocated(Device device) {
   return device.is_cuda() ? cuda::memory_allocated(device.index) : cpu_memory_allocated();
-}
-
-void reset_peak(Device device) {
-  if (device.is_cuda())
-    cuda::reset_memory_peak(device.index);
-  else
-    reset_cpu_memory_peak();
-}
-
-size_t peak(Device device) {
-  return device.is_cuda() ? cuda::memory_peak(device.index) : cpu_memory_peak();
 }
 
 // One row of T random tokens, every position supervised.
@@ -113,10 +103,10 @@ void run_bench_memory(const MemoryOptions& o) {
        {std::pair<const char*, int64_t>{"none", 0}, {"every_2", 2}, {"layers", 1}}) {
     model.model.set_activation_checkpointing(every);
     const double loss = step();  // also allocates the moments
-    reset_peak(device);
+    reset_memory_peak(device);
     const size_t before = allocated(device);
     const double seconds = bench::median_seconds(device, 0, o.reps, [&] { step(); });
-    const auto held = static_cast<double>(peak(device) - before);
+    const auto held = static_cast<double>(memory_peak(device) - before);
     shapes.checkpoint_every = every;
     const MemoryEstimate e = estimate_step_memory(shapes, parameters, compute);
     const double estimate = e.activations + e.loss + e.gradients;

@@ -32,6 +32,7 @@
 #include "train/batch_input.h"
 #include "train/memory.h"
 #include "train/optimizer.h"
+#include "train/progress.h"
 #include "train/sft.h"
 
 namespace sprig::tools {
@@ -132,10 +133,7 @@ struct Measurement {
 Measurement measure(QwenForCausalLM& model, AdamW& optimizer, const Layout& layout,
                     const LossConfig& loss, bool first_token, Device device, int reps) {
   const bool cuda = device.is_cuda();
-  if (cuda)
-    cuda::reset_memory_peak(device.index);
-  else
-    reset_cpu_memory_peak();
+  reset_memory_peak(device);
   const size_t before = cuda ? cuda::memory_allocated(device.index) : cpu_memory_allocated();
   const auto step = [&] {
     const MicroBatchLoss m = next_token_loss(model, layout.batch, loss, first_token, device);
@@ -148,7 +146,7 @@ Measurement measure(QwenForCausalLM& model, AdamW& optimizer, const Layout& layo
   Measurement m;
   m.loss = step().value().item();
   m.seconds = bench::median_seconds(device, 0, reps, [&] { step(); });
-  m.peak_bytes = (cuda ? cuda::memory_peak(device.index) : cpu_memory_peak()) - before;
+  m.peak_bytes = static_cast<size_t>(memory_peak(device)) - before;
   const auto score = [&](const data::Batch& batch) {
     const data::ScoredTokens s = data::scored_tokens(batch, first_token);
     model.token_losses(model.hidden(batch_input(batch, model.config(), device)), s.rows,

@@ -43,6 +43,22 @@ TEST(UsageCli, PlanItemisesAStepFromTheConfigAlone) {
       << r.out;
 }
 
+// docs/what-fits.md ends with the table tools/plan_table.sh makes with this sprig: a change to the
+// estimate that does not regenerate it fails here.
+TEST(UsageCli, WhatFitsIsWhatPlanSays) {
+  const testing::NamedTempDir tmp("what_fits");
+  const std::string out = tmp.path + "/table.md";
+  testing::ChildProcess script = testing::ChildProcess::shell(
+      "exec bash tools/plan_table.sh " SPRIG_BIN " >" + out, testing::source_dir());
+  ASSERT_EQ(script.wait_for(testing::kCommandLimit), std::optional<int>(0));
+  const std::string table = testing::file_text(out),
+                    doc = testing::file_text(testing::source_dir() + "/docs/what-fits.md");
+  ASSERT_GT(table.size(), 1000u);
+  EXPECT_TRUE(doc.size() >= table.size() && doc.substr(doc.size() - table.size()) == table)
+      << "docs/what-fits.md is out of date: regenerate its table with tools/plan_table.sh\n"
+      << table;
+}
+
 TEST(UsageCli, UsageErrorsAreOneLineNamingTheCommandWithExit2) {
   const testing::NamedTempDir tmp("usage_errors");
   const std::vector<std::pair<std::string, std::string>> cases = {

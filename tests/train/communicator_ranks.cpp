@@ -120,6 +120,13 @@ int run() {
                               whole.begin() + static_cast<std::ptrdiff_t>((r + 1) * size)),
            "sharded gradients of bucket " + std::to_string(b));
   }
+  // What each rank keeps: 1/n of the whole (padded) buckets.
+  if (sharded.gradient_bytes() * n != (sharded.padded_numel(0) + sharded.padded_numel(1)) * 4 ||
+      buckets.gradient_bytes() != (buckets.padded_numel(0) + buckets.padded_numel(1)) * 4) {
+    std::cerr << "rank " << r << ": sharded gradients keep " << sharded.gradient_bytes()
+              << " bytes, whole buckets " << buckets.gradient_bytes() << "\n";
+    ++failures;
+  }
   if (ws.grad().defined() || vs.grad().defined()) {
     std::cerr << "rank " << r << ": a parameter kept its gradient after the reduce-scatter\n";
     ++failures;

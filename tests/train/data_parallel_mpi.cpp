@@ -341,6 +341,15 @@ TEST(DataParallel, ShardingTrainsAsTheWholeStateOnTwoRanks) {
                   .at("optimizer_shards"),
               2);
   }
+  // A sharded checkpoint's model is whole: it exports as any other.
+  std::string exported;
+  ASSERT_EQ(run(std::string(SPRIG_BIN) + " convert --to-hf " +
+                    (dir / "gradients/checkpoints/latest") + " --out " + (dir / "hf"),
+                exported),
+            0)
+      << exported;
+  testing::expect_bit_identical(testing::read_tensors(dir / "hf/model.safetensors"),
+                                testing::latest_weights(dir / "gradients"));
   // 78208 f32 parameters: 0.60 MiB of moments and 0.30 MiB of gradients.
   EXPECT_TRUE(testing::contains(outputs["optimizer"],
                                 "train.shard optimizer: each rank keeps 0.30 of the 0.60 MiB of "

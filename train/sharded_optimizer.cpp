@@ -20,8 +20,74 @@ std::vector<ShardPiece> shard_pieces(const BucketPlan::Bucket& bucket, int64_t s
 }
 
 namespace {
+
 Tensor flat(const Tensor& t) { return t.contiguous().view({t.numel()}); }
+
+const char* const kMoments[] = {"exp_avg", "exp_avg_sq"};
+
+std::string bucket_key(size_t bucket, const std::string& moment) {
+  return "bucket_" + std::to_string(bucket) + "." + moment;
+}
+
+// from[key], which must hold `numel` elements.
+const Tensor& tensor_of(const std::map<std::string, Tensor>& from, const std::string& key,
+                        int64_t numel, const std::string& where) {
+  const auto it = from.find(key);
+  if (it == from.end()) throw std::runtime_error(where + " has no \"" + key + "\"");
+  if (it->second.numel() != numel)
+    throw std::runtime_error(where + "'s \"" + key + "\" has " +
+                             std::to_string(it->second.numel()) + " elements, this run's " +
+                             std::to_string(numel));
+  return it->second;
+}
+
 }  // namespace
+
+std::map<std::string, Tensor> shard_moments(const std::map<std::string, Tensor>& whole,
+                                            const GradientBuckets& buckets,
+                                            const std::vector<std::pair<std::string, Var>>& params,
+                                            int64_t rank, int64_t world) {
+  std::map<std::string, Tensor> out;
+  const BucketPlan& plan = buckets.plan();
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const int64_t n = buckets.padded_numel(b) / world;
+    for (const std::string moment : kMoments) {
+      const Tensor shard = Tensor::zeros({n}, DType::f32);
+      for (const ShardPiece& piece : shard_pieces(plan.buckets[b], n, rank)) {
+        const auto& [name, param] = params[piece.param];
+        const Tensor& t = tensor_of(whole, name + "." + moment, param.numel(), "the checkpoint");
+        shard.narrow(0, piece.shard_offset, piece.numel)
+            .copy_(flat(t).narrow(0, piece.param_offset, piece.numel));
+      }
+      out[bucket_key(b, moment)] = shard;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> whole_moments(
+    const std::vector<std::map<std::string, Tensor>>& shards, const GradientBuckets& buckets,
+    const std::vector<std::pair<std::string, Var>>& params) {
+  std::map<std::string, Tensor> out;
+  const BucketPlan& plan = buckets.plan();
+  const auto world = static_cast<int64_t>(shards.size());
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const int64_t n = buckets.padded_numel(b) / world;
+    for (const std::string moment : kMoments) {
+      for (const size_t p : plan.buckets[b].params)
+        out[params[p].first + "." + moment] = Tensor::zeros(params[p].second.shape(), DType::f32);
+      for (int64_t r = 0; r < world; ++r) {
+        const Tensor& shard = tensor_of(shards[static_cast<size_t>(r)], bucket_key(b, moment), n,
+                                        "rank " + std::to_string(r) + "'s optimizer file");
+        for (const ShardPiece& piece : shard_pieces(plan.buckets[b], n, r))
+          flat(out.at(params[piece.param].first + "." + moment))
+              .narrow(0, piece.param_offset, piece.numel)
+              .copy_(shard.narrow(0, piece.shard_offset, piece.numel));
+      }
+    }
+  }
+  return out;
+}
 
 ShardedAdamW::ShardedAdamW(std::vector<std::pair<std::string, Var>> params, AdamWConfig config,
                            const std::map<std::string, Tensor>& masters, GradientBuckets& buckets,
@@ -123,8 +189,8 @@ std::map<std::string, Tensor> ShardedAdamW::masters() const {
 std::map<std::string, Tensor> ShardedAdamW::moments() const {
   std::map<std::string, Tensor> out;
   for (size_t b = 0; b < shards_.size(); ++b) {
-    out["bucket_" + std::to_string(b) + ".exp_avg"] = shards_[b].exp_avg;
-    out["bucket_" + std::to_string(b) + ".exp_avg_sq"] = shards_[b].exp_avg_sq;
+    out[bucket_key(b, "exp_avg")] = shards_[b].exp_avg;
+    out[bucket_key(b, "exp_avg_sq")] = shards_[b].exp_avg_sq;
   }
   return out;
 }
@@ -133,8 +199,8 @@ void ShardedAdamW::load_state(const std::map<std::string, Tensor>& masters,
                               const std::map<std::string, Tensor>& moments, int64_t steps) {
   for (size_t b = 0; b < shards_.size(); ++b) {
     Shard& s = shards_[b];
-    restore_tensor(moments, "bucket_" + std::to_string(b) + ".exp_avg", s.exp_avg);
-    restore_tensor(moments, "bucket_" + std::to_string(b) + ".exp_avg_sq", s.exp_avg_sq);
+    restore_tensor(moments, bucket_key(b, "exp_avg"), s.exp_avg);
+    restore_tensor(moments, bucket_key(b, "exp_avg_sq"), s.exp_avg_sq);
     for (const size_t p : buckets_.plan().buckets[b].params)
       restore_tensor(masters, params_[p].first, params_[p].second.value());
     for (const ShardPiece& piece : s.pieces)

@@ -36,6 +36,20 @@ struct ShardPiece {
 std::vector<ShardPiece> shard_pieces(const BucketPlan::Bucket& bucket, int64_t shard_numel,
                                      int64_t rank);
 
+// A checkpoint's moments in the other layout, so that a run resumes with the other sharding:
+// rank `rank`'s shards (ShardedAdamW's "bucket_<b>.exp_avg", ...) from whole moments (AdamW's
+// "<param>.exp_avg", ...), and whole moments from every rank's shards, in rank order. `buckets`
+// is this run's (the same plan as the checkpoint's for the same parameters and ranks), `params`
+// the parameters it was built from. Throws std::runtime_error naming a missing or misshapen
+// tensor.
+std::map<std::string, Tensor> shard_moments(const std::map<std::string, Tensor>& whole,
+                                            const GradientBuckets& buckets,
+                                            const std::vector<std::pair<std::string, Var>>& params,
+                                            int64_t rank, int64_t world);
+std::map<std::string, Tensor> whole_moments(
+    const std::vector<std::map<std::string, Tensor>>& shards, const GradientBuckets& buckets,
+    const std::vector<std::pair<std::string, Var>>& params);
+
 class ShardedAdamW : public Optimizer {
  public:
   // `params` as AdamW's, in the order `buckets` was built from; `masters` (by name, f32, whole)

@@ -175,20 +175,33 @@ class TrainingRun {
     check_config_changes(*ck);
     // Where the checkpoint keeps the moments: whole, or a file per rank of its shards.
     const json* shards = saved.contains("optimizer_shards") ? &saved["optimizer_shards"] : nullptr;
-    if (shards && !(shards->is_number_integer() && shards->get<int64_t>() == world))
+    if (shards && !(shards->is_number_integer() && shards->get<int64_t>() == world && world > 1))
       throw std::runtime_error("[train] checkpoint " + ck->dir +
                                "/trainer_state.json: optimizer_shards is " + shards->dump() +
-                               ", not its world_size " + std::to_string(world));
-    if ((shards != nullptr) != sharded_)
-      throw std::invalid_argument(
-          "[train] checkpoint " + ck->dir + " keeps its optimizer state " +
-          (shards ? "sharded over its " + std::to_string(world) + " ranks" : "whole on each rank") +
-          ", and this run would " + (sharded_ ? "shard it" : "keep it whole") +
-          ": resume it with train.shard " + (shards ? "optimizer or gradients" : "none"));
+                               ", not its world_size " + std::to_string(world) +
+                               " (sharding needs several ranks)");
+    // The moments in this run's layout: as saved, or converted from the other sharding.
+    const auto params = recipe_.trainable().named_parameters();
+    TensorMap moments;
+    std::string moments_file = optimizer_file();
+    if ((shards != nullptr) == sharded_) {
+      moments = load_tensor_file(ck->dir, moments_file);
+    } else {  // converted from the other sharding: the whole moments, or every rank's shards
+      moments_file = sharded_ ? "optimizer" : "optimizer.rank*";
+      std::vector<TensorMap> files;
+      for (int64_t r = 0; r < (sharded_ ? 1 : world); ++r)
+        files.push_back(load_tensor_file(
+            ck->dir, sharded_ ? "optimizer" : "optimizer.rank" + std::to_string(r)));
+      try {
+        moments = sharded_ ? shard_moments(files[0], *buckets_, params, comm_.rank(), world)
+                           : whole_moments(files, *buckets_, params);
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("[train] checkpoint " + ck->dir + ": " + moments_file +
+                                 ".safetensors: " + e.what());
+      }
+    }
     const TensorMap& model = ck->payload.tensors.at("model");
-    const TensorMap moments = load_tensor_file(ck->dir, optimizer_file());
-    check_optimizer_state(ck->dir, model, recipe_.trainable().named_parameters(), optimizer_file(),
-                          moments, optimizer_->moments());
+    check_optimizer_state(ck->dir, model, params, moments_file, moments, optimizer_->moments());
     optimizer_->load_state(model, moments, state_.updates);
     try {
       loader_.restore(state_.loader);

@@ -4,7 +4,8 @@
 // rank is killed or stopped by SIGTERM resumes to the uninterrupted result; a failing rank or a
 // config that differs between ranks ends every rank with the error; a checkpoint resumes only on as
 // many ranks; Domino and JetSpec train on two ranks; the optimizer's state and the gradients
-// sharded over the ranks train as the whole state does and resume bit for bit. Also every
+// sharded over the ranks train as the whole state does and resume bit for bit, or with the other
+// sharding. Also every
 // collective of the MPI communicator and the gradient buckets (communicator_ranks), and `sprig
 // bench comm`; the binary itself links neither MPI nor NCCL.
 #include <gtest/gtest.h>
@@ -362,8 +363,8 @@ TEST(DataParallel, ShardingTrainsAsTheWholeStateOnTwoRanks) {
 }
 
 // A run with sharded gradients stopped by SIGTERM to one rank resumes to the uninterrupted run's
-// weights, bit for bit; its checkpoint resumes with the optimizer's state sharded only.
-TEST(DataParallel, AShardedRunStoppedByARankResumesBitForBit) {
+// weights, bit for bit; a checkpoint resumes with the other sharding too.
+TEST(DataParallel, AShardedRunResumesBitForBitAndWithTheOtherSharding) {
   TempDir dir;
   const std::string config = testing::write_tiny_config(dir);
   const std::vector<std::string> common = {"train.max_steps=6", "checkpoint.every_steps=2",
@@ -383,15 +384,34 @@ TEST(DataParallel, AShardedRunStoppedByARankResumesBitForBit) {
   testing::expect_bit_identical(testing::latest_weights(dir / "stopped"),
                                 testing::latest_weights(dir / "reference"));
 
-  std::vector<std::string> whole = reference;
-  whole.insert(whole.end(), {"train.max_steps=8", "train.shard=none", "resume"});
-  output.clear();
-  EXPECT_NE(run(mpirun(2) + train_command("sft", config, whole), output), 0);
-  EXPECT_TRUE(testing::contains(output,
-                                "keeps its optimizer state sharded over its 2 ranks, and this run "
-                                "would keep it whole: resume it with train.shard optimizer or "
-                                "gradients"))
-      << output;
+  // A checkpoint resumes with the other sharding: a sharded one with the moments whole (each rank
+  // joins every rank's shards), a whole one sharded (each rank takes its shards of the whole
+  // moments). Each continues as with its own sharding, up to the rounding of the gradient norm.
+  std::vector<std::string> whole = common;
+  whole.insert(whole.end(), {"run_dir=" + (dir / "whole"), "train.shard=none"});
+  ASSERT_EQ(run(mpirun(2) + train_command("sft", config, whole), output), 0) << output;
+  const auto continued = [&](const std::string& from, const std::string& shard) {
+    const std::string name = from + "_" + shard;
+    fs::copy(dir / from, dir / name, fs::copy_options::recursive);
+    std::vector<std::string> o = common;
+    o.insert(o.end(),
+             {"run_dir=" + (dir / name), "train.max_steps=10", "train.shard=" + shard, "resume"});
+    std::string out;
+    EXPECT_EQ(run(mpirun(2) + train_command("sft", config, o), out), 0) << out;
+    EXPECT_EQ(metrics_of(dir / name).size(), 10u) << out;
+    return testing::latest_weights(dir / name);
+  };
+  for (const auto& [from, other] :
+       {std::pair<std::string, std::string>{"reference", "none"}, {"whole", "gradients"}}) {
+    const auto same = continued(from, from == "reference" ? "gradients" : "none"),
+               converted = continued(from, other);
+    double worst = 0;
+    for (const auto& [name, w] : same)
+      worst = std::max(worst, max_abs_difference(converted.at(name), w));
+    std::cout << from << " resumed with train.shard " << other << ": largest weight difference "
+              << worst << "\n";
+    EXPECT_LT(worst, 1e-6) << from;
+  }
 }
 
 // Rank 0 of a two-rank run holds the run directory's lock for the whole run: a second run in it is

@@ -1,8 +1,8 @@
 // Optimizer-state sharding in one process: which part of each parameter falls in which rank's
 // shard of a bucket, and ShardedAdamW on one rank (the whole bucket its shard) updating exactly as
 // AdamW, for f32 parameters (their own masters) and bf16 ones with fp32 masters, the gradients in
-// whole buckets or sharded, with its state round trip. Two ranks:
-// tests/train/data_parallel_mpi.cpp.
+// whole buckets or sharded, with its state round trip; moments converted between whole and each
+// rank's shards. Two ranks: tests/train/data_parallel_mpi.cpp.
 #include "train/sharded_optimizer.h"
 
 #include <gtest/gtest.h>
@@ -117,6 +117,49 @@ TEST(ShardedAdamW, OnOneRankUpdatesExactlyAsAdamW) {
 TEST(ShardedAdamW, Bf16ParametersFollowTheirShardedMasters) {
   for (const bool shard_gradients : {false, true})
     expect_sharded_matches_whole(DType::bf16, shard_gradients);
+}
+
+// A communicator of two ranks that is never called: buckets planned and padded for two ranks.
+class TwoRanks : public Communicator {
+ public:
+  int64_t world_size() const override { return 2; }
+};
+
+// Whole moments split into each rank's shards and joined again are what they were; a missing or
+// misshapen tensor is named.
+TEST(ShardedAdamW, MomentsConvertBetweenWholeAndShards) {
+  TwoRanks two;
+  std::vector<std::pair<std::string, Var>> params = {{"a", Var(rand_normal({3, 5}, 1), true)},
+                                                     {"b", Var(rand_normal({7}, 2), true)},
+                                                     {"c", Var(rand_normal({2, 3}, 3), true)}};
+  std::vector<Var> vars;
+  for (const auto& [name, p] : params) vars.push_back(p);
+  GradientBuckets buckets(vars, two, 64);
+  std::map<std::string, Tensor> whole;
+  for (const auto& [name, p] : params) {
+    whole[name + ".exp_avg"] = rand_normal(p.shape(), 10 + whole.size());
+    whole[name + ".exp_avg_sq"] = rand_normal(p.shape(), 10 + whole.size());
+  }
+  const std::vector<std::map<std::string, Tensor>> shards = {
+      shard_moments(whole, buckets, params, 0, 2), shard_moments(whole, buckets, params, 1, 2)};
+  EXPECT_EQ(shards[0].size(), 2 * buckets.plan().buckets.size());
+  EXPECT_EQ(shards[1].at("bucket_0.exp_avg").numel(), buckets.padded_numel(0) / 2);
+  const std::map<std::string, Tensor> joined = whole_moments(shards, buckets, params);
+  ASSERT_EQ(joined.size(), whole.size());
+  for (const auto& [name, t] : whole)
+    EXPECT_EQ(testing::max_abs_diff(joined.at(name), t), 0.0) << name;
+
+  std::map<std::string, Tensor> missing = whole;
+  missing.erase("b.exp_avg_sq");
+  EXPECT_THROW(
+      try { shard_moments(missing, buckets, params, 0, 2); } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "the checkpoint has no \"b.exp_avg_sq\"");
+        throw;
+      },
+      std::runtime_error);
+  std::vector<std::map<std::string, Tensor>> short_shards = shards;
+  short_shards[1]["bucket_0.exp_avg"] = Tensor::zeros({1});
+  EXPECT_THROW(whole_moments(short_shards, buckets, params), std::runtime_error);
 }
 
 TEST(ShardedAdamW, MomentsAreNamedByBucket) {

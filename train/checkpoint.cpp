@@ -136,7 +136,9 @@ void CheckpointManager::check_checkpoints_are_sprigs() const {
 }
 
 void save_tensor_file(const std::string& dir, const std::string& name, const TensorMap& tensors) {
-  save_safetensors((fs::path(dir) / (name + ".safetensors")).string(), entries_of(tensors));
+  const fs::path path = fs::path(dir) / (name + ".safetensors");
+  save_safetensors(path.string(), entries_of(tensors));
+  fsync_path(path);  // by the process that wrote it: another host's fsync may not reach it
 }
 
 TensorMap load_tensor_file(const std::string& dir, const std::string& name) {
@@ -160,7 +162,7 @@ std::string CheckpointManager::stage(int64_t step) const {
   const fs::path tmp = staged_dir(root, step);
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  return tmp.string();
+  return fs::absolute(tmp).string();
 }
 
 std::string CheckpointManager::commit(const CheckpointPayload& payload, int64_t step) const {

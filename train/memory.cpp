@@ -39,7 +39,7 @@ std::string gib(double bytes) {
 //   sharding     over W ranks (train.shard optimizer) the moments, and the masters when they are
 //                not the parameters themselves (bf16), are divided by W; with train.shard
 //                gradients the gradients too, plus the whole bucket a reduce-scatter fills
-//                (25 MiB, at most the gradients)
+//                (25 MiB, or the output head's V x H when larger; at most the gradients)
 //   activations  what autograd keeps for the backward, per layer and token: the attention
 //                block's input and norm, q, k, v, rotated q and k, and the attention output
 //                (2H + 3Q + 3K, plus a f32 log-sum-exp per head: flash attention keeps no T x T
@@ -77,10 +77,10 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
   e.compute_copy = compute == DType::f32 ? 0.0 : P * c;
   e.frozen = static_cast<double>(s.frozen_parameters) * c;
   const double G = static_cast<double>(s.gradient_shards);
-  if (G > 1) {  // this rank's shard, and a whole bucket in flight
+  if (G > 1) {  // this rank's shard, and a whole bucket in flight (the head's, when larger)
     e.persistent_gradients = P * c / G;
-    e.gradients =
-        e.persistent_gradients + std::min(P * c, static_cast<double>(kDefaultBucketBytes));
+    e.gradients = e.persistent_gradients +
+                  std::min(P * c, std::max(static_cast<double>(kDefaultBucketBytes), V * H * c));
   } else {
     e.gradients = P * c;
     e.persistent_gradients = s.gradients_persist ? e.gradients : 0.0;

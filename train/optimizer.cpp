@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace sprig {
@@ -55,6 +56,18 @@ std::map<std::string, Tensor> AdamW::masters() const {
   std::map<std::string, Tensor> out;
   for (const Slot& s : slots_) out[s.name] = s.master;
   return out;
+}
+
+std::string AdamW::first_non_finite() const {
+  for (const Slot& s : slots_)
+    if (!all_finite(s.master)) return s.name;
+  return "";
+}
+
+// finite * 0 is 0 and inf or NaN * 0 is NaN, so the sum of squares of t * 0 is NaN exactly when t
+// holds a non-finite value (and, unlike t's own, cannot overflow).
+bool all_finite(const Tensor& t) {
+  return !std::isnan(global_norm({binary_scalar(BinaryOp::mul, t, 0.0)}));
 }
 
 std::map<std::string, Tensor> AdamW::moments() const {

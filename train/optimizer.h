@@ -32,7 +32,11 @@ class Optimizer {
   // The global L2 norm of the gradients the update reads, the same on every rank.
   virtual double grad_norm() const = 0;
   // The fp32 master weights by parameter name, whole (what a checkpoint saves as the model).
+  // Collective when they are sharded.
   virtual std::map<std::string, Tensor> masters() const = 0;
+  // The first parameter (in the order given) whose master holds a non-finite value, or "": the
+  // same on every rank (collective when they are sharded).
+  virtual std::string first_non_finite() const = 0;
   // The moments this rank keeps, by name (what its checkpoint's optimizer file holds).
   virtual std::map<std::string, Tensor> moments() const = 0;
   // Restores masters (whole, as masters() gives them), moments (as moments() names them) and the
@@ -60,6 +64,7 @@ class AdamW : public Optimizer {
   void step(double lr, double grad_scale = 1.0) override;
   double grad_norm() const override;
   std::map<std::string, Tensor> masters() const override;
+  std::string first_non_finite() const override;
   // By "<param>.exp_avg" / "<param>.exp_avg_sq".
   std::map<std::string, Tensor> moments() const override;
   void load_state(const std::map<std::string, Tensor>& masters,
@@ -73,6 +78,9 @@ class AdamW : public Optimizer {
   };
   std::vector<Slot> slots_;
 };
+
+// Whether every value of `t` is finite, computed on its device.
+bool all_finite(const Tensor& t);
 
 // Copies `from[key]` into `dst`; throws std::runtime_error naming the key when it is missing or
 // has another shape.

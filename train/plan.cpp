@@ -189,7 +189,7 @@ std::string fitting_change(PlannedStep p, double bytes) {
   if (p.ranks > 1) {  // the sharding that fits, else the one that saves the most
     PlannedStep least = p;
     for (const Sharding shard : {Sharding::optimizer, Sharding::gradients}) {
-      if (p.shard >= shard) continue;
+      if (p.shard >= shard) continue;  // Sharding's order: none, optimizer, gradients
       PlannedStep q = p;
       q.shard = shard;
       const std::string change =
@@ -268,8 +268,8 @@ std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string
       used <= bytes ? "fits (" + std::to_string(static_cast<int>(100 * used / bytes)) + "%)"
                     : "does not fit";
   char total[160];
-  std::snprintf(total, sizeof total, "  %-63s %9s of %s GiB: %s\n", "total", amount(used).c_str(),
-                gib(bytes).c_str(), verdict.c_str());
+  std::snprintf(total, sizeof total, "  %-63s %9s %s of %s GiB: %s\n", "total",
+                amount(used).c_str(), small ? "MiB" : "GiB", gib(bytes).c_str(), verdict.c_str());
   out << total;
   if (sharded_gradients)
     out << "data parallel, train.shard gradients: each of the " << gpus

@@ -93,6 +93,9 @@ ShardedAdamW::ShardedAdamW(std::vector<std::pair<std::string, Var>> params, Adam
                            const std::map<std::string, Tensor>& masters, GradientBuckets& buckets,
                            Communicator& comm)
     : Optimizer(config), params_(std::move(params)), buckets_(buckets), comm_(comm) {
+  for (const auto& [name, p] : params_)
+    if (!p.value().is_contiguous())  // its pieces must be views, updated in place
+      throw std::invalid_argument("[AdamW] parameter " + name + " is not contiguous");
   const BucketPlan& plan = buckets.plan();
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
     const BucketPlan::Bucket& bucket = plan.buckets[b];
@@ -153,7 +156,6 @@ void ShardedAdamW::step(double lr, double grad_scale) {
       param.value().copy_(whole.narrow(0, bucket.offsets[j], param.numel()).view(param.shape()));
     }
   }
-  buckets_.zero();
 }
 
 double ShardedAdamW::grad_norm() const {
@@ -161,6 +163,19 @@ double ShardedAdamW::grad_norm() const {
   for (const Shard& s : shards_) grads.push_back(s.grad);
   const double norm = global_norm(grads);
   return std::sqrt(comm_.all_reduce(norm * norm, Reduction::sum));
+}
+
+std::string ShardedAdamW::first_non_finite() const {
+  auto first = static_cast<double>(params_.size());
+  for (const Shard& s : shards_)
+    for (const ShardPiece& piece : s.pieces) {
+      const Tensor master = s.master.defined() ? s.master.narrow(0, piece.shard_offset, piece.numel)
+                                               : param_piece(piece);
+      if (!all_finite(master)) first = std::min(first, static_cast<double>(piece.param));
+    }
+  first = comm_.all_reduce(first, Reduction::min);
+  return first < static_cast<double>(params_.size()) ? params_[static_cast<size_t>(first)].first
+                                                     : "";
 }
 
 std::map<std::string, Tensor> ShardedAdamW::masters() const {
@@ -176,6 +191,7 @@ std::map<std::string, Tensor> ShardedAdamW::masters() const {
     const Tensor whole = Tensor::zeros({buckets_.padded_numel(b)}, DType::f32, bucket.device);
     comm_.shard(whole).copy_(s.master);
     comm_.all_gather_shards(whole);
+    if (comm_.rank() != 0) continue;  // rank 0 alone holds them in host memory
     const Tensor host = whole.to(Device::cpu());
     for (size_t j = 0; j < bucket.params.size(); ++j) {
       const Var& param = params_[bucket.params[j]].second;

@@ -58,12 +58,15 @@ class ShardedAdamW : public Optimizer {
                const std::map<std::string, Tensor>& masters, GradientBuckets& buckets,
                Communicator& comm);
 
-  // Updates this rank's shards and gathers the weights into every rank's parameters (collective);
-  // leaves the buckets' gradients zeroed.
+  // Updates this rank's shards and gathers the weights into every rank's parameters (collective).
+  // The whole buckets then hold weights, not gradients: zero them (GradientBuckets::zero) before
+  // the next backward.
   void step(double lr, double grad_scale = 1.0) override;
-  double grad_norm() const override;  // collective
+  double grad_norm() const override;              // collective
+  std::string first_non_finite() const override;  // collective
   // Collective when the masters are kept apart from the parameters (bf16): gathered one bucket at
-  // a time into host memory.
+  // a time into rank 0's host memory; the other ranks get only the f32 parameters (their own
+  // masters).
   std::map<std::string, Tensor> masters() const override;
   // This rank's shards: "bucket_<b>.exp_avg" / "bucket_<b>.exp_avg_sq", S elements each.
   std::map<std::string, Tensor> moments() const override;

@@ -43,13 +43,6 @@ fs::path first_missing(const fs::path& path) {
   return missing;
 }
 
-// Whether every value of `t` is finite, computed on its device: finite * 0 is 0 and inf or NaN
-// * 0 is NaN, so the sum of squares of t * 0 is NaN exactly when t holds a non-finite value (and,
-// unlike t's own, cannot overflow).
-bool all_finite(const Tensor& t) {
-  return !std::isnan(global_norm({binary_scalar(BinaryOp::mul, t, 0.0)}));
-}
-
 // The sums of several micro-batches.
 void add_sums(MetricSums& into, const MetricSums& sums) {
   for (const auto& [name, value] : sums) into[name] += value;
@@ -405,7 +398,12 @@ class TrainingRun {
             std::to_string(c_.max_consecutive_skips) + "): stopping; " + likely_cause());
       std::cerr << "step " << state_.step + 1 << ": non-finite loss or gradient, update skipped\n";
     }
-    recipe_.trainable().zero_grad();
+    // The gradients start the next step at zero, those of a skipped step too (with several ranks
+    // they are the buckets, which hold the updated weights after a sharded update).
+    if (buckets_)
+      buckets_->zero();
+    else
+      recipe_.trainable().zero_grad();
     if (state_.step + 1 == total_ && optimizer_->steps_taken() == updates_at_start_)
       throw std::runtime_error("[train] every step of this run (" +
                                std::to_string(start_step_ + 1) + " to " + std::to_string(total_) +
@@ -484,7 +482,7 @@ class TrainingRun {
   }
 
   // Why the steps went non-finite, as far as the weights tell: the update that made them
-  // non-finite, else the last update made, else none.
+  // non-finite, else the last update made, else none. Collective when the masters are sharded.
   std::string likely_cause() const {
     if (last_update_.step == 0)
       return "no step of this run updated the weights: the starting weights or the data give "
@@ -492,10 +490,8 @@ class TrainingRun {
     std::ostringstream update;
     update << "step " << last_update_.step << " (learning rate " << last_update_.values.lr
            << ", gradient norm " << last_update_.values.grad_norm << ")";
-    for (const auto& [name, master] : optimizer_->masters())
-      if (!all_finite(master))
-        return "the update of " + update.str() + " made " + name +
-               " non-finite: lower optimizer.lr";
+    if (const std::string name = optimizer_->first_non_finite(); !name.empty())
+      return "the update of " + update.str() + " made " + name + " non-finite: lower optimizer.lr";
     return "the last update was " + update.str() +
            ": if the losses before it were finite, lower optimizer.lr";
   }
@@ -532,16 +528,14 @@ class TrainingRun {
   // of its directory's name waits for rank 0). Weights that are not finite are never saved: every
   // rank holds the same masters and stops alike.
   void save() {
+    if (const std::string name = optimizer_->first_non_finite(); !name.empty())
+      throw std::runtime_error(
+          "[train] step " + std::to_string(state_.step) + ": " + name +
+          " holds non-finite values, so no checkpoint is written" +
+          (last_checkpoint_.empty() ? "" : " (the last one, " + last_checkpoint_ + ", is intact)") +
+          "; " + likely_cause());
     // model.safetensors: the fp32 masters, whole (gathered when sharded), and the recipe's buffers.
     std::map<std::string, Tensor> model = optimizer_->masters();
-    for (const auto& [name, master] : model)
-      if (!all_finite(master))
-        throw std::runtime_error("[train] step " + std::to_string(state_.step) + ": " + name +
-                                 " holds non-finite values, so no checkpoint is written" +
-                                 (last_checkpoint_.empty()
-                                      ? ""
-                                      : " (the last one, " + last_checkpoint_ + ", is intact)") +
-                                 "; " + likely_cause());
     std::vector<json> recipe_by_rank;
     for (const std::string& text : comm_.all_gather(recipe_.checkpoint_metadata().dump()))
       recipe_by_rank.push_back(json::parse(text));
@@ -558,6 +552,12 @@ class TrainingRun {
       const std::string staged = comm_.all_gather(lead_ ? checkpoints_.stage(state_.step) : "")[0];
       save_tensor_file(staged, optimizer_file(), optimizer_->moments());
       comm_.barrier();
+      for (int64_t r = 0; lead_ && r < comm_.world_size(); ++r)
+        if (!fs::exists(fs::path(staged) / ("optimizer.rank" + std::to_string(r) + ".safetensors")))
+          throw std::runtime_error("[train] step " + std::to_string(state_.step) + ": rank " +
+                                   std::to_string(r) + " did not write its optimizer shards into " +
+                                   staged + ": every rank must see run_dir " + c_.run_dir +
+                                   " (one host, or a filesystem the hosts share)");
       payload.state["optimizer_shards"] = comm_.world_size();
     } else {
       payload.tensors["optimizer"] = optimizer_->moments();
@@ -629,7 +629,9 @@ class TrainingRun {
   RunDirectory* run_dir_;  // rank 0: the locked run directory
   data::DataLoader loader_;
   std::unique_ptr<data::DataLoader> val_;
-  std::unique_ptr<GradientBuckets> buckets_;  // several ranks: the gradients' flat buffers
+  // Several ranks: the gradients' flat buffers. Declared before optimizer_, whose initializer
+  // makes them (make_optimizer) and which refers to them.
+  std::unique_ptr<GradientBuckets> buckets_;
   std::unique_ptr<Optimizer> optimizer_;
   bool sharded_;  // train.shard optimizer or gradients, over several ranks
   int64_t total_, warmup_;

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "autograd/functions.h"
 #include "tests/test_util.h"
 
@@ -70,6 +73,7 @@ void expect_sharded_matches_whole(DType dtype, bool shard_gradients) {
     EXPECT_NEAR(optimizer.grad_norm(), reference.grad_norm(), 1e-6 * reference.grad_norm());
     reference.step(1e-2, 0.5);
     optimizer.step(1e-2, 0.5);
+    buckets.zero();  // the buckets held the gathered weights
     for (size_t i = 0; i < shapes.size(); ++i) {
       EXPECT_EQ(testing::max_abs_diff(sharded[i].second.value(), whole[i].second.value()), 0.0)
           << whole[i].first << " step " << k + 1;
@@ -77,7 +81,7 @@ void expect_sharded_matches_whole(DType dtype, bool shard_gradients) {
       EXPECT_TRUE(shard_gradients
                       ? !grad.defined()
                       : testing::max_abs_diff(grad, Tensor::zeros(shapes[i], dtype)) == 0)
-          << "the step leaves the gradients zeroed, or dropped when sharded";
+          << "the gradients are zeroed, or dropped when sharded";
     }
   }
   EXPECT_EQ(optimizer.steps_taken(), 4);
@@ -160,6 +164,30 @@ TEST(ShardedAdamW, MomentsConvertBetweenWholeAndShards) {
   std::vector<std::map<std::string, Tensor>> short_shards = shards;
   short_shards[1]["bucket_0.exp_avg"] = Tensor::zeros({1});
   EXPECT_THROW(whole_moments(short_shards, buckets, params), std::runtime_error);
+}
+
+// A step skipped for a non-finite gradient leaves nothing behind once the buckets are zeroed (the
+// next step's norm is its own), and a non-finite master is named the same way on every rank.
+TEST(ShardedAdamW, NonFiniteGradientsAndMastersAreFoundAndCleared) {
+  Var a(rand_normal({4}, 1), true), b(rand_normal({3}, 2), true);
+  GradientBuckets buckets({a, b}, single_process(), 16, /*shard_gradients=*/true);
+  ShardedAdamW optimizer({{"a", a}, {"b", b}}, kConfig, {}, buckets, single_process());
+  const auto backward = [&](double value) {
+    buckets.arm(true);
+    set_grad(a, Tensor::full({4}, value));
+    set_grad(b, Tensor::full({3}, value));
+    buckets.backward_done();
+    buckets.sum();
+  };
+  backward(std::nan(""));
+  EXPECT_TRUE(std::isnan(optimizer.grad_norm()));
+  buckets.zero();  // the skipped step's
+  backward(1.0);
+  EXPECT_DOUBLE_EQ(optimizer.grad_norm(), std::sqrt(7.0));
+
+  EXPECT_EQ(optimizer.first_non_finite(), "");
+  b.value().copy_(Tensor::full({3}, std::numeric_limits<double>::infinity()));
+  EXPECT_EQ(optimizer.first_non_finite(), "b");
 }
 
 TEST(ShardedAdamW, MomentsAreNamedByBucket) {

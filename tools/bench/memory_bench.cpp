@@ -70,6 +70,7 @@ void run_bench_memory(const MemoryOptions& o) {
   shapes.layers = config;
   shapes.tokens = T;
   shapes.batch_tokens = T;
+  shapes.gradients_persist = false;  // one process, one micro-batch a step
   bench::check_fits("bench memory", "--model " + model_name + " --tokens " + std::to_string(T),
                     estimate_step_memory(shapes, parameters, compute).total(), device);
 
@@ -109,14 +110,15 @@ void run_bench_memory(const MemoryOptions& o) {
     const auto held = static_cast<double>(memory_peak(device) - before);
     shapes.checkpoint_every = every;
     const MemoryEstimate e = estimate_step_memory(shapes, parameters, compute);
-    const double estimate = e.activations + e.loss + e.gradients;
+    const double estimate = e.total() - e.parameters() - e.moments - e.batches;
     if (every == 0) base_seconds = seconds, base_peak = held;
     std::printf("%-10s %10.1f %7.2fx %12.1f %7.2fx %15.1f %12.6f\n", name, seconds * 1e3,
                 seconds / base_seconds, held / (1 << 20), held / base_peak, estimate / (1 << 20),
                 loss);
   }
   std::printf(
-      "(estimate: train/memory.h's activations, loss chunks and gradients of the step; targets "
+      "(estimate: train/memory.h's peak of the step less the weights, moments and batches; "
+      "targets "
       "for the CPU default, layers: peak <= 0.35x, time <= 1.4x)\n");
 }
 

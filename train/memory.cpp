@@ -88,14 +88,15 @@ MemoryEstimate estimate_step_memory(const StepShapes& s, int64_t trained_paramet
   e.moments = P * 8.0 / W;
   const double layer = T * (4 * H + 3 * Q + 3 * K + 3 * I) * c +
                        T * static_cast<double>(m.num_attention_heads) * 4.0;
+  e.layer = layer + T * static_cast<double>(s.layer_extra_width) * c;
+  e.checkpointed_layer = T * (H + static_cast<double>(s.checkpoint_extra_width)) * c;
   double below = 0, layers = 0;  // what the layers below the current one keep; the most
   for (int64_t i = 0; i < m.num_hidden_layers; ++i) {
     if (checkpointed_layer(s.checkpoint_every, i)) {
-      const double input = T * (H + static_cast<double>(s.checkpoint_extra_width)) * c;
-      layers = std::max(layers, below + input + layer);
-      below += input;
+      layers = std::max(layers, below + e.checkpointed_layer + layer);
+      below += e.checkpointed_layer;
     } else {
-      below += layer + T * static_cast<double>(s.layer_extra_width) * c;
+      below += e.layer;
     }
   }
   e.activations = std::max(layers, below) +

@@ -40,6 +40,9 @@ struct MemoryEstimate {
   double activations = 0;  // what autograd keeps for the backward (the trained layers, the head's
                            // input, a draft's context keys)
   double kept = 0;         // the frozen model's outputs kept for the step
+  // Of the activations: what one trained layer keeps, and one checkpointed layer (its input and
+  // what it keeps besides; its backward rebuilds a layer's set for a while).
+  double layer = 0, checkpointed_layer = 0;
   double loss = 0, batches = 0;
   double persistent_gradients = 0;  // the part of `gradients` that lives through the step
   double parameters() const { return masters + compute_copy + frozen; }

@@ -261,6 +261,14 @@ std::string plan_report(const PlannedStep& step, int64_t gpus, const std::string
   row("AdamW moments",
       sharded ? "f32, two per parameter, this rank's shard" : "f32, two per parameter", e.moments);
   row("activations", "kept for the backward", e.activations);
+  const int64_t layers = p.shapes().layers.num_hidden_layers;
+  const int64_t checkpointed = p.checkpoint_every == 0 ? 0 : (layers - 1) / p.checkpoint_every + 1;
+  if (checkpointed < layers) row("", "a layer's (no T x T attention scores)", e.layer);
+  if (checkpointed > 0)
+    row("",
+        "a checkpointed layer's (" + std::to_string(checkpointed) + " of " +
+            std::to_string(layers) + ")",
+        e.checkpointed_layer);
   if (e.kept > 0) row("target states", "captured for the step", e.kept);
   row("loss", "the head's logits chunk, input gradient", e.loss);
   row("batches", "in use and prefetched", e.batches);

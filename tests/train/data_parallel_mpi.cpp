@@ -362,27 +362,31 @@ TEST(DataParallel, ShardingTrainsAsTheWholeStateOnTwoRanks) {
       << outputs["gradients"];
 }
 
-// A run with sharded gradients stopped by SIGTERM to one rank resumes to the uninterrupted run's
-// weights, bit for bit; a checkpoint resumes with the other sharding too.
+// A run with sharded gradients whose rank is killed (SIGKILL) or stopped (SIGTERM) resumes to the
+// uninterrupted run's weights, bit for bit; a checkpoint resumes with the other sharding too.
 TEST(DataParallel, AShardedRunResumesBitForBitAndWithTheOtherSharding) {
   TempDir dir;
   const std::string config = testing::write_tiny_config(dir);
   const std::vector<std::string> common = {"train.max_steps=6", "checkpoint.every_steps=2",
                                            "log.every_steps=1", "train.shard=gradients"};
-  std::vector<std::string> reference = common, stopped = common;
+  std::vector<std::string> reference = common;
   reference.push_back("run_dir=" + (dir / "reference"));
-  stopped.push_back("run_dir=" + (dir / "stopped"));
   std::string output;
   ASSERT_EQ(run(mpirun(2) + train_command("sft", config, reference), output), 0) << output;
-  const std::string log = dir / "stopped.log";
-  EXPECT_NE(interrupt_rank(train_command("sft", config, stopped), dir / "stopped", SIGTERM, log), 0)
-      << testing::read_text(log);
-  EXPECT_LT(metrics_of(dir / "stopped").size(), 6u) << "the run finished first";
-  stopped.push_back("resume");
-  ASSERT_EQ(run(mpirun(2) + train_command("sft", config, stopped), output), 0) << output;
-  EXPECT_TRUE(testing::contains(output, "resumed from "));
-  testing::expect_bit_identical(testing::latest_weights(dir / "stopped"),
-                                testing::latest_weights(dir / "reference"));
+  for (const int sig : {SIGKILL, SIGTERM}) {
+    const std::string name = sig == SIGKILL ? "killed" : "stopped", log = dir / (name + ".log");
+    std::vector<std::string> interrupted = common;
+    interrupted.push_back("run_dir=" + (dir / name));
+    EXPECT_NE(interrupt_rank(train_command("sft", config, interrupted), dir / name, sig, log), 0)
+        << testing::read_text(log);
+    EXPECT_LT(metrics_of(dir / name).size(), 6u) << "the run finished first";
+    interrupted.push_back("resume");
+    output.clear();
+    ASSERT_EQ(run(mpirun(2) + train_command("sft", config, interrupted), output), 0) << output;
+    EXPECT_TRUE(testing::contains(output, "resumed from "));
+    testing::expect_bit_identical(testing::latest_weights(dir / name),
+                                  testing::latest_weights(dir / "reference"));
+  }
 
   // A checkpoint resumes with the other sharding: a sharded one with the moments whole (each rank
   // joins every rank's shards), a whole one sharded (each rank takes its shards of the whole
